@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/schema"
+)
+
+// method is one entry of the method table: the requests a server may send.
+type method struct {
+	// beforeInit is true for the methods allowed before initialization
+	// (only ping).
+	beforeInit bool
+	handle     func(ctx context.Context, params json.RawMessage) (any, error)
+}
+
+// aliases maps the draft's fs.* spellings to the canonical method names.
+// They are resolved before anything else, so a request is validated, decided
+// and audited under its canonical name.
+var aliases = map[string]string{
+	"fs.read":    "files/read",
+	"fs.write":   "files/write",
+	"fs.list":    "files/list",
+	"fs.create":  "files/create",
+	"fs.delete":  "files/delete",
+	"fs.rename":  "files/rename",
+	"fs.watch":   "files/watch",
+	"fs.consent": "files/consent",
+}
+
+// CanonicalMethod returns the canonical name of a method (fs.read ->
+// files/read); other names are returned unchanged.
+func CanonicalMethod(name string) string {
+	if c, ok := aliases[name]; ok {
+		return c
+	}
+	return name
+}
+
+func (s *Session) methodTable() map[string]method {
+	return map[string]method{
+		"ping":       {beforeInit: true, handle: func(context.Context, json.RawMessage) (any, error) { return struct{}{}, nil }},
+		"roots/list": {handle: s.listRoots},
+	}
+}
+
+// handleRequest is the front of the pipeline: method resolution, the
+// initialization gate and params validation, then the method's own stages.
+func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any, error) {
+	name := CanonicalMethod(req.Method)
+	m, known := s.methods[name]
+	if !s.initialized.Load() && !(known && m.beforeInit) {
+		return nil, toRPC(errcode.New(errcode.NotInitialized,
+			"the session is not initialized yet: only ping is answered before notifications/initialized"))
+	}
+	if !known {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
+	}
+	if err := s.validator.ValidateParams(name, req.Params); err != nil {
+		var verr *schema.Error
+		if errors.As(err, &verr) {
+			return nil, toRPC(errcode.New(errcode.InvalidParams, "params do not match the schema of "+name).
+				With("errors", verr.Errors))
+		}
+		return nil, err // no schema for a method in the table: a programming error, answered as internal
+	}
+	result, err := m.handle(ctx, req.Params)
+	if err != nil {
+		s.log.Debug("request failed", "method", name, "id", string(req.ID), "code", errcode.Of(err))
+		return nil, toRPC(err)
+	}
+	s.log.Debug("request answered", "method", name, "id", string(req.ID))
+	return result, nil
+}
+
+// toRPC turns a stage's error into the JSON-RPC error sent to the server.
+// A brokered failure keeps its code, reason and details; anything else is
+// returned as it is (the connection answers it as a generic internal error
+// and logs it).
+func toRPC(err error) error {
+	var e *errcode.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	data := make(map[string]any, len(e.Details)+2)
+	for k, v := range e.Details {
+		data[k] = v
+	}
+	data["code"] = string(e.Code)
+	data["reason"] = e.Reason
+	return &jsonrpc.Error{Code: e.Code.RPC(), Message: messages[e.Code], Data: data}
+}
+
+// messages are the short JSON-RPC messages of each code; the detail is in
+// data.reason.
+var messages = map[errcode.Code]string{
+	errcode.FileNotFound:        "file not found",
+	errcode.PermissionDenied:    "permission denied",
+	errcode.InvalidPath:         "invalid path",
+	errcode.IOError:             "I/O error",
+	errcode.Timeout:             "timeout",
+	errcode.ConcurrencyConflict: "concurrency conflict",
+	errcode.QuotaExceeded:       "quota exceeded",
+	errcode.InvalidParams:       "invalid params",
+	errcode.NotInitialized:      "not initialized",
+}
+
+// rootEntry is one root as roots/list returns it.
+type rootEntry struct {
+	URI  string `json:"uri"`
+	Name string `json:"name,omitempty"`
+}
+
+// listRoots answers roots/list with the current roots.
+func (s *Session) listRoots(context.Context, json.RawMessage) (any, error) {
+	all := s.roots().All()
+	entries := make([]rootEntry, 0, len(all))
+	for _, r := range all {
+		entries = append(entries, rootEntry{URI: r.URI, Name: r.Name})
+	}
+	return map[string]any{"roots": entries}, nil
+}
+
+// handleNotification takes the server's notifications.
+func (s *Session) handleNotification(_ context.Context, n *jsonrpc.Message) {
+	switch n.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Reason    string          `json:"reason"`
+		}
+		if err := json.Unmarshal(n.Params, &p); err != nil || len(p.RequestID) == 0 {
+			s.log.Debug("ignoring a malformed cancellation")
+			return
+		}
+		if id, err := jsonrpc.ParseID(p.RequestID); err == nil {
+			s.log.Debug("server cancelled a request", "id", string(id), "reason", truncate(p.Reason, 256))
+			s.conn.CancelRequest(id)
+		}
+	case "notifications/message":
+		s.logServerMessage(n.Params)
+	default:
+		s.log.Debug("ignoring notification", "method", truncate(n.Method, 128))
+	}
+}
+
+// logServerMessage writes an MCP log notification from the server to the
+// broker's log, at the server's level.
+func (s *Session) logServerMessage(params json.RawMessage) {
+	var p struct {
+		Level  string          `json:"level"`
+		Logger string          `json:"logger"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		s.log.Debug("ignoring a malformed log notification")
+		return
+	}
+	level := hclog.Info
+	switch p.Level {
+	case "debug":
+		level = hclog.Debug
+	case "notice", "info":
+		level = hclog.Info
+	case "warning":
+		level = hclog.Warn
+	case "error", "critical", "alert", "emergency":
+		level = hclog.Error
+	}
+	s.log.Named("server").Log(level, truncate(string(p.Data), 4096), "logger", truncate(p.Logger, 128))
+}
+
+// truncate shortens s for a log line or an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
