@@ -1,0 +1,25 @@
+//go:build unix
+
+package child
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup puts the child in a process group of its own, so that a
+// terminal's Ctrl-C reaches the broker only and stopping reaches the whole
+// group.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// terminate sends SIGTERM to the child's process group.
+func terminate(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+}
+
+// kill sends SIGKILL to the child's process group.
+func kill(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}

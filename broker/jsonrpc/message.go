@@ -1,0 +1,240 @@
+// Package jsonrpc implements JSON-RPC 2.0 as MCP uses it: one JSON object per
+// message, framed one per line on a byte stream, with request/response
+// correlation, notifications in both directions and bounded concurrent
+// handling of incoming requests.
+//
+// The package knows nothing of MCP methods: the caller supplies the handlers.
+// Every malformed input is answered with a JSON-RPC error and never ends the
+// connection.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Version is the only JSON-RPC version accepted and sent.
+const Version = "2.0"
+
+// Standard JSON-RPC 2.0 error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// ID is a request id as it appeared on the wire: the compact JSON text of a
+// string or a number. The zero value means "no id" (a notification). Keeping
+// the raw text lets replies echo the peer's id byte for byte.
+type ID string
+
+// NullID is the id of replies to messages whose id could not be read.
+const NullID ID = "null"
+
+// IsZero reports whether the id is absent.
+func (id ID) IsZero() bool { return id == "" }
+
+// MarshalJSON writes the id's raw JSON text, or null when absent.
+func (id ID) MarshalJSON() ([]byte, error) {
+	if id == "" {
+		return []byte("null"), nil
+	}
+	return []byte(id), nil
+}
+
+// StringID returns the ID for a JSON string.
+func StringID(s string) ID {
+	b, _ := json.Marshal(s) // a string always marshals
+	return ID(b)
+}
+
+// Error is a JSON-RPC error object. It is both what handlers return to make a
+// specific error reply and what Call returns when the peer replied with an
+// error.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	// Data is any JSON-encodable value on the way out; on the way in it is
+	// the peer's data as json.RawMessage (nil when absent).
+	Data any `json:"data,omitempty"`
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message)
+}
+
+// Message is one decoded JSON-RPC message: a request (Method and ID), a
+// notification (Method, no ID) or a response (ID with Result or Error).
+type Message struct {
+	ID     ID
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *Error
+}
+
+// IsRequest reports whether m is a request that expects a reply.
+func (m *Message) IsRequest() bool { return m.Method != "" && !m.ID.IsZero() }
+
+// IsNotification reports whether m is a notification (no reply expected).
+func (m *Message) IsNotification() bool { return m.Method != "" && m.ID.IsZero() }
+
+// IsResponse reports whether m answers a request.
+func (m *Message) IsResponse() bool { return m.Method == "" }
+
+// DecodeError is the reply owed to a message that could not be accepted:
+// the id to answer (NullID when it could not be read) and the error.
+type DecodeError struct {
+	ID  ID
+	Err *Error
+}
+
+// Error implements the error interface.
+func (e *DecodeError) Error() string { return e.Err.Message }
+
+// wireError is the shape of an error object read from the peer.
+type wireError struct {
+	Code    *int            `json:"code"`
+	Message *string         `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Decode parses one message. It returns a *DecodeError for anything that is
+// not a valid single JSON-RPC 2.0 message: invalid JSON is a parse error
+// (-32700, id null); a batch (JSON array), a non-object, a wrong or missing
+// "jsonrpc", a bad id or method, or a message that is neither request,
+// notification nor response is an invalid request (-32600). Object keys are
+// matched exactly (case-sensitively); unknown members are ignored.
+func Decode(data []byte) (*Message, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, classifyUndecodable(data)
+	}
+	if fields == nil { // the JSON literal null
+		return nil, invalid(NullID, "message must be a JSON object")
+	}
+
+	id := ID("")
+	if raw, ok := fields["id"]; ok {
+		var err error
+		if id, err = ParseID(raw); err != nil {
+			return nil, invalid(NullID, err.Error())
+		}
+	}
+	if v, ok := fields["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
+		return nil, invalid(idOrNull(id), `"jsonrpc" must be "2.0"`)
+	}
+
+	msg := &Message{ID: id}
+	rawMethod, hasMethod := fields["method"]
+	rawResult, hasResult := fields["result"]
+	rawError, hasError := fields["error"]
+	switch {
+	case hasMethod:
+		if hasResult || hasError {
+			return nil, invalid(idOrNull(id), "a message cannot carry both a method and a result or error")
+		}
+		if err := json.Unmarshal(rawMethod, &msg.Method); err != nil || msg.Method == "" {
+			return nil, invalid(idOrNull(id), `"method" must be a non-empty string`)
+		}
+		if p, ok := fields["params"]; ok {
+			p = bytes.TrimSpace(p)
+			if !bytes.Equal(p, []byte("null")) {
+				msg.Params = p
+			}
+		}
+	case hasResult && hasError:
+		return nil, invalid(idOrNull(id), "a response cannot carry both result and error")
+	case hasResult:
+		if id.IsZero() {
+			return nil, invalid(NullID, "a response must carry an id")
+		}
+		msg.Result = rawResult
+	case hasError:
+		var we wireError
+		if err := json.Unmarshal(rawError, &we); err != nil || we.Code == nil || we.Message == nil {
+			return nil, invalid(idOrNull(id), `"error" must be an object with an integer "code" and a string "message"`)
+		}
+		msg.Error = &Error{Code: *we.Code, Message: *we.Message}
+		if len(we.Data) > 0 {
+			msg.Error.Data = we.Data
+		}
+		if id.IsZero() {
+			// An error reply to a message of ours the peer could not read.
+			msg.ID = NullID
+		}
+	default:
+		return nil, invalid(idOrNull(id), "message has no method, result or error")
+	}
+	return msg, nil
+}
+
+// ParseID accepts a JSON string or number (MCP forbids null ids) and returns
+// its compact text.
+func ParseID(raw json.RawMessage) (ID, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", fmt.Errorf(`"id" must be a string or a number`)
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf(`"id" must be a string or a number`)
+		}
+		return StringID(s), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return "", fmt.Errorf(`"id" must be a string or a number`)
+		}
+		return ID(n), nil
+	default:
+		return "", fmt.Errorf(`"id" must be a string or a number`)
+	}
+}
+
+func classifyUndecodable(data []byte) error {
+	if !json.Valid(data) {
+		return &DecodeError{ID: NullID, Err: &Error{Code: CodeParseError, Message: "parse error: message is not valid JSON"}}
+	}
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
+		return invalid(NullID, "batch requests are not supported: send one JSON object per line")
+	}
+	return invalid(NullID, "message must be a JSON object")
+}
+
+func invalid(id ID, msg string) error {
+	return &DecodeError{ID: id, Err: &Error{Code: CodeInvalidRequest, Message: "invalid request: " + msg}}
+}
+
+func idOrNull(id ID) ID {
+	if id.IsZero() {
+		return NullID
+	}
+	return id
+}
+
+// request and response are the wire shapes of outgoing messages.
+type request struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      ID     `json:"id,omitempty"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+type resultResponse struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      ID     `json:"id"`
+	Result  any    `json:"result"`
+}
+
+type errorResponse struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      ID     `json:"id"`
+	Error   *Error `json:"error"`
+}
