@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/semaphore"
 )
 
 // ErrClosed is returned by Call and Notify once the connection has ended.
@@ -30,6 +32,8 @@ type NotificationHandler func(ctx context.Context, n *Message)
 // Defaults for a Conn.
 const (
 	DefaultMaxInFlight     = 64
+	DefaultMaxQueued       = 1024
+	DefaultMaxQueuedBytes  = 64 << 20
 	DefaultShutdownTimeout = 5 * time.Second
 )
 
@@ -39,13 +43,27 @@ type Option func(*Conn)
 // WithLogger sets the logger for protocol errors and traffic traces.
 func WithLogger(l hclog.Logger) Option { return func(c *Conn) { c.log = l } }
 
-// WithMaxInFlight bounds the requests handled at once. When the bound is
-// reached the connection stops reading until one finishes, so a flooding peer
-// is slowed down rather than buffered without limit.
+// WithMaxInFlight bounds the requests handled at once. Further requests wait
+// for a slot in a bounded queue (see WithMaxQueued).
 func WithMaxInFlight(n int) Option {
 	return func(c *Conn) {
 		if n > 0 {
 			c.maxInFlight = n
+		}
+	}
+}
+
+// WithMaxQueued bounds the requests read but not yet finished (running or
+// waiting for a slot), by count and by their total size in bytes. When either
+// bound is reached the connection stops reading until a request finishes.
+// Defaults: DefaultMaxQueued requests, DefaultMaxQueuedBytes bytes.
+func WithMaxQueued(n int, bytes int64) Option {
+	return func(c *Conn) {
+		if n > 0 {
+			c.maxQueued = n
+		}
+		if bytes > 0 {
+			c.maxQueuedBytes = bytes
 		}
 	}
 }
@@ -74,6 +92,8 @@ type Conn struct {
 	onNotification  NotificationHandler
 	log             hclog.Logger
 	maxInFlight     int
+	maxQueued       int
+	maxQueuedBytes  int64
 	shutdownTimeout time.Duration
 	idPrefix        string
 
@@ -97,6 +117,8 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 		onNotification:  onNotification,
 		log:             hclog.NewNullLogger(),
 		maxInFlight:     DefaultMaxInFlight,
+		maxQueued:       DefaultMaxQueued,
+		maxQueuedBytes:  DefaultMaxQueuedBytes,
 		shutdownTimeout: DefaultShutdownTimeout,
 		idPrefix:        "fsbroker-",
 		pending:         make(map[ID]chan *Message),
@@ -146,6 +168,8 @@ func (c *Conn) Serve(ctx context.Context) error {
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	sem := make(chan struct{}, c.maxInFlight)
+	queue := make(chan struct{}, c.maxQueued)
+	queuedBytes := semaphore.NewWeighted(c.maxQueuedBytes)
 	var wg sync.WaitGroup
 
 	reads := make(chan readResult)
@@ -188,7 +212,7 @@ loop:
 			if r.err != nil {
 				c.log.Warn("refused an oversized message")
 				c.replyError(NullID, &Error{Code: CodeInvalidRequest, Message: "invalid request: message exceeds the size limit"})
-			} else if !c.dispatch(ctx, handlerCtx, r.msg, sem, &wg) {
+			} else if !c.dispatch(ctx, handlerCtx, r.msg, sem, queue, queuedBytes, &wg) {
 				break loop
 			}
 			next <- struct{}{}
@@ -218,13 +242,22 @@ loop:
 	return serveErr
 }
 
-// dispatch handles one raw message. It returns false when the loop must stop
-// (shutdown requested while waiting for a free request slot).
-func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem chan struct{}, wg *sync.WaitGroup) bool {
+// dispatch handles one raw message: a reply goes to its Call, a notification
+// to its handler, a request to a goroutine that waits for one of the
+// maxInFlight slots. Reading stops only while the queue of waiting requests
+// is full (by count or by bytes), so replies and cancellations keep flowing
+// while every slot is busy, and a flood is still held back. It returns false
+// when the loop must stop (shutdown requested while the queue was full).
+func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem, queue chan struct{},
+	queuedBytes *semaphore.Weighted, wg *sync.WaitGroup) bool {
 	msg, err := Decode(raw)
 	if err != nil {
 		var de *DecodeError
 		if errors.As(err, &de) {
+			if de.Response {
+				c.log.Warn("dropped a malformed reply from the peer", "reason", de.Err.Message)
+				return true
+			}
 			c.log.Debug("refused a malformed message", "code", de.Err.Code, "reason", de.Err.Message)
 			c.replyError(de.ID, de.Err)
 		}
@@ -239,11 +272,17 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem chan st
 			c.onNotification(handlerCtx, msg)
 		}
 	default:
+		// Take a place in the queue; only a full queue stops the reading.
+		weight := min(int64(len(raw)), c.maxQueuedBytes)
 		select {
-		case sem <- struct{}{}:
+		case queue <- struct{}{}:
 		case <-ctx.Done():
 			return false
 		case <-c.done:
+			return false
+		}
+		if err := queuedBytes.Acquire(ctx, weight); err != nil {
+			<-queue
 			return false
 		}
 		reqCtx, cancel := context.WithCancel(handlerCtx)
@@ -251,7 +290,8 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem chan st
 		if _, dup := c.inflight[msg.ID]; dup {
 			c.mu.Unlock()
 			cancel()
-			<-sem
+			queuedBytes.Release(weight)
+			<-queue
 			c.replyError(msg.ID, &Error{Code: CodeInvalidRequest, Message: "invalid request: a request with this id is still in progress"})
 			return true
 		}
@@ -260,7 +300,13 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem chan st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer func() { queuedBytes.Release(weight); <-queue }()
+			select { // wait for a free request slot
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-reqCtx.Done():
+				// Cancelled by the peer, or the session is ending: never run.
+			}
 			c.handle(reqCtx, msg)
 		}()
 	}
@@ -281,11 +327,14 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 				err = fmt.Errorf("handler panic: %v", p)
 			}
 		}()
-		if c.onRequest == nil {
+		switch {
+		case ctx.Err() != nil:
+			err = &Error{Code: CodeInternalError, Message: "the session ended before the request could run"}
+		case c.onRequest == nil:
 			err = &Error{Code: CodeMethodNotFound, Message: "method not found: " + req.Method}
-			return
+		default:
+			result, err = c.onRequest(ctx, req)
 		}
-		result, err = c.onRequest(ctx, req)
 	}()
 
 	c.mu.Lock()
@@ -303,14 +352,14 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 
 	if err != nil {
 		var rpcErr *Error
-		if !errors.As(err, &rpcErr) {
+		if !errors.As(err, &rpcErr) || rpcErr == nil {
 			c.log.Error("request failed", "method", req.Method, "error", err)
 			rpcErr = &Error{Code: CodeInternalError, Message: "internal error"}
 		}
 		c.replyError(req.ID, rpcErr)
 		return
 	}
-	if result == nil {
+	if isNil(result) {
 		result = struct{}{}
 	}
 	data, merr := json.Marshal(resultResponse{JSONRPC: Version, ID: req.ID, Result: result})
@@ -320,6 +369,16 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 		return
 	}
 	c.write(data)
+}
+
+// isNil reports whether a result is nil, a nil pointer included (both are
+// answered {} rather than null).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // CancelRequest cancels the handling of the peer's request id (for the MCP

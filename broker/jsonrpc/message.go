@@ -27,8 +27,9 @@ const (
 )
 
 // ID is a request id as it appeared on the wire: the compact JSON text of a
-// string or a number. The zero value means "no id" (a notification). Keeping
-// the raw text lets replies echo the peer's id byte for byte.
+// string or a number. The zero value means "no id" (a notification). Numbers
+// keep their raw text and strings their decoded value, so a reply echoes the
+// peer's id with the same JSON value.
 type ID string
 
 // NullID is the id of replies to messages whose id could not be read.
@@ -88,9 +89,13 @@ func (m *Message) IsResponse() bool { return m.Method == "" }
 
 // DecodeError is the reply owed to a message that could not be accepted:
 // the id to answer (NullID when it could not be read) and the error.
+// Response is true when the message was shaped as a response (no method,
+// with a result or an error): it must be logged, never answered, or two
+// peers could answer each other's errors forever.
 type DecodeError struct {
-	ID  ID
-	Err *Error
+	ID       ID
+	Err      *Error
+	Response bool
 }
 
 // Error implements the error interface.
@@ -118,13 +123,39 @@ func Decode(data []byte) (*Message, error) {
 		return nil, invalid(NullID, "message must be a JSON object")
 	}
 
+	_, hasMethod := fields["method"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	isResponse := !hasMethod && (hasResult || hasError)
 	id := ID("")
 	if raw, ok := fields["id"]; ok {
-		var err error
-		if id, err = ParseID(raw); err != nil {
-			return nil, invalid(NullID, err.Error())
+		if hasError && !hasMethod && !hasResult && bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			// The peer's error reply to a message of ours it could not read.
+			id = NullID
+		} else {
+			var err error
+			if id, err = ParseID(raw); err != nil {
+				return nil, markResponse(invalid(NullID, err.Error()), isResponse)
+			}
 		}
 	}
+	msg, err := decodeFields(fields, id)
+	if err != nil {
+		return nil, markResponse(err, isResponse)
+	}
+	return msg, nil
+}
+
+// markResponse flags a DecodeError for a response-shaped message.
+func markResponse(err error, isResponse bool) error {
+	if de, ok := err.(*DecodeError); ok {
+		de.Response = isResponse
+	}
+	return err
+}
+
+// decodeFields builds the message from its members once the id is known.
+func decodeFields(fields map[string]json.RawMessage, id ID) (*Message, error) {
 	if v, ok := fields["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
 		return nil, invalid(idOrNull(id), `"jsonrpc" must be "2.0"`)
 	}

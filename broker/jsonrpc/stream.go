@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 )
@@ -64,10 +65,11 @@ func NewLineStream(r io.Reader, w io.Writer, maxMessageBytes int) *LineStream {
 		maxMessageBytes = DefaultMaxMessageBytes
 	}
 	s := &LineStream{r: bufio.NewReaderSize(r, 64<<10), w: w, max: maxMessageBytes}
-	for _, c := range []any{r, w} {
-		if c, ok := c.(io.Closer); ok {
-			s.closers = append(s.closers, c)
-		}
+	if c, ok := r.(io.Closer); ok {
+		s.closers = append(s.closers, c)
+	}
+	if c, ok := w.(io.Closer); ok && !sameCloser(c, r) {
+		s.closers = append(s.closers, c)
 	}
 	return s
 }
@@ -117,7 +119,7 @@ func (s *LineStream) readLine() ([]byte, error) {
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
 			// A reader closed by this side (to stop the session) ends the
 			// input just as the peer closing it does.
-			if tooLarge {
+			if tooLarge || len(s.buf) > s.max { // no line ending to allow for here
 				return nil, ErrMessageTooLarge
 			}
 			if len(s.buf) > 0 {
@@ -153,11 +155,21 @@ func (s *LineStream) Write(msg []byte) error {
 	return nil
 }
 
-// Close closes the underlying reader and writer where possible.
+// sameCloser reports whether w is the reader itself (a socket, say), so that
+// it is closed once.
+func sameCloser(w io.Closer, r io.Reader) (same bool) {
+	defer func() { _ = recover() }() // uncomparable dynamic types are not the same
+	rc, ok := r.(io.Closer)
+	return ok && rc == w
+}
+
+// Close closes the underlying reader and writer where possible; closing what
+// is already closed is not an error.
 func (s *LineStream) Close() error {
 	var errs []error
 	for _, c := range s.closers {
-		if err := c.Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		if err := c.Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) &&
+			!errors.Is(err, os.ErrClosed) && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
