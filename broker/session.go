@@ -150,6 +150,9 @@ func (s *Session) Run(ctx context.Context) error {
 	if err := s.initialize(ctx); err != nil {
 		stopServing()
 		<-served
+		if ctx.Err() != nil {
+			return nil // stopped by the operator during the handshake: a clean end
+		}
 		return err
 	}
 	if s.pingInterval > 0 {

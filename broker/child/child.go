@@ -26,6 +26,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	stdin  *os.File // our end of the child's stdin
 	stdout *os.File // our end of the child's stdout
+	stderr *os.File // our end of the child's stderr
 	log    hclog.Logger
 
 	exited   chan struct{} // closed when the process has exited
@@ -63,7 +64,7 @@ func Start(name string, args []string, log hclog.Logger) (*Process, error) {
 	// The child has its own copies of these ends now.
 	closeAll(inR, outW, errW)
 
-	p := &Process{cmd: cmd, stdin: inW, stdout: outR, log: log, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, log: log, exited: make(chan struct{})}
 	p.stderrWG.Add(1)
 	go p.logStderr(errR)
 	go func() {
@@ -93,7 +94,6 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 func (p *Process) logStderr(r *os.File) {
 	defer p.stderrWG.Done()
-	defer r.Close()
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -118,8 +118,11 @@ func trimEOL(b []byte) []byte {
 
 // Stop ends the child: it closes its stdin and waits up to grace for it to
 // exit; then sends SIGTERM (to its process group) and waits up to grace
-// again; then kills it. It returns once the child has exited and its stderr
-// has been logged. Calling Stop on an exited child only collects it.
+// again; then kills it. Processes the child left running in its group are
+// stopped the same way (SIGTERM, then SIGKILL) once it has exited. Stop
+// returns once the child has exited and its stderr has been logged (or
+// grace has passed for a process outside the group that still holds it).
+// Calling Stop on an exited child only collects it.
 func (p *Process) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
 		_ = p.stdin.Close()
@@ -132,9 +135,46 @@ func (p *Process) Stop(grace time.Duration) {
 				<-p.exited
 			}
 		}
-		p.stderrWG.Wait()
+		p.stopGroup(grace)
+		if !waitGroupFor(&p.stderrWG, grace) {
+			p.log.Warn("a process outside the server's group still holds its stderr; closing it")
+			_ = p.stderr.Close()
+			p.stderrWG.Wait()
+		}
+		_ = p.stderr.Close()
 		_ = p.stdout.Close()
 	})
+}
+
+// stopGroup stops what the child left running in its process group.
+func (p *Process) stopGroup(grace time.Duration) {
+	if !groupAlive(p.cmd) {
+		return
+	}
+	p.log.Debug("the server left processes running; sending SIGTERM to its group", "pgid", p.PID())
+	terminate(p.cmd)
+	deadline := time.Now().Add(grace)
+	for groupAlive(p.cmd) {
+		if time.Now().After(deadline) {
+			p.log.Warn("processes of the server ignored SIGTERM; killing them", "pgid", p.PID())
+			kill(p.cmd)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitGroupFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (p *Process) waitFor(d time.Duration) bool {

@@ -23,3 +23,8 @@ func terminate(cmd *exec.Cmd) {
 func kill(cmd *exec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
+
+// groupAlive reports whether any process of the child's group is left.
+func groupAlive(cmd *exec.Cmd) bool {
+	return syscall.Kill(-cmd.Process.Pid, 0) == nil
+}
