@@ -1,0 +1,52 @@
+# fsbroker: every developer and CI task. `make test` is the one test command
+# (README, .ci/run).
+
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 15s
+# Every fuzz target as PACKAGE:NAME, found in the _test.go files.
+FUZZ_TARGETS = $(shell grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \
+	for n in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do echo ./$$(dirname $${f#./}):$$n; done; done)
+
+.PHONY: all build test bench fuzz lint demo clean
+
+all: lint test
+
+## build: the fsbroker binary and the example MCP server, in bin/
+build:
+	$(GO) build -o $(BIN)/fsbroker ./cmd/fsbroker
+	$(GO) build -o $(BIN)/example-server ./cmd/example-server
+
+## test: every test (unit, integration over real pipes and subprocesses,
+## interoperability, fuzz seed corpora), with the race detector
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## bench: the Go benchmarks, with allocations
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+## fuzz: each fuzz target for FUZZTIME (default 15s); crashers land in testdata/
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+## lint: go vet, gofmt, and a cross-compile for linux, darwin and windows
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "not gofmt'ed:"; echo "$$out"; exit 1; fi
+	GOOS=linux   GOARCH=amd64 $(GO) build ./...
+	GOOS=darwin  GOARCH=arm64 $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
+
+## demo: a real session: fsbroker serves the example MCP server (official Go
+## SDK), which lists its roots and exits; the session is in the log
+demo: build
+	$(BIN)/fsbroker connect --root . --log-level debug -- $(BIN)/example-server -exit-after-roots
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/hashicorp/go-hclog"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/schema"
+)
+
+// fileConfig is the config file (schema/config.json is its contract).
+type fileConfig struct {
+	Version int          `json:"version"`
+	Roots   []rootConfig `json:"roots"`
+	Log     struct {
+		Level  string `json:"level"`
+		Format string `json:"format"`
+	} `json:"log"`
+	Limits struct {
+		MaxMessageBytes int    `json:"maxMessageBytes"`
+		MaxInFlight     int    `json:"maxInFlight"`
+		InitTimeout     string `json:"initTimeout"`
+		ShutdownTimeout string `json:"shutdownTimeout"`
+	} `json:"limits"`
+}
+
+// rootConfig is one entry of the config file's roots.
+type rootConfig struct {
+	Path     string `json:"path"`
+	Mount    string `json:"mount"`
+	Name     string `json:"name"`
+	Writable bool   `json:"writable"`
+}
+
+// configError is a usage or configuration error: the command exits 2 with its
+// message, which names the bad setting.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{msg: fmt.Sprintf(format, args...)}
+}
+
+// loadConfig reads, schema-checks and decodes the config file at path.
+func loadConfig(path string, v *schema.Validator) (*fileConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErrorf("--config %s: %v", path, err)
+	}
+	doc, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, configErrorf("config %s: not valid YAML: %v", path, err)
+	}
+	if t := bytes.TrimSpace(doc); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		doc = []byte("{}")
+	}
+	if err := v.ValidateConfig(doc); err != nil {
+		var serr *schema.Error
+		if errors.As(err, &serr) {
+			parts := make([]string, 0, len(serr.Errors))
+			for _, fe := range serr.Errors {
+				ptr := fe.Pointer
+				if ptr == "" {
+					ptr = "/"
+				}
+				parts = append(parts, ptr+": "+fe.Message)
+			}
+			return nil, configErrorf("config %s: %s", path, strings.Join(parts, "; "))
+		}
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	var cfg fileConfig
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, configErrorf("config %s: %v", path, err)
+	}
+	return &cfg, nil
+}
+
+// rootSpecs returns the config's roots as specs; relative paths are relative
+// to the config file's directory.
+func (c *fileConfig) rootSpecs(configPath string) []roots.Spec {
+	base := filepath.Dir(configPath)
+	specs := make([]roots.Spec, 0, len(c.Roots))
+	for i, r := range c.Roots {
+		p := r.Path
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		specs = append(specs, roots.Spec{Path: p, Mount: r.Mount, Name: r.Name, Writable: r.Writable,
+			Origin: fmt.Sprintf("config %s: /roots/%d", configPath, i)})
+	}
+	return specs
+}
+
+// configDuration parses a duration setting that the schema has already
+// checked for shape.
+func configDuration(path, pointer, value string) (time.Duration, error) {
+	if value == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d <= 0 {
+		return 0, configErrorf("config %s: %s: %q is not a positive duration", path, pointer, value)
+	}
+	return d, nil
+}
+
+// watchConfig reloads the config file when it changes (debounced), and
+// calls apply with each new version that loads. The file's directory is
+// watched, because editors and orchestrators replace files in several ways
+// (write in place, rename over, swap a symlinked "..data" directory as
+// Kubernetes does): events on the file's name and on names starting with
+// ".." trigger a reload; other files in the directory (a log file, say) do
+// not. A reload that fails is logged and the last good version stays.
+// It returns when ctx ends.
+func watchConfig(ctx context.Context, path string, v *schema.Validator, debounce time.Duration,
+	log hclog.Logger, apply func(*fileConfig)) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch config: %w", err)
+	}
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if err := w.Add(dir); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("watch config directory %s: %w", dir, err)
+	}
+	go func() {
+		defer w.Close()
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if name := filepath.Base(ev.Name); name != base && !strings.HasPrefix(name, "..") {
+					continue
+				}
+				log.Trace("config file changed", "event", ev.String())
+				timer.Reset(debounce)
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				log.Warn("config watcher error; reloading to be safe", "error", err)
+				timer.Reset(debounce)
+			case <-timer.C:
+				cfg, err := loadConfig(path, v)
+				if err != nil {
+					log.Warn("config reload failed; keeping the previous configuration", "error", err)
+					continue
+				}
+				apply(cfg)
+			}
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/schema"
+)
+
+// options are the settings of a session command, from its flags and the
+// config file (flags win).
+type options struct {
+	configPath      string
+	rootFlags       []string
+	logLevel        string
+	logFormat       string
+	maxMessageBytes int
+	maxInFlight     int
+	initTimeout     time.Duration
+	shutdownTimeout time.Duration
+	pingInterval    time.Duration
+
+	set map[string]bool // flags given on the command line
+}
+
+var commandHelp = map[string]string{
+	"stdio": `Usage: fsbroker stdio [flags]
+
+Serve one MCP server on this process's stdin and stdout: fsbroker plays the MCP
+client, sends initialize, and answers the server's roots/list requests. Logs go
+to stderr.
+`,
+	"connect": `Usage: fsbroker connect [flags] -- CMD [ARGS...]
+
+Start CMD as an MCP server over stdio and serve it. The server's stderr goes to
+fsbroker's log. The session ends when the server exits; when fsbroker is
+stopped (SIGINT, SIGTERM) it closes the server's stdin, then sends SIGTERM,
+then SIGKILL, waiting --shutdown-timeout between steps.
+`,
+}
+
+// newFlagSet returns the flag set of a session command bound to a fresh
+// options value, or nil for an unknown command.
+func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
+	help, ok := commandHelp[cmd]
+	if !ok {
+		return nil, nil
+	}
+	o := &options{
+		logLevel:        "info",
+		logFormat:       "text",
+		maxMessageBytes: jsonrpc.DefaultMaxMessageBytes,
+		maxInFlight:     jsonrpc.DefaultMaxInFlight,
+		initTimeout:     broker.DefaultInitTimeout,
+		shutdownTimeout: jsonrpc.DefaultShutdownTimeout,
+	}
+	fs := flag.NewFlagSet("fsbroker "+cmd, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, help, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.configPath, "config", "", "config `FILE` (YAML; see docs/config.md); watched and reloaded on change")
+	fs.Func("root", "a root `DIR`; DIR:rw makes it writable (read-only is the default); repeatable", func(v string) error {
+		o.rootFlags = append(o.rootFlags, v)
+		return nil
+	})
+	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "log `LEVEL`: trace, debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "log `FORMAT`: text or json (logs go to stderr)")
+	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", o.maxMessageBytes, "largest accepted message, in `BYTES`")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "requests handled at once (`N`)")
+	fs.DurationVar(&o.initTimeout, "init-timeout", o.initTimeout, "how long to wait for the server's initialize result")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "how long in-flight requests may run after the session ends, and each step of stopping a child")
+	fs.DurationVar(&o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
+	return fs, o
+}
+
+// parseOptions parses a session command's flags. It returns the arguments
+// after the flags (after "--" for connect).
+func parseOptions(cmd string, args []string, out io.Writer) (*options, []string, error) {
+	fs, o := newFlagSet(cmd, out)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, errHelpShown
+		}
+		return nil, nil, &configError{msg: err.Error()}
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, fs.Args(), nil
+}
+
+// setup is what a session command needs once its options are checked.
+type setup struct {
+	opts      *options
+	log       hclog.Logger
+	validator *schema.Validator
+	flagRoots []roots.Spec
+	roots     *roots.Set
+	cfg       *fileConfig
+}
+
+// prepare loads the config file, merges it under the flags, checks every
+// setting, and builds the logger and the roots. Errors are configErrors.
+func prepare(o *options, stderr io.Writer) (*setup, error) {
+	v, err := schema.New()
+	if err != nil {
+		return nil, fmt.Errorf("compile schemas: %w", err)
+	}
+	s := &setup{opts: o, validator: v}
+	if o.configPath != "" {
+		if s.cfg, err = loadConfig(o.configPath, v); err != nil {
+			return nil, err
+		}
+		if err := o.mergeConfig(s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	level := hclog.LevelFromString(o.logLevel)
+	if level == hclog.NoLevel || strings.EqualFold(o.logLevel, "off") {
+		return nil, configErrorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, configErrorf("--log-format %q: want text or json", o.logFormat)
+	}
+	if o.maxMessageBytes < 1024 {
+		return nil, configErrorf("--max-message-bytes %d: must be at least 1024", o.maxMessageBytes)
+	}
+	if o.maxInFlight < 1 || o.maxInFlight > 4096 {
+		return nil, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
+	}
+	for name, d := range map[string]time.Duration{"--init-timeout": o.initTimeout, "--shutdown-timeout": o.shutdownTimeout} {
+		if d <= 0 {
+			return nil, configErrorf("%s %s: must be positive", name, d)
+		}
+	}
+	if o.pingInterval < 0 {
+		return nil, configErrorf("--ping-interval %s: must not be negative", o.pingInterval)
+	}
+	s.log = hclog.New(&hclog.LoggerOptions{
+		Name:       "fsbroker",
+		Level:      level,
+		Output:     stderr,
+		JSONFormat: o.logFormat == "json",
+	})
+	for _, f := range o.rootFlags {
+		spec, err := roots.ParseFlag(f)
+		if err != nil {
+			return nil, &configError{msg: err.Error()}
+		}
+		s.flagRoots = append(s.flagRoots, spec)
+	}
+	if s.roots, err = s.buildRoots(s.cfg); err != nil {
+		return nil, &configError{msg: err.Error()}
+	}
+	return s, nil
+}
+
+// buildRoots resolves the config's roots followed by the --root flags.
+func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
+	var specs []roots.Spec
+	if cfg != nil {
+		specs = cfg.rootSpecs(s.opts.configPath)
+	}
+	return roots.New(append(specs, s.flagRoots...))
+}
+
+// mergeConfig takes the config file's settings for every flag not given.
+func (o *options) mergeConfig(c *fileConfig) error {
+	if c.Log.Level != "" && !o.set["log-level"] {
+		o.logLevel = c.Log.Level
+	}
+	if c.Log.Format != "" && !o.set["log-format"] {
+		o.logFormat = c.Log.Format
+	}
+	if c.Limits.MaxMessageBytes != 0 && !o.set["max-message-bytes"] {
+		o.maxMessageBytes = c.Limits.MaxMessageBytes
+	}
+	if c.Limits.MaxInFlight != 0 && !o.set["max-in-flight"] {
+		o.maxInFlight = c.Limits.MaxInFlight
+	}
+	for _, d := range []struct {
+		flag, pointer, value string
+		dst                  *time.Duration
+	}{
+		{"init-timeout", "/limits/initTimeout", c.Limits.InitTimeout, &o.initTimeout},
+		{"shutdown-timeout", "/limits/shutdownTimeout", c.Limits.ShutdownTimeout, &o.shutdownTimeout},
+	} {
+		v, err := configDuration(o.configPath, d.pointer, d.value)
+		if err != nil {
+			return err
+		}
+		if v != 0 && !o.set[d.flag] {
+			*d.dst = v
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+// Command fsbroker is the MCP client-side filesystem broker: MCP servers send
+// it roots/list and files/* requests, and it answers them within the roots,
+// the consent and the policies the operator set.
+//
+// Usage:
+//
+//	fsbroker stdio   [flags]              one session on this process's stdin/stdout
+//	fsbroker connect [flags] -- CMD ARGS  start an MCP server over stdio and serve it
+//	fsbroker version                      print the version
+//
+// Exit status: 0 clean session end, 1 runtime failure, 2 usage or
+// configuration error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// Exit statuses (PROTOCOL.md section 7).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; otherwise
+// it comes from the module's build information.
+var version = ""
+
+func brokerVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+const usageText = `fsbroker: the MCP client-side filesystem broker.
+
+Usage:
+  fsbroker stdio   [flags]              serve one MCP server on this process's stdin/stdout
+  fsbroker connect [flags] -- CMD ARGS  start an MCP server as a child process and serve it
+  fsbroker version                      print the version
+  fsbroker help [COMMAND]               show help
+
+Run "fsbroker help COMMAND" for a command's flags.
+Exit status: 0 clean session end, 1 runtime failure, 2 usage or configuration error.
+`
+
+func main() {
+	// A peer that closes its end of stdout must end the session through a
+	// write error (logged), not kill the broker with SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status. ctx ends on
+// SIGINT or SIGTERM, which stops a session gracefully.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "stdio":
+		err = runStdio(ctx, rest, stdin, stdout, stderr)
+	case "connect":
+		err = runConnect(ctx, rest, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
+	case "help", "-h", "-help", "--help":
+		err = runHelp(rest, stdout)
+	default:
+		err = configErrorf("unknown command %q (run \"fsbroker help\")", cmd)
+	}
+	return exitStatus(err, stderr)
+}
+
+// exitStatus maps a command's error to its exit status, printing it.
+func exitStatus(err error, stderr io.Writer) int {
+	var cerr *configError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelpShown):
+		return exitOK
+	case errors.As(err, &cerr):
+		fmt.Fprintln(stderr, "fsbroker:", err)
+		return exitUsage
+	case errors.Is(err, errAlreadyLogged):
+		return exitFailure
+	default:
+		fmt.Fprintln(stderr, "fsbroker:", err)
+		return exitFailure
+	}
+}
+
+var (
+	// errHelpShown ends a command after -h printed its help.
+	errHelpShown = errors.New("help shown")
+	// errAlreadyLogged is a runtime failure whose reason is already in the log.
+	errAlreadyLogged = errors.New("failure already logged")
+)
+
+func runHelp(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usageText)
+		return nil
+	}
+	fs, _ := newFlagSet(args[0], stdout)
+	if fs == nil {
+		return configErrorf("unknown command %q (run \"fsbroker help\")", args[0])
+	}
+	fs.Usage()
+	return nil
+}

@@ -1,0 +1,626 @@
+//go:build unix
+
+package main
+
+// The tests of this package drive the real fsbroker binary (and the real
+// example server) as subprocesses over real pipes: a test plays the MCP
+// server on the broker's stdin and stdout with newline-delimited JSON and
+// reads its log from stderr. Both binaries are built once, in TestMain.
+//
+// Every wait is an upper bound on something that should happen promptly;
+// no test asserts how long anything took.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitLimit bounds each wait for something that should happen promptly.
+const waitLimit = 10 * time.Second
+
+var (
+	brokerBin string // the fsbroker binary under test
+	serverBin string // the example server (go-sdk)
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "fsbroker-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	brokerBin = filepath.Join(dir, "fsbroker")
+	serverBin = filepath.Join(dir, "example-server")
+	// The broker is built with the race detector when the tests run with
+	// it, so that a data race in the real process fails the test that drove
+	// it (the binary prints "DATA RACE" and exits 66).
+	var brokerFlags []string
+	if raceEnabled {
+		brokerFlags = append(brokerFlags, "-race")
+	}
+	for _, b := range []struct {
+		out, pkg string
+		flags    []string
+	}{
+		{brokerBin, "github.com/fsbroker/fsbroker/cmd/fsbroker", brokerFlags},
+		{serverBin, "github.com/fsbroker/fsbroker/cmd/example-server", nil},
+	} {
+		args := append(append([]string{"build", "-o", b.out}, b.flags...), b.pkg)
+		cmd := exec.Command(goTool(), args...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// brokerEnv is the broker's environment: this process's, without the race
+// runtime's one-second sleep at exit.
+func brokerEnv() []string {
+	env := os.Environ()
+	if raceEnabled {
+		env = append(env, "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+	}
+	return env
+}
+
+// goTool returns the go command on PATH: "go test" puts the bin directory of
+// its own GOROOT first on the test's PATH, so this is the toolchain running
+// the tests.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+}
+
+// lockedBuffer collects a stream (the broker's stderr) for concurrent reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// rpcError is a JSON-RPC error object as the broker sends it.
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// message is one line the broker wrote to its stdout.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *rpcError       `json:"error"`
+
+	seq int    // position in the stream, from 0
+	raw string // the line as written
+}
+
+func (m *message) isRequest(method string) bool {
+	return m.Method == method && len(m.ID) > 0 && string(m.ID) != "null"
+}
+
+func (m *message) isNotification(method string) bool {
+	return m.Method == method && len(m.ID) == 0
+}
+
+// isReplyTo reports whether m answers the request whose id has the JSON text
+// id (`7`, `"a"`, `null`).
+func (m *message) isReplyTo(id string) bool {
+	return m.Method == "" && string(m.ID) == id
+}
+
+// checkMessage returns why line is not a single JSON-RPC 2.0 message, or "".
+func checkMessage(line []byte) string {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
+		return "not a JSON object"
+	}
+	if string(fields["jsonrpc"]) != `"2.0"` {
+		return `"jsonrpc" is not "2.0"`
+	}
+	_, hasMethod := fields["method"]
+	_, hasID := fields["id"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	switch {
+	case hasMethod && (hasResult || hasError):
+		return "a method with a result or an error"
+	case hasMethod:
+		return ""
+	case !hasID:
+		return "a response without an id"
+	case hasResult == hasError:
+		return "a response needs exactly one of result and error"
+	}
+	return ""
+}
+
+// proc is a running fsbroker. For stdio sessions the test is its MCP server:
+// it writes requests and replies to the broker's stdin and reads the broker's
+// messages from its stdout.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stdout *os.File // our end of the broker's stdout
+	stderr *lockedBuffer
+
+	wmu sync.Mutex // one line at a time on stdin
+
+	mu       sync.Mutex
+	msgs     []*message
+	taken    []bool
+	bad      []string      // stdout lines that are not JSON-RPC messages
+	changed  chan struct{} // closed and replaced when msgs grows or stdout ends
+	outDone  bool
+	readDone chan struct{} // both readers reached EOF
+
+	exited chan struct{} // closed once the process has exited
+	state  *os.ProcessState
+}
+
+// startBroker runs fsbroker with args in dir (the test's working directory
+// when empty).
+func startBroker(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(brokerBin, args...)
+	cmd.Dir = dir
+	cmd.Env = brokerEnv()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start fsbroker: %v", err)
+	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	p := &proc{
+		t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &lockedBuffer{},
+		changed: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{}),
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		defer errR.Close()
+		_, _ = io.Copy(p.stderr, errR)
+	}()
+	go func() {
+		defer readers.Done()
+		defer outR.Close()
+		p.readStdout(outR)
+	}()
+	go func() {
+		readers.Wait()
+		close(p.readDone)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.state = cmd.ProcessState
+		p.mu.Unlock()
+		close(p.exited)
+	}()
+	t.Cleanup(p.cleanup)
+	return p
+}
+
+func (p *proc) readStdout(r io.Reader) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for seq := 0; ; {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+			var m message
+			bad := checkMessage(line)
+			if bad == "" {
+				if err := json.Unmarshal(line, &m); err != nil {
+					bad = err.Error()
+				}
+			}
+			p.mu.Lock()
+			if bad != "" {
+				p.bad = append(p.bad, fmt.Sprintf("%s: %.200q", bad, line))
+			} else {
+				m.seq, m.raw = seq, string(line)
+				seq++
+				p.msgs = append(p.msgs, &m)
+				p.taken = append(p.taken, false)
+			}
+			close(p.changed)
+			p.changed = make(chan struct{})
+			p.mu.Unlock()
+		}
+		if err != nil {
+			p.mu.Lock()
+			p.outDone = true
+			close(p.changed)
+			p.changed = make(chan struct{})
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// cleanup ends the broker if the test did not, and checks what every test
+// must hold: stdout carried only JSON-RPC messages, and the race detector
+// found nothing in the broker.
+func (p *proc) cleanup() {
+	t := p.t
+	select {
+	case <-p.exited:
+	default:
+		_ = p.stdin.Close()
+		select {
+		case <-p.exited:
+		case <-time.After(waitLimit):
+			t.Errorf("fsbroker did not exit %s after its stdin closed; killing it", waitLimit)
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	_ = p.stdin.Close()
+	select {
+	case <-p.readDone:
+	case <-time.After(waitLimit):
+		t.Errorf("fsbroker's stdout or stderr still open %s after it exited", waitLimit)
+	}
+	p.mu.Lock()
+	bad := p.bad
+	p.mu.Unlock()
+	for _, b := range bad {
+		t.Errorf("stdout line is not a JSON-RPC message: %s", b)
+	}
+	log := p.stderr.String()
+	if strings.Contains(log, "DATA RACE") {
+		t.Errorf("the race detector fired in fsbroker")
+	}
+	if t.Failed() {
+		t.Logf("fsbroker %s stderr:\n%s", strings.Join(p.cmd.Args[1:], " "), log)
+	}
+}
+
+// send writes v as one line to the broker's stdin.
+func (p *proc) send(v any) {
+	p.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.sendLine(b)
+}
+
+// sendLine writes raw bytes and a newline.
+func (p *proc) sendLine(b []byte) {
+	p.t.Helper()
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if _, err := p.stdin.Write(append(b[:len(b):len(b)], '\n')); err != nil {
+		p.t.Fatalf("write to fsbroker: %v", err)
+	}
+}
+
+// tryAwait returns the first message not yet taken that matches, waiting up
+// to d; nil if none came (or stdout ended).
+func (p *proc) tryAwait(d time.Duration, match func(*message) bool) *message {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		for i, m := range p.msgs {
+			if !p.taken[i] && match(m) {
+				p.taken[i] = true
+				p.mu.Unlock()
+				return m
+			}
+		}
+		changed, done := p.changed, p.outDone
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return nil
+		}
+	}
+}
+
+// await is tryAwait that fails the test when nothing matching comes.
+func (p *proc) await(what string, match func(*message) bool) *message {
+	p.t.Helper()
+	m := p.tryAwait(waitLimit, match)
+	if m == nil {
+		p.t.Fatalf("no %s from fsbroker within %s", what, waitLimit)
+	}
+	return m
+}
+
+// call sends a request and returns the broker's reply.
+func (p *proc) call(id any, method string, params any) *message {
+	p.t.Helper()
+	req := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
+	if params != nil {
+		req["params"] = params
+	}
+	p.send(req)
+	idText, _ := json.Marshal(id)
+	return p.await(fmt.Sprintf("reply to %s (id %s)", method, idText),
+		func(m *message) bool { return m.isReplyTo(string(idText)) })
+}
+
+// ping sends a ping and checks that it is answered with {}.
+func (p *proc) ping(id any) {
+	p.t.Helper()
+	r := p.call(id, "ping", nil)
+	if r.Error != nil || string(r.Result) != "{}" {
+		p.t.Fatalf("ping %v answered %s, want result {}", id, r.raw)
+	}
+}
+
+// awaitInitialize returns the broker's initialize request.
+func (p *proc) awaitInitialize() *message {
+	p.t.Helper()
+	return p.await("initialize request", func(m *message) bool { return m.isRequest("initialize") })
+}
+
+// replyInitialize answers the initialize request with version.
+func (p *proc) replyInitialize(init *message, version string) {
+	p.t.Helper()
+	p.send(map[string]any{"jsonrpc": "2.0", "id": init.ID, "result": map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{},
+		"serverInfo":      map[string]any{"name": "cli-test-peer", "version": "0.0.1"},
+	}})
+}
+
+// handshake completes the MCP lifecycle with version and returns the
+// initialize request.
+func (p *proc) handshake(version string) *message {
+	p.t.Helper()
+	init := p.awaitInitialize()
+	p.replyInitialize(init, version)
+	p.await("notifications/initialized", func(m *message) bool { return m.isNotification("notifications/initialized") })
+	return init
+}
+
+// rootEntry is one root in a roots/list result.
+type rootEntry struct {
+	URI  string `json:"uri"`
+	Name string `json:"name"`
+}
+
+// listRoots calls roots/list and returns the roots.
+func (p *proc) listRoots(id any) []rootEntry {
+	p.t.Helper()
+	r := p.call(id, "roots/list", nil)
+	if r.Error != nil {
+		p.t.Fatalf("roots/list failed: %s", r.raw)
+	}
+	var res struct {
+		Roots *[]rootEntry `json:"roots"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil || res.Roots == nil {
+		p.t.Fatalf("roots/list result %s: want {\"roots\": [...]} (%v)", r.Result, err)
+	}
+	return *res.Roots
+}
+
+// hasMessage reports whether the broker has sent a message matching match,
+// taken or not.
+func (p *proc) hasMessage(match func(*message) bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.msgs {
+		if match(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitExit waits for the broker to exit and for its output to end, and
+// returns its exit status (-1 when a signal ended it).
+func (p *proc) waitExit() int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(waitLimit):
+		p.t.Fatalf("fsbroker did not exit within %s", waitLimit)
+	}
+	select {
+	case <-p.readDone:
+	case <-time.After(waitLimit):
+		p.t.Fatalf("fsbroker's output still open %s after it exited", waitLimit)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state.ExitCode()
+}
+
+// closeStdin ends the broker's input.
+func (p *proc) closeStdin() {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_ = p.stdin.Close()
+}
+
+// signal sends sig to the broker.
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal fsbroker: %v", err)
+	}
+}
+
+// log returns the broker's stderr so far.
+func (p *proc) log() string { return p.stderr.String() }
+
+// countLog counts the occurrences of s in the log.
+func (p *proc) countLog(s string) int { return strings.Count(p.log(), s) }
+
+// waitLog waits until the log matches re and returns the first match's
+// submatches.
+func (p *proc) waitLog(re *regexp.Regexp) []string {
+	p.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		if m := re.FindStringSubmatch(p.log()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no log line matching %q within %s", re, waitLimit)
+		}
+		select {
+		case <-p.readDone:
+			if m := re.FindStringSubmatch(p.log()); m != nil {
+				return m
+			}
+			p.t.Fatalf("fsbroker's log ended without a line matching %q", re)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitLogCount waits until s occurs at least n times in the log.
+func (p *proc) waitLogCount(s string, n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for p.countLog(s) < n {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("log has %q %d times, want at least %d, after %s", s, p.countLog(s), n, waitLimit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// dataOf decodes an error's data.
+type errorData struct {
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+	Errors []struct {
+		Pointer string `json:"pointer"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func dataOf(t *testing.T, m *message) errorData {
+	t.Helper()
+	var d errorData
+	if m.Error == nil || len(m.Error.Data) == 0 {
+		t.Fatalf("reply %s has no error data", m.raw)
+	}
+	if err := json.Unmarshal(m.Error.Data, &d); err != nil {
+		t.Fatalf("error data of %s: %v", m.raw, err)
+	}
+	return d
+}
+
+// realDir creates dir (and its parents) and returns its symlink-resolved
+// absolute path.
+func realDir(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// fileURIPath checks that uri is a file:// URI without a host and returns its
+// path.
+func fileURIPath(t *testing.T, uri string) string {
+	t.Helper()
+	const prefix = "file://"
+	if !strings.HasPrefix(uri, prefix) || !strings.HasPrefix(uri[len(prefix):], "/") {
+		t.Fatalf("root uri %q is not file:///...", uri)
+	}
+	// The tests' directories have no characters that need escaping.
+	return uri[len(prefix):]
+}
+
+// alive reports whether pid names a process that has not exited (a zombie
+// counts as exited).
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	}
+	return true
+}
+
+// writeFile writes content to path in place (truncate and write).
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceFile writes content to path atomically: a temporary file in the
+// same directory renamed over it.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	writeFile(t, tmp, content)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}

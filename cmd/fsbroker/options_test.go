@@ -1,0 +1,190 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runPlain runs fsbroker with args for a command that is not a session
+// (version, help) and returns its stdout, stderr and exit status.
+func runPlain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(brokerBin, args...)
+	cmd.Env = brokerEnv()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	default:
+		t.Fatalf("run fsbroker %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// version and help print to stdout and exit 0.
+func TestVersionAndHelp(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"version"}, []string{"fsbroker "}},
+		{[]string{"--version"}, []string{"fsbroker "}},
+		{[]string{"help"}, []string{"fsbroker stdio", "fsbroker connect"}},
+		{[]string{"help", "stdio"}, []string{"fsbroker stdio", "-root", "-config", "-log-level", "-log-format"}},
+		{[]string{"help", "connect"}, []string{"fsbroker connect", "-shutdown-timeout"}},
+	}
+	for _, tc := range cases {
+		stdout, stderr, code := runPlain(t, tc.args...)
+		if code != 0 {
+			t.Errorf("fsbroker %v: exit status %d, want 0; stderr:\n%s", tc.args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("fsbroker %v: stdout has no %q:\n%s", tc.args, w, stdout)
+			}
+		}
+	}
+	// -h on a session command shows its flags and is not an error.
+	_, stderr, code := runPlain(t, "stdio", "-h")
+	if code != 0 || !strings.Contains(stderr, "-root") {
+		t.Errorf("fsbroker stdio -h: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code := runPlain(t, "help", "frobnicate"); code != 2 || !strings.Contains(stderr, "frobnicate") {
+		t.Errorf("fsbroker help frobnicate: exit status %d (want 2), stderr:\n%s", code, stderr)
+	}
+}
+
+// pingOfSize returns a ping request of exactly n bytes.
+func pingOfSize(t *testing.T, id string, n int) []byte {
+	t.Helper()
+	head := `{"jsonrpc":"2.0","id":"` + id + `","method":"ping","params":{"_meta":{"pad":"`
+	tail := `"}}}`
+	if n < len(head)+len(tail) {
+		t.Fatalf("ping of %d bytes is too small", n)
+	}
+	return []byte(head + strings.Repeat("p", n-len(head)-len(tail)) + tail)
+}
+
+// The message limit is a setting (flag or config file, the flag wins); a
+// message of exactly the limit is accepted and one byte more is refused with
+// -32600, after which the session goes on.
+func TestMessageLimitSetting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "fsbroker.yaml")
+	writeFile(t, cfg, "limits:\n  maxMessageBytes: 4096\n")
+	cases := []struct {
+		name  string
+		args  []string
+		limit int
+	}{
+		{"flag", []string{"--max-message-bytes", "2048"}, 2048},
+		{"config", []string{"--config", cfg}, 4096},
+		{"flag over config", []string{"--config", cfg, "--max-message-bytes", "3000"}, 3000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := startBroker(t, "", append([]string{"stdio", "--root", t.TempDir()}, tc.args...)...)
+			p.handshake("2025-11-25")
+			p.sendLine(pingOfSize(t, "at-limit", tc.limit))
+			r := p.await("reply at the limit", func(m *message) bool { return m.isReplyTo(`"at-limit"`) })
+			if r.Error != nil {
+				t.Errorf("a message of exactly %d bytes was refused: %s", tc.limit, r.raw)
+			}
+			p.sendLine(pingOfSize(t, "over-limit", tc.limit+1))
+			r = p.await("refusal over the limit", func(m *message) bool { return m.isReplyTo("null") })
+			if r.Error == nil || r.Error.Code != -32600 {
+				t.Errorf("a message of %d bytes answered %s, want -32600", tc.limit+1, r.raw)
+			}
+			p.ping("after")
+			if p.hasMessage(func(m *message) bool { return m.isReplyTo(`"over-limit"`) }) {
+				t.Error("the oversized ping was answered")
+			}
+		})
+	}
+}
+
+// A server that never answers initialize: the session fails after
+// --init-timeout with a log line that says so.
+func TestInitTimeout(t *testing.T) {
+	t.Parallel()
+	p := startBroker(t, "", "stdio", "--root", t.TempDir(), "--init-timeout", "200ms")
+	p.awaitInitialize()
+	if code := p.waitExit(); code != 1 {
+		t.Errorf("exit status = %d, want 1", code)
+	}
+	if !strings.Contains(p.log(), "did not answer initialize within 200ms") {
+		t.Error("log does not say the server did not answer initialize in time")
+	}
+}
+
+// --ping-interval makes the broker ping the server once initialized; a server
+// that does not answer is logged.
+func TestPingInterval(t *testing.T) {
+	t.Parallel()
+	p := startBroker(t, "", "stdio", "--root", t.TempDir(), "--ping-interval", "100ms")
+	init := p.awaitInitialize()
+	p.replyInitialize(init, "2025-11-25")
+	isPing := func(m *message) bool { return m.isRequest("ping") }
+	ping := p.await("ping from the broker", isPing)
+	if ping.seq < init.seq {
+		t.Errorf("the broker pinged before initialization")
+	}
+	if len(ping.Params) != 0 && string(ping.Params) != "{}" {
+		t.Errorf("ping params = %s, want none", ping.Params)
+	}
+	p.send(map[string]any{"jsonrpc": "2.0", "id": ping.ID, "result": map[string]any{}})
+	p.await("second ping from the broker", isPing) // left unanswered
+	p.waitLog(regexp.MustCompile(`server did not answer ping`))
+}
+
+// A config file reached through symbolic links, swapped the way Kubernetes
+// updates a mounted ConfigMap (a "..data" link renamed over), is reloaded.
+func TestConfigSymlinkSwap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := realDir(t, filepath.Join(dir, "roots", "a"))
+	b := realDir(t, filepath.Join(dir, "roots", "b"))
+	cdir := realDir(t, filepath.Join(dir, "config"))
+	realDir(t, filepath.Join(cdir, "..v1"))
+	writeFile(t, filepath.Join(cdir, "..v1", "fsbroker.yaml"), configOf(a))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("..v1", filepath.Join(cdir, "..data")))
+	must(os.Symlink(filepath.Join("..data", "fsbroker.yaml"), filepath.Join(cdir, "fsbroker.yaml")))
+
+	p := startBroker(t, "", "stdio", "--config", filepath.Join(cdir, "fsbroker.yaml"))
+	p.handshake("2025-11-25")
+	if got := rootPaths(t, p.listRoots(1)); !equalStrings(got, []string{a}) {
+		t.Fatalf("roots = %q, want %q", got, a)
+	}
+
+	realDir(t, filepath.Join(cdir, "..v2"))
+	writeFile(t, filepath.Join(cdir, "..v2", "fsbroker.yaml"), configOf(a, b))
+	must(os.Symlink("..v2", filepath.Join(cdir, "..data_tmp")))
+	must(os.Rename(filepath.Join(cdir, "..data_tmp"), filepath.Join(cdir, "..data")))
+	if p.tryAwait(waitLimit, isListChanged) == nil {
+		t.Fatal("no notifications/roots/list_changed after the swap")
+	}
+	if got := rootPaths(t, p.listRoots(2)); !equalStrings(got, []string{a, b}) {
+		t.Errorf("roots after the swap = %q, want %q", got, []string{a, b})
+	}
+}

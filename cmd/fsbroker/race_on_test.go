@@ -1,0 +1,7 @@
+//go:build race
+
+package main
+
+// raceEnabled: the test binary runs under the race detector, so the broker
+// binary it drives is built with -race too.
+const raceEnabled = true

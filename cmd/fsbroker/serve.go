@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os/exec"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/child"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// configDebounce is how long the config watcher waits for a burst of file
+// events to settle before reloading (well inside the 1 s promise of
+// PROTOCOL.md section 3).
+const configDebounce = 100 * time.Millisecond
+
+// runStdio serves one server on this process's stdin and stdout.
+func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o, rest, err := parseOptions("stdio", args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return configErrorf("stdio takes no arguments, got %q", rest)
+	}
+	s, err := prepare(o, stderr)
+	if err != nil {
+		return err
+	}
+	stream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	s.log.Info("serving on stdio", "roots", s.roots.Len())
+	err = s.serve(ctx, stream)
+	_ = stream.Close()
+	return err
+}
+
+// runConnect starts the server command as a child process and serves it.
+func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
+	o, rest, err := parseOptions("connect", args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return configErrorf("connect needs the server command after --, as in: fsbroker connect --root DIR -- CMD ARGS")
+	}
+	s, err := prepare(o, stderr)
+	if err != nil {
+		return err
+	}
+	proc, err := child.Start(rest[0], rest[1:], s.log.Named("server"))
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return configErrorf("server command %q: %v", rest[0], err)
+		}
+		return err
+	}
+	s.log.Info("started server", "command", rest[0], "pid", proc.PID(), "roots", s.roots.Len())
+
+	stream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
+	sessionCtx, endSession := context.WithCancel(ctx)
+	defer endSession()
+	served := make(chan error, 1)
+	go func() { served <- s.serve(sessionCtx, stream) }()
+
+	var serveErr error
+	select {
+	case serveErr = <-served:
+	case <-proc.Exited():
+		// The server is gone. Its output ends once every process holding it
+		// has exited; read what is left, then close it ourselves.
+		select {
+		case serveErr = <-served:
+		case <-time.After(o.shutdownTimeout):
+			_ = proc.Stdout().Close()
+			serveErr = <-served
+		}
+	}
+	// A server that ended the session itself gets a moment to exit on its own.
+	if serveErr == nil && ctx.Err() == nil {
+		waitCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		_ = proc.Wait(waitCtx)
+		cancel()
+	}
+	exitedOnItsOwn := proc.ExitCode() != -1 || isExited(proc)
+	proc.Stop(o.shutdownTimeout)
+	s.log.Info("server stopped", "status", proc.ExitDescription())
+	if serveErr != nil {
+		return serveErr
+	}
+	if exitedOnItsOwn && proc.ExitCode() != 0 {
+		s.log.Error("server exited with a failure", "status", proc.ExitDescription())
+		return errAlreadyLogged
+	}
+	return nil
+}
+
+func isExited(p *child.Process) bool {
+	select {
+	case <-p.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+// serve runs one session over stream until it ends, keeping its roots in step
+// with the config file.
+func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
+	var current atomic.Pointer[roots.Set]
+	current.Store(s.roots)
+	sess, err := broker.NewSession(stream,
+		broker.WithLogger(s.log),
+		broker.WithRoots(current.Load),
+		broker.WithValidator(s.validator),
+		broker.WithVersion(brokerVersion()),
+		broker.WithInitTimeout(s.opts.initTimeout),
+		broker.WithPingInterval(s.opts.pingInterval),
+		broker.WithConnOptions(
+			jsonrpc.WithMaxInFlight(s.opts.maxInFlight),
+			jsonrpc.WithShutdownTimeout(s.opts.shutdownTimeout),
+		),
+	)
+	if err != nil {
+		return err
+	}
+	if s.roots.Len() == 0 {
+		s.log.Warn("no roots configured: the server will see none (use --root DIR or a config file)")
+	}
+
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	if s.opts.configPath != "" {
+		err := watchConfig(watchCtx, s.opts.configPath, s.validator, configDebounce, s.log.Named("config"),
+			func(cfg *fileConfig) {
+				next, err := s.buildRoots(cfg)
+				if err != nil {
+					s.log.Warn("config reload failed; keeping the previous roots", "error", err)
+					return
+				}
+				if next.Equal(current.Load()) {
+					s.log.Debug("config reloaded; roots unchanged")
+					return
+				}
+				current.Store(next)
+				s.log.Info("config reloaded; roots changed", "roots", next.Len())
+				if err := sess.RootsChanged(); err != nil {
+					s.log.Warn("cannot notify the server of the new roots", "error", err)
+				}
+			})
+		if err != nil {
+			s.log.Warn("config file will not be reloaded on change", "error", err)
+		}
+	}
+
+	err = sess.Run(ctx)
+	var verr *broker.VersionError
+	switch {
+	case errors.As(err, &verr):
+		s.log.Error("closing the session: the server's protocol version is not supported",
+			"got", verr.Got, "supported", broker.SupportedVersions())
+		return errAlreadyLogged
+	case err != nil:
+		s.log.Error("session failed", "error", err)
+		return errAlreadyLogged
+	}
+	s.log.Info("session ended")
+	return nil
+}
