@@ -4,9 +4,8 @@
 GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 15s
-# Every fuzz target as PACKAGE:NAME, found in the _test.go files.
-FUZZ_TARGETS = $(shell grep -rl --include='*_test.go' '^func Fuzz' . | while read f; do \
-	for n in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do echo ./$$(dirname $${f#./}):$$n; done; done)
+# Every fuzz target as DIR:NAME, found in the _test.go files.
+FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
 .PHONY: all build test bench fuzz lint demo clean
 
@@ -29,7 +28,7 @@ bench:
 ## fuzz: each fuzz target for FUZZTIME (default 15s); crashers land in testdata/
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
+		pkg=./$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
