@@ -1,0 +1,126 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/fsbroker/fsbroker/broker/canon"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+)
+
+// flockRetry is how often a held cross-process lock is tried again.
+const flockRetry = 2 * time.Millisecond
+
+// lockTable is the in-process front of the cross-process locks: one
+// exclusive lock per key, waitable with a deadline.
+type lockTable struct {
+	mu   sync.Mutex
+	keys map[string]*keyLock
+}
+
+type keyLock struct {
+	slot chan struct{} // holds one token while the key is locked
+	refs int           // holders and waiters; the entry is dropped at zero
+}
+
+func newLockTable() *lockTable { return &lockTable{keys: make(map[string]*keyLock)} }
+
+// acquire takes key's lock, waiting until ctx ends.
+func (lt *lockTable) acquire(ctx context.Context, key string) (release func(), err error) {
+	lt.mu.Lock()
+	kl := lt.keys[key]
+	if kl == nil {
+		kl = &keyLock{slot: make(chan struct{}, 1)}
+		lt.keys[key] = kl
+	}
+	kl.refs++
+	lt.mu.Unlock()
+	drop := func() {
+		lt.mu.Lock()
+		if kl.refs--; kl.refs == 0 {
+			delete(lt.keys, key)
+		}
+		lt.mu.Unlock()
+	}
+	select {
+	case kl.slot <- struct{}{}:
+		return func() { <-kl.slot; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+}
+
+// lockKey names the lock of a canonical path: its root's directory and its
+// path inside the root.
+func lockKey(p canon.Path) string { return p.Root.Path + "\x00" + p.Rel }
+
+// lock takes the exclusive locks of paths, in sorted order so that two
+// operations on the same pair never deadlock: first the in-process lock,
+// then a flock on a sidecar file in the state directory, named by a hash of
+// the key and never deleted (an atomic write replaces the target's inode,
+// so the target itself cannot carry the lock). A lock not obtained within
+// the lock wait is CONCURRENCY_CONFLICT; an operation whose own deadline
+// passes first is TIMEOUT.
+func (x *Executor) lock(ctx context.Context, paths ...canon.Path) (unlock func(), err error) {
+	keys := make([]string, 0, len(paths))
+	for _, p := range paths {
+		keys = append(keys, lockKey(p))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+
+	waitCtx, cancel := context.WithTimeout(ctx, x.lockWait)
+	defer cancel()
+	var releases []func()
+	unlockAll := func() {
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
+		}
+	}
+	for _, key := range keys {
+		release, err := x.lockOne(waitCtx, key)
+		if err != nil {
+			unlockAll()
+			if ctx.Err() != nil {
+				return nil, deadline(ctx)
+			}
+			return nil, err
+		}
+		releases = append(releases, release)
+	}
+	return unlockAll, nil
+}
+
+func (x *Executor) lockOne(ctx context.Context, key string) (func(), error) {
+	releaseLocal, err := x.locks.acquire(ctx, key)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.ConcurrencyConflict, "the file is locked by another operation", err)
+	}
+	sum := sha256.Sum256([]byte(key))
+	fl := flock.New(filepath.Join(x.lockDir, hex.EncodeToString(sum[:16])+".lock"))
+	ok, err := fl.TryLockContext(ctx, flockRetry)
+	if !ok || err != nil {
+		_ = fl.Close()
+		releaseLocal()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			return nil, errcode.Wrap(errcode.IOError, "the lock file cannot be used", err)
+		}
+		return nil, errcode.New(errcode.ConcurrencyConflict, "the file is locked by another broker process")
+	}
+	return func() {
+		if err := fl.Unlock(); err != nil {
+			x.log.Warn("cannot release a lock", "error", err)
+		}
+		_ = fl.Close()
+		releaseLocal()
+	}, nil
+}
