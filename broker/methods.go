@@ -45,10 +45,12 @@ func CanonicalMethod(name string) string {
 }
 
 func (s *Session) methodTable() map[string]method {
-	return map[string]method{
+	m := map[string]method{
 		"ping":       {beforeInit: true, handle: func(context.Context, json.RawMessage) (any, error) { return struct{}{}, nil }},
 		"roots/list": {handle: s.listRoots},
 	}
+	s.fileMethods(m)
+	return m
 }
 
 // handleRequest is the front of the pipeline: method resolution, the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/schema"
@@ -105,6 +106,10 @@ type Session struct {
 	pingInterval time.Duration
 	connOpts     []jsonrpc.Option
 	methods      map[string]method
+	exec         *executor.Executor
+	decider      Decider
+	limits       Limits
+	stages       *stageTable
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -119,6 +124,8 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		roots:       func() *roots.Set { return nil },
 		version:     "dev",
 		initTimeout: DefaultInitTimeout,
+		decider:     RootModeDecider{},
+		limits:      DefaultLimits(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -130,6 +137,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		}
 		s.validator = v
 	}
+	s.stages = newStageTable(s.limits.StageIdle)
 	s.methods = s.methodTable()
 	connOpts := append([]jsonrpc.Option{jsonrpc.WithLogger(s.log)}, s.connOpts...)
 	s.conn = jsonrpc.NewConn(stream, s.handleRequest, s.handleNotification, connOpts...)
@@ -144,6 +152,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 func (s *Session) Run(ctx context.Context) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
+	defer s.stages.close() // staged writes end with the session
 	served := make(chan error, 1)
 	go func() { served <- s.conn.Serve(serveCtx) }()
 

@@ -21,17 +21,22 @@ import (
 
 // fileConfig is the config file (schema/config.json is its contract).
 type fileConfig struct {
-	Version int          `json:"version"`
-	Roots   []rootConfig `json:"roots"`
-	Log     struct {
+	Version  int          `json:"version"`
+	Roots    []rootConfig `json:"roots"`
+	StateDir string       `json:"stateDir"`
+	Log      struct {
 		Level  string `json:"level"`
 		Format string `json:"format"`
 	} `json:"log"`
 	Limits struct {
-		MaxMessageBytes int    `json:"maxMessageBytes"`
-		MaxInFlight     int    `json:"maxInFlight"`
-		InitTimeout     string `json:"initTimeout"`
-		ShutdownTimeout string `json:"shutdownTimeout"`
+		MaxMessageBytes  int    `json:"maxMessageBytes"`
+		MaxInFlight      int    `json:"maxInFlight"`
+		InitTimeout      string `json:"initTimeout"`
+		ShutdownTimeout  string `json:"shutdownTimeout"`
+		MaxReadBytes     int64  `json:"maxReadBytes"`
+		MaxWriteBytes    int64  `json:"maxWriteBytes"`
+		OperationTimeout string `json:"operationTimeout"`
+		LockWait         string `json:"lockWait"`
 	} `json:"limits"`
 }
 

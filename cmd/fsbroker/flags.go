@@ -5,12 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/schema"
@@ -28,6 +32,11 @@ type options struct {
 	initTimeout     time.Duration
 	shutdownTimeout time.Duration
 	pingInterval    time.Duration
+	stateDir        string
+	maxReadBytes    int64
+	maxWriteBytes   int64
+	opTimeout       time.Duration
+	lockWait        time.Duration
 
 	set map[string]bool // flags given on the command line
 }
@@ -62,6 +71,10 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 		maxInFlight:     jsonrpc.DefaultMaxInFlight,
 		initTimeout:     broker.DefaultInitTimeout,
 		shutdownTimeout: jsonrpc.DefaultShutdownTimeout,
+		maxReadBytes:    broker.DefaultMaxReadBytes,
+		maxWriteBytes:   broker.DefaultMaxWriteBytes,
+		opTimeout:       broker.DefaultOperationTimeout,
+		lockWait:        executor.DefaultLockWait,
 	}
 	fs := flag.NewFlagSet("fsbroker "+cmd, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -81,6 +94,11 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.initTimeout, "init-timeout", o.initTimeout, "how long to wait for the server's initialize result")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "how long in-flight requests may run after the session ends, and each step of stopping a child")
 	fs.DurationVar(&o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`DIR` for the broker's state (lock files); default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	fs.Int64Var(&o.maxReadBytes, "max-read-bytes", o.maxReadBytes, "largest length one files/read may ask for, in `BYTES`")
+	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
+	fs.DurationVar(&o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
+	fs.DurationVar(&o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
 	return fs, o
 }
 
@@ -107,6 +125,7 @@ type setup struct {
 	flagRoots []roots.Spec
 	roots     *roots.Set
 	cfg       *fileConfig
+	exec      *executor.Executor
 }
 
 // prepare loads the config file, merges it under the flags, checks every
@@ -138,7 +157,11 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if o.maxInFlight < 1 || o.maxInFlight > 4096 {
 		return nil, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
 	}
-	for name, d := range map[string]time.Duration{"--init-timeout": o.initTimeout, "--shutdown-timeout": o.shutdownTimeout} {
+	if o.maxReadBytes < 1 || o.maxWriteBytes < 1 {
+		return nil, configErrorf("--max-read-bytes and --max-write-bytes must be positive")
+	}
+	for name, d := range map[string]time.Duration{"--init-timeout": o.initTimeout, "--shutdown-timeout": o.shutdownTimeout,
+		"--operation-timeout": o.opTimeout, "--lock-wait": o.lockWait} {
 		if d <= 0 {
 			return nil, configErrorf("%s %s: must be positive", name, d)
 		}
@@ -162,7 +185,33 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if s.roots, err = s.buildRoots(s.cfg); err != nil {
 		return nil, &configError{msg: err.Error()}
 	}
+	if o.stateDir == "" {
+		if o.stateDir, err = defaultStateDir(); err != nil {
+			return nil, configErrorf("--state-dir: %v; set one", err)
+		}
+	}
+	if s.exec, err = executor.New(o.stateDir, executor.WithLockWait(o.lockWait), executor.WithLogger(s.log.Named("executor"))); err != nil {
+		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
+	}
 	return s, nil
+}
+
+// defaultStateDir is $XDG_STATE_HOME/fsbroker, else ~/.local/state/fsbroker
+// (on Windows, %LocalAppData%\fsbroker).
+func defaultStateDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "fsbroker"), nil
+	}
+	if runtime.GOOS == "windows" {
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "fsbroker"), nil
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "fsbroker"), nil
 }
 
 // buildRoots resolves the config's roots followed by the --root flags.
@@ -188,12 +237,26 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	if c.Limits.MaxInFlight != 0 && !o.set["max-in-flight"] {
 		o.maxInFlight = c.Limits.MaxInFlight
 	}
+	if c.StateDir != "" && !o.set["state-dir"] {
+		o.stateDir = c.StateDir
+		if !filepath.IsAbs(o.stateDir) {
+			o.stateDir = filepath.Join(filepath.Dir(o.configPath), o.stateDir)
+		}
+	}
+	if c.Limits.MaxReadBytes != 0 && !o.set["max-read-bytes"] {
+		o.maxReadBytes = c.Limits.MaxReadBytes
+	}
+	if c.Limits.MaxWriteBytes != 0 && !o.set["max-write-bytes"] {
+		o.maxWriteBytes = c.Limits.MaxWriteBytes
+	}
 	for _, d := range []struct {
 		flag, pointer, value string
 		dst                  *time.Duration
 	}{
 		{"init-timeout", "/limits/initTimeout", c.Limits.InitTimeout, &o.initTimeout},
 		{"shutdown-timeout", "/limits/shutdownTimeout", c.Limits.ShutdownTimeout, &o.shutdownTimeout},
+		{"operation-timeout", "/limits/operationTimeout", c.Limits.OperationTimeout, &o.opTimeout},
+		{"lock-wait", "/limits/lockWait", c.Limits.LockWait, &o.lockWait},
 	} {
 		v, err := configDuration(o.configPath, d.pointer, d.value)
 		if err != nil {

@@ -34,6 +34,7 @@ const waitLimit = 10 * time.Second
 var (
 	brokerBin string // the fsbroker binary under test
 	serverBin string // the example server (go-sdk)
+	stateHome string // XDG_STATE_HOME of every broker started: state stays out of $HOME
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +50,7 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	brokerBin = filepath.Join(dir, "fsbroker")
 	serverBin = filepath.Join(dir, "example-server")
+	stateHome = filepath.Join(dir, "state")
 	// The broker is built with the race detector when the tests run with
 	// it, so that a data race in the real process fails the test that drove
 	// it (the binary prints "DATA RACE" and exits 66).
@@ -73,10 +75,11 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// brokerEnv is the broker's environment: this process's, without the race
-// runtime's one-second sleep at exit.
+// brokerEnv is the broker's environment: this process's, with its state
+// under the test's directory and without the race runtime's one-second sleep
+// at exit.
 func brokerEnv() []string {
-	env := os.Environ()
+	env := append(os.Environ(), "XDG_STATE_HOME="+stateHome)
 	if raceEnabled {
 		env = append(env, "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	}

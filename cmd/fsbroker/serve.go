@@ -121,6 +121,9 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithVersion(brokerVersion()),
 		broker.WithInitTimeout(s.opts.initTimeout),
 		broker.WithPingInterval(s.opts.pingInterval),
+		broker.WithExecutor(s.exec),
+		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
+			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
 			jsonrpc.WithMaxInFlight(s.opts.maxInFlight),
 			jsonrpc.WithShutdownTimeout(s.opts.shutdownTimeout),
@@ -135,6 +138,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
+	go s.removeStaleTemps(watchCtx, s.roots)
 	if s.opts.configPath != "" {
 		err := watchConfig(watchCtx, s.opts.configPath, s.validator, configDebounce, s.log.Named("config"),
 			func(cfg *fileConfig) {
@@ -148,6 +152,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 					return
 				}
 				current.Store(next)
+				go s.removeStaleTemps(watchCtx, next)
 				s.log.Info("config reloaded; roots changed", "roots", next.Len())
 				if err := sess.RootsChanged(); err != nil {
 					s.log.Warn("cannot notify the server of the new roots", "error", err)
@@ -171,4 +176,18 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 	}
 	s.log.Info("session ended")
 	return nil
+}
+
+// removeStaleTemps clears what crashed brokers left in the roots, in the
+// background so that start-up does not wait for a walk of every root.
+func (s *setup) removeStaleTemps(ctx context.Context, set *roots.Set) {
+	for _, r := range set.All() {
+		n, err := s.exec.RemoveStaleTemps(ctx, r)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("cannot clear stale temporary files", "root", r.Mount, "error", err)
+		}
+		if n > 0 {
+			s.log.Info("removed stale temporary files", "root", r.Mount, "count", n)
+		}
+	}
 }

@@ -1,0 +1,393 @@
+package broker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/canon"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+)
+
+// Limits are the configurable bounds of PROTOCOL.md section 6 that the
+// session enforces.
+type Limits struct {
+	// MaxReadBytes is the largest length a files/read may ask for.
+	MaxReadBytes int64
+	// MaxWriteBytes is the largest decoded content of one files/write.
+	MaxWriteBytes int64
+	// OperationTimeout is each operation's deadline.
+	OperationTimeout time.Duration
+	// StageIdle is how long a staged write waits for its next chunk.
+	StageIdle time.Duration
+}
+
+// Default limits (PROTOCOL.md section 6).
+const (
+	DefaultReadLength       = 1 << 20
+	DefaultMaxReadBytes     = 16 << 20
+	DefaultMaxWriteBytes    = 16 << 20
+	DefaultOperationTimeout = 60 * time.Second
+	DefaultStageIdle        = 60 * time.Second
+)
+
+// DefaultLimits returns the limits of PROTOCOL.md section 6.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxReadBytes:     DefaultMaxReadBytes,
+		MaxWriteBytes:    DefaultMaxWriteBytes,
+		OperationTimeout: DefaultOperationTimeout,
+		StageIdle:        DefaultStageIdle,
+	}
+}
+
+// WithExecutor enables the files/* methods, performed by x (shared by every
+// session of the process).
+func WithExecutor(x *executor.Executor) Option { return func(s *Session) { s.exec = x } }
+
+// WithDecider sets the decision stage (RootModeDecider by default).
+func WithDecider(d Decider) Option { return func(s *Session) { s.decider = d } }
+
+// WithLimits sets the session's limits; zero fields keep their defaults.
+func WithLimits(l Limits) Option {
+	return func(s *Session) {
+		d := DefaultLimits()
+		if l.MaxReadBytes > 0 {
+			d.MaxReadBytes = l.MaxReadBytes
+		}
+		if l.MaxWriteBytes > 0 {
+			d.MaxWriteBytes = l.MaxWriteBytes
+		}
+		if l.OperationTimeout > 0 {
+			d.OperationTimeout = l.OperationTimeout
+		}
+		if l.StageIdle > 0 {
+			d.StageIdle = l.StageIdle
+		}
+		s.limits = d
+	}
+}
+
+// fileMethods adds the files/* methods to the table when an executor is set.
+func (s *Session) fileMethods(m map[string]method) {
+	if s.exec == nil {
+		return
+	}
+	m["files/read"] = method{handle: s.filesRead}
+	m["files/write"] = method{handle: s.filesWrite}
+	m["files/list"] = method{handle: s.filesList}
+	m["files/create"] = method{handle: s.filesCreate}
+	m["files/delete"] = method{handle: s.filesDelete}
+	m["files/rename"] = method{handle: s.filesRename}
+}
+
+// decodeParams decodes validated params into v. What the schema lets through
+// but Go cannot hold (an integer written 1e300) is INVALID_PARAMS.
+func decodeParams(params json.RawMessage, v any) error {
+	if len(params) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(params, v); err != nil {
+		pointer := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			pointer = "/" + te.Field
+		}
+		return errcode.New(errcode.InvalidParams, "params cannot be decoded").
+			With("errors", []map[string]string{{"pointer": pointer, "message": "value out of range for this field"}})
+	}
+	return nil
+}
+
+// resolve canonicalizes and resolves one path parameter.
+func (s *Session) resolve(raw string, follow bool) (executor.Target, error) {
+	p, err := canon.Parse(s.roots(), raw)
+	if err != nil {
+		return executor.Target{}, err
+	}
+	return s.exec.Resolve(p, follow)
+}
+
+// decide runs the decision stage; a decider that panics or errors without a
+// code refuses.
+func (s *Session) decide(ctx context.Context, req Request) error {
+	req.Server = s.Server()
+	err := s.decider.Decide(ctx, req)
+	if err != nil && errcode.Of(err) == "" {
+		s.log.Error("the decision failed; refusing", "method", req.Method, "error", err)
+		return errcode.Wrap(errcode.PermissionDenied, "the request could not be decided", err)
+	}
+	return err
+}
+
+// withTimeout gives an operation its deadline.
+func (s *Session) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.limits.OperationTimeout)
+}
+
+type readParams struct {
+	Path     string `json:"path"`
+	Encoding string `json:"encoding"`
+	Offset   int64  `json:"offset"`
+	Length   *int64 `json:"length"`
+}
+
+type readResult struct {
+	Content  string `json:"content"`
+	Encoding string `json:"encoding"`
+	Size     int64  `json:"size"`
+	Offset   int64  `json:"offset"`
+	Length   int    `json:"length"`
+	EOF      bool   `json:"eof"`
+	MimeType string `json:"mimeType"`
+	ETag     string `json:"etag"`
+}
+
+func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, error) {
+	p := readParams{Encoding: "utf-8"}
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	length := min(int64(DefaultReadLength), s.limits.MaxReadBytes)
+	if p.Length != nil {
+		length = *p.Length
+	}
+	if length > s.limits.MaxReadBytes {
+		return nil, errcode.New(errcode.QuotaExceeded,
+			fmt.Sprintf("length %d is over the read limit of %d bytes", length, s.limits.MaxReadBytes))
+	}
+	t, err := s.resolve(p.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Bytes: length}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	r, err := s.exec.Read(ctx, t, executor.ReadOptions{Offset: p.Offset, Length: length, UTF8: p.Encoding == "utf-8"})
+	if err != nil {
+		return nil, err
+	}
+	content := string(r.Data)
+	if p.Encoding == "base64" {
+		content = base64.StdEncoding.EncodeToString(r.Data)
+	}
+	return readResult{Content: content, Encoding: p.Encoding, Size: r.Size, Offset: p.Offset, Length: len(r.Data),
+		EOF: r.EOF, MimeType: r.MimeType, ETag: r.ETag}, nil
+}
+
+type writeParams struct {
+	Path          string `json:"path"`
+	Content       string `json:"content"`
+	Encoding      string `json:"encoding"`
+	Create        *bool  `json:"create"`
+	CreateParents bool   `json:"createParents"`
+	IfMatch       string `json:"ifMatch"`
+	IfNoneMatch   string `json:"ifNoneMatch"`
+	Offset        int64  `json:"offset"`
+	Final         *bool  `json:"final"`
+}
+
+type writeResult struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	ETag    string `json:"etag"`
+	Created bool   `json:"created"`
+}
+
+func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, error) {
+	p := writeParams{Encoding: "utf-8"}
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	data := []byte(p.Content)
+	if p.Encoding == "base64" {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(p.Content); err != nil {
+			return nil, errcode.New(errcode.InvalidParams, "content is not valid base64").
+				With("errors", []map[string]string{{"pointer": "/content", "message": "not valid base64"}})
+		}
+	}
+	if int64(len(data)) > s.limits.MaxWriteBytes {
+		return nil, errcode.New(errcode.QuotaExceeded,
+			fmt.Sprintf("%d bytes is over the write limit of %d bytes per request", len(data), s.limits.MaxWriteBytes))
+	}
+	opts := executor.WriteOptions{
+		Create:        p.Create == nil || *p.Create,
+		CreateParents: p.CreateParents,
+		IfMatch:       p.IfMatch,
+		IfNoneMatch:   p.IfNoneMatch == "*",
+	}
+	final := p.Final == nil || *p.Final
+	t, err := s.resolve(p.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/write", Operation: OpWrite, Path: t, Bytes: int64(len(data))}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	var r executor.WriteResult
+	if p.Offset == 0 && final {
+		s.stages.abort(t.Path) // a whole write replaces any staged one
+		r, err = s.exec.Write(ctx, t, data, opts)
+	} else {
+		var done bool
+		r, done, err = s.stages.write(ctx, s.exec, t, data, p.Offset, final, opts)
+		if err == nil && !done {
+			return writeResult{Path: t.Path.MountPath(), Size: r.Size, Created: false}, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return writeResult{Path: r.Path.MountPath(), Size: r.Size, ETag: r.ETag, Created: r.Created}, nil
+}
+
+type listParams struct {
+	Path          string `json:"path"`
+	Recursive     bool   `json:"recursive"`
+	IncludeHidden bool   `json:"includeHidden"`
+	MaxDepth      *int   `json:"maxDepth"`
+	Limit         int    `json:"limit"`
+	Cursor        string `json:"cursor"`
+}
+
+type listEntry struct {
+	Path     string `json:"path"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Size     int64  `json:"size"`
+	Modified string `json:"modified"`
+}
+
+type listResult struct {
+	Entries    []listEntry `json:"entries"`
+	NextCursor string      `json:"nextCursor,omitempty"`
+}
+
+// defaultListLimit is files/list's default page size.
+const defaultListLimit = 1000
+
+func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, error) {
+	p := listParams{Limit: defaultListLimit}
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(p.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/list", Operation: OpList, Path: t}); err != nil {
+		return nil, err
+	}
+	maxDepth := -1
+	if p.MaxDepth != nil {
+		maxDepth = *p.MaxDepth
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	r, err := s.exec.List(ctx, t, executor.ListOptions{Recursive: p.Recursive, IncludeHidden: p.IncludeHidden,
+		MaxDepth: maxDepth, Limit: p.Limit, Cursor: p.Cursor})
+	if err != nil {
+		return nil, err
+	}
+	out := listResult{Entries: make([]listEntry, 0, len(r.Entries)), NextCursor: r.NextCursor}
+	for _, e := range r.Entries {
+		out.Entries = append(out.Entries, listEntry{Path: e.Path.MountPath(), Name: e.Name, Type: e.Type,
+			Size: e.Size, Modified: e.Modified.Format(time.RFC3339Nano)})
+	}
+	return out, nil
+}
+
+type createParams struct {
+	Path    string `json:"path"`
+	Type    string `json:"type"`
+	Parents bool   `json:"parents"`
+}
+
+func (s *Session) filesCreate(ctx context.Context, params json.RawMessage) (any, error) {
+	var p createParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(p.Path, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/create", Operation: OpCreate, Path: t}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.exec.Create(ctx, t, p.Type == "directory", p.Parents); err != nil {
+		return nil, err
+	}
+	return map[string]any{"path": t.Path.MountPath(), "type": p.Type, "created": true}, nil
+}
+
+type deleteParams struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
+}
+
+func (s *Session) filesDelete(ctx context.Context, params json.RawMessage) (any, error) {
+	var p deleteParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(p.Path, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.exec.Delete(ctx, t, p.Recursive); err != nil {
+		return nil, err
+	}
+	return map[string]any{"path": t.Path.MountPath(), "deleted": true}, nil
+}
+
+type renameParams struct {
+	OldPath   string `json:"oldPath"`
+	NewPath   string `json:"newPath"`
+	Overwrite bool   `json:"overwrite"`
+}
+
+func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any, error) {
+	var p renameParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	from, err := s.resolve(p.OldPath, false)
+	if err != nil {
+		return nil, err
+	}
+	to, err := s.resolve(p.NewPath, false)
+	if err != nil {
+		return nil, err
+	}
+	// Both paths are decided on: the source as a rename, the target as a
+	// write.
+	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpRename, Path: from, NewPath: &to}); err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if err := s.exec.Rename(ctx, from, to, p.Overwrite); err != nil {
+		return nil, err
+	}
+	return map[string]any{"oldPath": from.Path.MountPath(), "newPath": to.Path.MountPath()}, nil
+}
