@@ -103,13 +103,23 @@ func decodeParams(params json.RawMessage, v any) error {
 	return nil
 }
 
-// resolve canonicalizes and resolves one path parameter.
+// resolve canonicalizes and resolves one path parameter. A link can lead
+// into a nested root; the resolved path is then resolved again under that
+// root, so that the deepest root's settings always apply.
 func (s *Session) resolve(raw string, follow bool) (executor.Target, error) {
-	p, err := canon.Parse(s.roots(), raw)
+	set := s.roots()
+	p, err := canon.Parse(set, raw)
 	if err != nil {
 		return executor.Target{}, err
 	}
-	return s.exec.Resolve(p, follow)
+	t, err := s.exec.Resolve(p, follow)
+	if err != nil {
+		return executor.Target{}, err
+	}
+	if r := canon.Reroot(set, t.Path); r.Root != t.Path.Root {
+		return s.exec.Resolve(r, follow)
+	}
+	return t, nil
 }
 
 // decide runs the decision stage; a decider that panics or errors without a

@@ -329,3 +329,45 @@ func TestFilesMethodsNeedAnExecutor(t *testing.T) {
 		t.Errorf("files/read without an executor: code %d, want -32601", code)
 	}
 }
+
+// TestNestedReadOnlyRootCannotBeWrittenThroughTheOuterRoot: a read-only root
+// nested in a writable one keeps its setting whether a file is named through
+// the outer mount or reached through a link in the outer root.
+func TestNestedReadOnlyRootCannotBeWrittenThroughTheOuterRoot(t *testing.T) {
+	outer := t.TempDir()
+	nested := filepath.Join(outer, "vendor")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nested, "lib.go"), []byte("package lib\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("vendor/lib.go", filepath.Join(outer, "shortcut")); err != nil {
+		t.Fatal(err)
+	}
+	set, err := roots.New([]roots.Spec{{Path: outer, Mount: "app", Writable: true}, {Path: nested, Mount: "vendor"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := executor.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x))}
+	f.initialize("2025-11-25")
+	for _, p := range []string{"app/vendor/lib.go", "app/shortcut", filepath.Join(outer, "vendor", "lib.go")} {
+		f.mustFail("files/write", map[string]any{"path": p, "content": "pwned"}, -32002, "PERMISSION_DENIED")
+	}
+	f.mustFail("files/delete", map[string]any{"path": "app/vendor/lib.go"}, -32002, "PERMISSION_DENIED")
+	if b, _ := os.ReadFile(filepath.Join(nested, "lib.go")); string(b) != "package lib\n" {
+		t.Errorf("the read-only nested root was written: %q", b)
+	}
+	// Reads name the file under its own root.
+	if r, _, _ := f.call("files/read", map[string]any{"path": "app/shortcut"}); r == nil || r["content"] != "package lib\n" {
+		t.Errorf("read through the link = %v", r)
+	}
+	res, _, _ := f.call("files/list", map[string]any{"path": "app/vendor"})
+	if e := res["entries"].([]any); len(e) != 1 || e[0].(map[string]any)["path"] != "vendor/lib.go" {
+		t.Errorf("listing the nested root through the outer mount = %v", e)
+	}
+}

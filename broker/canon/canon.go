@@ -74,35 +74,94 @@ func (p Path) Parent() (Path, string) {
 // Parse canonicalizes raw against the roots. Errors are *errcode.Error:
 // INVALID_PATH for a malformed or unsafe spelling, PERMISSION_DENIED for a
 // path outside every root or climbing out of its root.
+//
+// When roots nest, a path always belongs to the deepest root that holds it,
+// whatever the spelling, so that the nested root's settings (read-only, say)
+// cannot be bypassed by naming a file through the outer mount.
 func Parse(set *roots.Set, raw string) (Path, error) {
-	if err := checkChars(raw); err != nil {
-		return Path{}, err
-	}
-	if strings.HasPrefix(raw, "file:") {
-		decoded, err := decodeFileURI(raw)
-		if err != nil {
+	var (
+		p   Path
+		err error
+	)
+	switch {
+	case strings.HasPrefix(raw, "file:"):
+		// The URI may be longer than a path: its escapes take three bytes
+		// each. The decoded path is held to the path limit.
+		if err := checkChars(raw, maxURIBytes); err != nil {
+			return Path{}, err
+		}
+		var decoded string
+		if decoded, err = decodeFileURI(raw); err != nil {
 			return Path{}, err
 		}
 		if !strings.HasPrefix(decoded, "/") {
 			return Path{}, invalid("a file URI must hold an absolute path")
 		}
-		if err := checkChars(decoded); err != nil {
+		if err := checkChars(decoded, MaxPathBytes); err != nil {
 			return Path{}, err
 		}
-		return parseAbsolute(set, decoded)
+		p, err = parseAbsolute(set, decoded)
+	case strings.HasPrefix(raw, "/"):
+		if err := checkChars(raw, MaxPathBytes); err != nil {
+			return Path{}, err
+		}
+		p, err = parseAbsolute(set, raw)
+	default:
+		if err := checkChars(raw, MaxPathBytes); err != nil {
+			return Path{}, err
+		}
+		p, err = parseMountRelative(set, raw)
 	}
-	if strings.HasPrefix(raw, "/") {
-		return parseAbsolute(set, raw)
+	if err != nil {
+		return Path{}, err
 	}
-	return parseMountRelative(set, raw)
+	p = Reroot(set, p)
+	if len(p.MountPath()) > MaxPathBytes {
+		// The broker must be able to take back every path it returns.
+		return Path{}, invalid("the path, written from its mount, is longer than 4096 bytes")
+	}
+	return p, nil
+}
+
+// maxURIBytes bounds a file URI: the longest prefix and a path of
+// MaxPathBytes with every byte percent-encoded.
+const maxURIBytes = len("file://localhost") + 3*MaxPathBytes
+
+// Reroot returns p under the deepest root of set that holds it (p itself
+// when none is deeper). The executor's link resolution can land a path in a
+// nested root; the broker reroots its result too.
+func Reroot(set *roots.Set, p Path) Path {
+	full := append(splitClean(p.Root.Path), splitClean(p.Rel)...)
+	best, bestLen := p.Root, len(splitClean(p.Root.Path))
+	for _, r := range set.All() {
+		prefix := splitClean(r.Path)
+		if len(prefix) > bestLen && hasPrefix(full, prefix) {
+			best, bestLen = r, len(prefix)
+		}
+	}
+	if best == p.Root {
+		return p
+	}
+	return Path{Root: best, Rel: strings.Join(full[bestLen:], "/")}
+}
+
+// splitClean splits a clean slash-separated path into its segments.
+func splitClean(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // checkChars applies the spelling rules every form shares.
-func checkChars(p string) error {
+func checkChars(p string, maxBytes int) error {
 	switch {
 	case p == "":
 		return invalid("the path is empty")
-	case len(p) > MaxPathBytes:
+	case len(p) > maxBytes:
 		return invalid("the path is longer than 4096 bytes")
 	case !utf8.ValidString(p):
 		return invalid("the path is not valid UTF-8")

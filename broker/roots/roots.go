@@ -82,6 +82,7 @@ func ParseFlag(value string) (Spec, error) {
 func New(specs []Spec) (*Set, error) {
 	s := &Set{byMount: make(map[string]int, len(specs))}
 	origins := make(map[string]string, len(specs))
+	dirs := make(map[string]string, len(specs))
 	for _, spec := range specs {
 		r, err := resolve(spec)
 		if err != nil {
@@ -91,6 +92,12 @@ func New(specs []Spec) (*Set, error) {
 			return nil, &ConfigError{Setting: originOf(spec),
 				Err: fmt.Errorf("mount %q is already used by %s; give one of them another mount", r.Mount, prev)}
 		}
+		if prev, dup := dirs[r.Path]; dup {
+			// One directory, two roots: which root's settings would apply?
+			return nil, &ConfigError{Setting: originOf(spec),
+				Err: fmt.Errorf("directory %s is already a root (%s)", r.Path, prev)}
+		}
+		dirs[r.Path] = originOf(spec)
 		origins[r.Mount] = originOf(spec)
 		s.byMount[r.Mount] = len(s.roots)
 		s.roots = append(s.roots, r)
