@@ -41,11 +41,16 @@ const (
 	idPrefix = "https://fsbroker.dev/schema/"
 	// draft2020 is the $schema every embedded schema declares.
 	draft2020 = "https://json-schema.org/draft/2020-12/schema"
-	// configFile is the one embedded schema that is not a method's params schema.
+	// configFile and PolicyInputFile are the embedded schemas that are not a
+	// method's params schema.
 	configFile = "config.json"
+	// PolicyInputFile is the schema of the policy input document, the
+	// contract policies are type-checked against (read it with Files).
+	PolicyInputFile = "policy-input.json"
 
-	subjectParams = "params"
-	subjectConfig = "config"
+	subjectParams      = "params"
+	subjectConfig      = "config"
+	subjectPolicyInput = "policy input"
 
 	// maxShown is the longest instance text (a value or a property name) quoted in a message or a
 	// pointer; longer text is cut and marked with an ellipsis.
@@ -109,10 +114,11 @@ func (e *Error) Error() string {
 // Validator checks documents against the compiled embedded schemas. Create it with [New]; it is
 // immutable afterwards and safe for concurrent use.
 type Validator struct {
-	params  map[string]*jsonschema.Schema // by method name
-	methods []string                      // sorted keys of params
-	config  *jsonschema.Schema
-	printer *message.Printer // English; read-only, safe to share
+	params      map[string]*jsonschema.Schema // by method name
+	methods     []string                      // sorted keys of params
+	config      *jsonschema.Schema
+	policyInput *jsonschema.Schema
+	printer     *message.Printer // English; read-only, safe to share
 }
 
 // New compiles every embedded schema. It fails only when an embedded schema is broken, which is
@@ -157,16 +163,20 @@ func New() (*Validator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schema: compile embedded %s: %w", name, err)
 		}
-		if name == configFile {
+		switch name {
+		case configFile:
 			v.config = sch
+			continue
+		case PolicyInputFile:
+			v.policyInput = sch
 			continue
 		}
 		method := strings.TrimSuffix(name, ".json")
 		v.params[method] = sch
 		v.methods = append(v.methods, method)
 	}
-	if v.config == nil {
-		return nil, fmt.Errorf("schema: embedded %s is missing", configFile)
+	if v.config == nil || v.policyInput == nil {
+		return nil, fmt.Errorf("schema: embedded %s or %s is missing", configFile, PolicyInputFile)
 	}
 	slices.Sort(v.methods)
 	return v, nil
@@ -221,6 +231,12 @@ func (v *Validator) ValidateParams(method string, params json.RawMessage) error 
 // noSchema wraps ErrNoSchema with the method's name, cut to 64 characters.
 func noSchema(method string) error {
 	return fmt.Errorf("%w %.64q", ErrNoSchema, method)
+}
+
+// ValidatePolicyInput checks a policy input document against
+// policy-input.json. It returns nil or an [*Error].
+func (v *Validator) ValidatePolicyInput(doc json.RawMessage) error {
+	return v.validate(v.policyInput, doc, subjectPolicyInput)
 }
 
 // ValidateConfig checks a configuration document, already converted from YAML to JSON, against

@@ -140,7 +140,7 @@ func TestEmbeddedFiles(t *testing.T) {
 		if s, _ := doc["description"].(string); s == "" {
 			t.Errorf("%s: no description", p)
 		}
-		if p != "config.json" {
+		if p != "config.json" && p != PolicyInputFile {
 			props, _ := doc["properties"].(map[string]any)
 			if _, ok := props["_meta"]; !ok {
 				t.Errorf("%s: no _meta property", p)
@@ -155,9 +155,9 @@ func TestEmbeddedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string{"config.json"}, allMethods...)
-	for i, m := range want[1:] {
-		want[i+1] = m + ".json"
+	want := []string{"config.json", PolicyInputFile}
+	for _, m := range allMethods {
+		want = append(want, m+".json")
 	}
 	slices.Sort(want)
 	slices.Sort(names)
@@ -177,6 +177,8 @@ func walkSchema(t *testing.T, file, at string, node map[string]any) {
 		if node["type"] != "object" || node["additionalProperties"] != nil || node["properties"] != nil {
 			t.Errorf("%s#%s: _meta must be exactly an open object", file, at)
 		}
+	case file == PolicyInputFile && at == "/properties/params":
+		// The request's params as sent: their shapes are the method schemas'.
 	case isObject:
 		if node["additionalProperties"] != false {
 			t.Errorf("%s#%s: object without additionalProperties: false", file, at)
@@ -198,13 +200,18 @@ func walkSchema(t *testing.T, file, at string, node map[string]any) {
 	if items, ok := node["items"].(map[string]any); ok {
 		walkSchema(t, file, at+"/items", items)
 	}
+	if defs, ok := node["$defs"].(map[string]any); ok {
+		for name, sub := range defs {
+			walkSchema(t, file, at+"/$defs/"+name, sub.(map[string]any))
+		}
+	}
 	if not, ok := node["not"].(map[string]any); ok {
 		// Only "not one of these values" is used (a mount is never "." or "..").
 		if len(not) != 1 || not["enum"] == nil {
 			t.Errorf("%s#%s: not must hold only an enum", file, at)
 		}
 	}
-	for _, k := range []string{"$defs", "allOf", "anyOf", "oneOf", "patternProperties", "$ref"} {
+	for _, k := range []string{"allOf", "anyOf", "oneOf", "patternProperties"} {
 		if _, ok := node[k]; ok {
 			t.Errorf("%s#%s: %s is not walked by this test", file, at, k)
 		}
@@ -751,5 +758,23 @@ func BenchmarkValidateWriteBase64(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestValidatePolicyInput(t *testing.T) {
+	v := newValidator(t)
+	path := `{"requested":"p/a","canonical":"/r/a","root":"/r","mount":"p","relative":"a","mountPath":"p/a",` +
+		`"writable":false,"exists":true,"type":"file","size":3,"nlink":1,"hidden":false}`
+	good := `{"version":1,"method":"files/read","operation":"read",` +
+		`"server":{"id":"s","name":"s","version":"1","pinned":false},` +
+		`"session":{"id":"x","protocolVersion":"2025-11-25","transport":"stdio"},` +
+		`"path":` + path + `,"params":{"path":"p/a"},"bytes":3,"grants":[],` +
+		`"usage":{"bytesWrittenToday":0,"watches":0},"time":{"rfc3339":"2026-01-01T00:00:00Z","unixNano":1}}`
+	if err := v.ValidatePolicyInput(json.RawMessage(good)); err != nil {
+		t.Fatalf("a valid input: %v", err)
+	}
+	bad := strings.Replace(good, `"mount":"p"`, `"mount":"p","canonicl":"x"`, 1)
+	if got := pointers(t, v.ValidatePolicyInput(json.RawMessage(bad))); !slices.Equal(got, []string{"/path/canonicl"}) {
+		t.Errorf("a typo in the input: pointers %q", got)
 	}
 }
