@@ -83,6 +83,10 @@ func (s *Session) fileMethods(m map[string]method) {
 	m["files/create"] = method{handle: s.filesCreate}
 	m["files/delete"] = method{handle: s.filesDelete}
 	m["files/rename"] = method{handle: s.filesRename}
+	if s.hub != nil {
+		m["files/watch"] = method{handle: s.filesWatch}
+		m["files/unwatch"] = method{handle: s.filesUnwatch}
+	}
 }
 
 // decodeParams decodes validated params into v. What the schema lets through

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
 )
 
 // filesFixture is a read-only root "ro" and a writable root "rw" with a few
@@ -369,5 +370,111 @@ func TestNestedReadOnlyRootCannotBeWrittenThroughTheOuterRoot(t *testing.T) {
 	res, _, _ := f.call("files/list", map[string]any{"path": "app/vendor"})
 	if e := res["entries"].([]any); len(e) != 1 || e[0].(map[string]any)["path"] != "vendor/lib.go" {
 		t.Errorf("listing the nested root through the outer mount = %v", e)
+	}
+}
+
+// startWatchFiles is startFiles with a watch hub and a small watch limit.
+func startWatchFiles(t *testing.T, maxWatches int) *filesFixture {
+	t.Helper()
+	hub, err := watch.NewHub(watch.WithCoalesce(50 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Close() })
+	return startFiles(t, WithWatchHub(hub, maxWatches))
+}
+
+// nextChange returns the next notifications/files/changed.
+func (f *filesFixture) nextChange() changedParams {
+	f.t.Helper()
+	for {
+		m := f.peer.next()
+		if str(m["method"]) != "notifications/files/changed" {
+			f.t.Fatalf("got %v while waiting for a change", m)
+		}
+		var p changedParams
+		if err := json.Unmarshal(m["params"], &p); err != nil {
+			f.t.Fatal(err)
+		}
+		return p
+	}
+}
+
+func TestFilesWatchDeliversChanges(t *testing.T) {
+	f := startWatchFiles(t, 0)
+	res, _, _ := f.call("files/watch", map[string]any{"path": "rw", "recursive": true})
+	id, _ := res["watchId"].(string)
+	if id == "" {
+		t.Fatalf("watch = %v", res)
+	}
+	file := filepath.Join(f.rw, "new.txt")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := f.nextChange()
+	if c.WatchID != id || c.Path != "rw/new.txt" || c.Event != "created" {
+		t.Fatalf("change = %+v", c)
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, c.Timestamp); err != nil || ts.Location() != time.UTC {
+		t.Errorf("timestamp %q is not RFC 3339 UTC", c.Timestamp)
+	}
+	// A write through the broker is one "modified", never its temporary file.
+	f.call("files/write", map[string]any{"path": "rw/new.txt", "content": "yy"})
+	if c := f.nextChange(); c.Path != "rw/new.txt" || c.Event != "modified" {
+		t.Fatalf("change after files/write = %+v", c)
+	}
+	if err := os.Mkdir(filepath.Join(f.rw, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.nextChange(); c.Path != "rw/sub" || c.Event != "created" {
+		t.Fatalf("change = %+v", c)
+	}
+	if err := os.WriteFile(filepath.Join(f.rw, "sub", "deep.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.nextChange(); c.Path != "rw/sub/deep.txt" || c.Event != "created" {
+		t.Fatalf("change in a new subdirectory = %+v", c)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.nextChange(); c.Path != "rw/new.txt" || c.Event != "deleted" {
+		t.Fatalf("change = %+v", c)
+	}
+	// After unwatch, nothing more is sent: the next message is the ping's reply.
+	if r, _, _ := f.call("files/unwatch", map[string]any{"watchId": id}); r == nil {
+		t.Fatal("unwatch failed")
+	}
+	if err := os.WriteFile(filepath.Join(f.rw, "after.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // a coalescing window and more: an event would be on the wire by now
+	f.send(`{"jsonrpc":"2.0","id":"after-unwatch","method":"ping"}`)
+	if m := f.peer.next(); string(m["id"]) != `"after-unwatch"` {
+		t.Fatalf("after unwatch the broker sent %v", m)
+	}
+	f.mustFail("files/unwatch", map[string]any{"watchId": id}, -32602, "INVALID_PARAMS")
+}
+
+func TestFilesWatchLimitAndErrors(t *testing.T) {
+	f := startWatchFiles(t, 2)
+	f.call("files/watch", map[string]any{"path": "ro"})
+	f.call("files/watch", map[string]any{"path": "rw"})
+	f.mustFail("files/watch", map[string]any{"path": "ro/a.txt"}, -32007, "QUOTA_EXCEEDED")
+	f.mustFail("files/watch", map[string]any{"path": "rw/missing"}, -32001, "FILE_NOT_FOUND")
+	f.mustFail("files/watch", map[string]any{"path": "rw/escape"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/watch", map[string]any{"path": "rw", "events": []string{"renamed"}}, -32602, "INVALID_PARAMS")
+	if n := f.sess.watches.count(); n != 2 {
+		t.Errorf("the session holds %d watches, want 2", n)
+	}
+	_ = f.toB.Close()
+	select {
+	case err := <-f.ran:
+		f.ran <- err
+	case <-time.After(wait):
+		t.Fatal("the session did not end")
+	}
+	if n := f.sess.watches.count(); n != 0 {
+		t.Errorf("%d watches outlived the session", n)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -110,6 +111,8 @@ type Session struct {
 	decider      Decider
 	limits       Limits
 	stages       *stageTable
+	hub          *watch.Hub
+	watches      watchTable
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -152,7 +155,8 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 func (s *Session) Run(ctx context.Context) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	defer s.stages.close() // staged writes end with the session
+	defer s.stages.close()     // staged writes end with the session
+	defer s.watches.closeAll() // and so do watches
 	served := make(chan error, 1)
 	go func() { served <- s.conn.Serve(serveCtx) }()
 

@@ -37,6 +37,7 @@ type fileConfig struct {
 		MaxWriteBytes    int64  `json:"maxWriteBytes"`
 		OperationTimeout string `json:"operationTimeout"`
 		LockWait         string `json:"lockWait"`
+		MaxWatches       int    `json:"maxWatches"`
 	} `json:"limits"`
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -37,6 +38,7 @@ type options struct {
 	maxWriteBytes   int64
 	opTimeout       time.Duration
 	lockWait        time.Duration
+	maxWatches      int
 
 	set map[string]bool // flags given on the command line
 }
@@ -99,6 +101,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
 	fs.DurationVar(&o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
 	fs.DurationVar(&o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
+	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
 	return fs, o
 }
 
@@ -126,6 +129,7 @@ type setup struct {
 	roots     *roots.Set
 	cfg       *fileConfig
 	exec      *executor.Executor
+	hub       *watch.Hub
 }
 
 // prepare loads the config file, merges it under the flags, checks every
@@ -156,6 +160,9 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	}
 	if o.maxInFlight < 1 || o.maxInFlight > 4096 {
 		return nil, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
+	}
+	if o.maxWatches < 1 {
+		return nil, configErrorf("--max-watches %d: must be at least 1", o.maxWatches)
 	}
 	if o.maxReadBytes < 1 || o.maxWriteBytes < 1 {
 		return nil, configErrorf("--max-read-bytes and --max-write-bytes must be positive")
@@ -189,6 +196,9 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		if o.stateDir, err = defaultStateDir(); err != nil {
 			return nil, configErrorf("--state-dir: %v; set one", err)
 		}
+	}
+	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
+		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
 	if s.exec, err = executor.New(o.stateDir, executor.WithLockWait(o.lockWait), executor.WithLogger(s.log.Named("executor"))); err != nil {
 		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
@@ -248,6 +258,9 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	}
 	if c.Limits.MaxWriteBytes != 0 && !o.set["max-write-bytes"] {
 		o.maxWriteBytes = c.Limits.MaxWriteBytes
+	}
+	if c.Limits.MaxWatches != 0 && !o.set["max-watches"] {
+		o.maxWatches = c.Limits.MaxWatches
 	}
 	for _, d := range []struct {
 		flag, pointer, value string

@@ -122,6 +122,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithInitTimeout(s.opts.initTimeout),
 		broker.WithPingInterval(s.opts.pingInterval),
 		broker.WithExecutor(s.exec),
+		broker.WithWatchHub(s.hub, s.opts.maxWatches),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(

@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/watch"
+)
+
+// DefaultMaxWatches is the per-server watch limit (PROTOCOL.md section 6).
+const DefaultMaxWatches = 64
+
+// WithWatchHub enables files/watch and files/unwatch, backed by hub (one per
+// process), with at most maxWatches watches per session (0: the default).
+func WithWatchHub(hub *watch.Hub, maxWatches int) Option {
+	return func(s *Session) {
+		s.hub = hub
+		s.watches.max = DefaultMaxWatches
+		if maxWatches > 0 {
+			s.watches.max = maxWatches
+		}
+	}
+}
+
+// watchTable holds a session's watches by id.
+type watchTable struct {
+	max    int
+	mu     sync.Mutex
+	subs   map[string]*watch.Subscription
+	closed bool
+}
+
+func (wt *watchTable) count() int {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	return len(wt.subs)
+}
+
+// closeAll ends every watch; later files/watch requests are refused.
+func (wt *watchTable) closeAll() {
+	wt.mu.Lock()
+	subs := wt.subs
+	wt.subs, wt.closed = nil, true
+	wt.mu.Unlock()
+	for _, sub := range subs {
+		sub.Close()
+	}
+}
+
+type watchParams struct {
+	Path      string   `json:"path"`
+	Recursive bool     `json:"recursive"`
+	Events    []string `json:"events"`
+}
+
+// changedParams is notifications/files/changed.
+type changedParams struct {
+	WatchID   string `json:"watchId"`
+	Path      string `json:"path"`
+	Event     string `json:"event"`
+	Timestamp string `json:"timestamp"`
+}
+
+func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, error) {
+	var p watchParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	t, err := s.resolve(p.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Exists {
+		return nil, errcode.New(errcode.FileNotFound, "the path to watch does not exist")
+	}
+	if err := s.decide(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: t}); err != nil {
+		return nil, err
+	}
+	id, err := newWatchID()
+	if err != nil {
+		return nil, err
+	}
+	kinds := make([]watch.Kind, 0, len(p.Events))
+	for _, e := range p.Events {
+		kinds = append(kinds, watch.Kind(e))
+	}
+
+	s.watches.mu.Lock()
+	if s.watches.closed {
+		s.watches.mu.Unlock()
+		return nil, errcode.New(errcode.IOError, "the session is ending")
+	}
+	if len(s.watches.subs) >= s.watches.max {
+		s.watches.mu.Unlock()
+		return nil, errcode.New(errcode.QuotaExceeded, fmt.Sprintf("the server already holds %d watches, the limit", s.watches.max))
+	}
+	if s.watches.subs == nil {
+		s.watches.subs = make(map[string]*watch.Subscription)
+	}
+	// The slot is taken before subscribing, so that concurrent requests
+	// cannot pass the limit together.
+	s.watches.subs[id] = nil
+	s.watches.mu.Unlock()
+
+	sub, err := s.hub.Subscribe(t.Path, p.Recursive, kinds, func(ev watch.Event) { s.deliverChange(id, ev) })
+	s.watches.mu.Lock()
+	defer s.watches.mu.Unlock()
+	if err != nil || s.watches.closed {
+		delete(s.watches.subs, id)
+		if sub != nil {
+			sub.Close()
+		}
+		if err == nil {
+			err = errcode.New(errcode.IOError, "the session is ending")
+		}
+		return nil, err
+	}
+	s.watches.subs[id] = sub
+	return map[string]string{"watchId": id}, nil
+}
+
+// deliverChange decides on one event and sends it: no event names a path the
+// server could not list.
+func (s *Session) deliverChange(id string, ev watch.Event) {
+	t := executor.Target{Path: ev.Path, Exists: ev.Kind != watch.Deleted}
+	ctx, cancel := context.WithTimeout(context.Background(), s.limits.OperationTimeout)
+	defer cancel()
+	if err := s.decide(ctx, Request{Method: "files/watch", Operation: OpList, Path: t}); err != nil {
+		s.log.Debug("a change event was withheld by the decision", "watchId", id)
+		return
+	}
+	err := s.conn.Notify("notifications/files/changed", changedParams{
+		WatchID: id, Path: ev.Path.MountPath(), Event: string(ev.Kind), Timestamp: ev.Time.UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		s.log.Debug("cannot send a change event", "error", err)
+	}
+}
+
+type unwatchParams struct {
+	WatchID string `json:"watchId"`
+}
+
+func (s *Session) filesUnwatch(_ context.Context, params json.RawMessage) (any, error) {
+	var p unwatchParams
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	s.watches.mu.Lock()
+	sub, ok := s.watches.subs[p.WatchID]
+	if ok && sub != nil {
+		delete(s.watches.subs, p.WatchID)
+	}
+	s.watches.mu.Unlock()
+	if !ok || sub == nil {
+		return nil, errcode.New(errcode.InvalidParams, "no watch has this id").
+			With("errors", []map[string]string{{"pointer": "/watchId", "message": "no watch has this id"}})
+	}
+	sub.Close()
+	return struct{}{}, nil
+}
+
+func newWatchID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("watch id: %w", err)
+	}
+	return "w-" + hex.EncodeToString(b[:]), nil
+}
