@@ -582,7 +582,7 @@ func TestValidateConfig(t *testing.T) {
 		{"unknown top-level key", `{"rootz":[]}`, []string{"/rootz"}},
 		{"unknown key in root", `{"roots":[{"path":"/p","readonly":true}]}`, []string{"/roots/0/readonly"}},
 		{"unknown key in log", `{"log":{"file":"x"}}`, []string{"/log/file"}},
-		{"unknown key in limits", `{"limits":{"maxWatches":3}}`, []string{"/limits/maxWatchez"}},
+		{"unknown key in limits", `{"limits":{"maxWatchez":3}}`, []string{"/limits/maxWatchez"}},
 		{"root without path", `{"roots":[{"mount":"m"}]}`, []string{"/roots/0/path"}},
 		{"root empty path", `{"roots":[{"path":""}]}`, []string{"/roots/0/path"}},
 		{"mount a/b", `{"roots":[{"path":"/p"},{"path":"/q","mount":"a/b"}]}`, []string{"/roots/1/mount"}},
