@@ -110,18 +110,18 @@ func decodeParams(params json.RawMessage, v any) error {
 // resolve canonicalizes and resolves one path parameter. A link can lead
 // into a nested root; the resolved path is then resolved again under that
 // root, so that the deepest root's settings always apply.
-func (s *Session) resolve(raw string, follow bool) (executor.Target, error) {
+func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executor.Target, error) {
 	set := s.roots()
 	p, err := canon.Parse(set, raw)
 	if err != nil {
 		return executor.Target{}, err
 	}
-	t, err := s.exec.Resolve(p, follow)
+	t, err := s.exec.Resolve(ctx, p, follow)
 	if err != nil {
 		return executor.Target{}, err
 	}
 	if r := canon.Reroot(set, t.Path); r.Root != t.Path.Root {
-		return s.exec.Resolve(r, follow)
+		return s.exec.Resolve(ctx, r, follow)
 	}
 	return t, nil
 }
@@ -136,11 +136,6 @@ func (s *Session) decide(ctx context.Context, req Request) error {
 		return errcode.Wrap(errcode.PermissionDenied, "the request could not be decided", err)
 	}
 	return err
-}
-
-// withTimeout gives an operation its deadline.
-func (s *Session) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.limits.OperationTimeout)
 }
 
 type readParams struct {
@@ -174,15 +169,13 @@ func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, e
 		return nil, errcode.New(errcode.QuotaExceeded,
 			fmt.Sprintf("length %d is over the read limit of %d bytes", length, s.limits.MaxReadBytes))
 	}
-	t, err := s.resolve(p.Path, true)
+	t, err := s.resolve(ctx, p.Path, true)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Bytes: length}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	r, err := s.exec.Read(ctx, t, executor.ReadOptions{Offset: p.Offset, Length: length, UTF8: p.Encoding == "utf-8"})
 	if err != nil {
 		return nil, err
@@ -238,15 +231,13 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		IfNoneMatch:   p.IfNoneMatch == "*",
 	}
 	final := p.Final == nil || *p.Final
-	t, err := s.resolve(p.Path, true)
+	t, err := s.resolve(ctx, p.Path, true)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.decide(ctx, Request{Method: "files/write", Operation: OpWrite, Path: t, Bytes: int64(len(data))}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	var r executor.WriteResult
 	if p.Offset == 0 && final {
 		s.stages.abort(t.Path) // a whole write replaces any staged one
@@ -294,7 +285,7 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(p.Path, true)
+	t, err := s.resolve(ctx, p.Path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -305,8 +296,6 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if p.MaxDepth != nil {
 		maxDepth = *p.MaxDepth
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	r, err := s.exec.List(ctx, t, executor.ListOptions{Recursive: p.Recursive, IncludeHidden: p.IncludeHidden,
 		MaxDepth: maxDepth, Limit: p.Limit, Cursor: p.Cursor})
 	if err != nil {
@@ -331,15 +320,13 @@ func (s *Session) filesCreate(ctx context.Context, params json.RawMessage) (any,
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(p.Path, false)
+	t, err := s.resolve(ctx, p.Path, false)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.decide(ctx, Request{Method: "files/create", Operation: OpCreate, Path: t}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	if err := s.exec.Create(ctx, t, p.Type == "directory", p.Parents); err != nil {
 		return nil, err
 	}
@@ -356,15 +343,13 @@ func (s *Session) filesDelete(ctx context.Context, params json.RawMessage) (any,
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(p.Path, false)
+	t, err := s.resolve(ctx, p.Path, false)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	if err := s.exec.Delete(ctx, t, p.Recursive); err != nil {
 		return nil, err
 	}
@@ -382,11 +367,11 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	from, err := s.resolve(p.OldPath, false)
+	from, err := s.resolve(ctx, p.OldPath, false)
 	if err != nil {
 		return nil, err
 	}
-	to, err := s.resolve(p.NewPath, false)
+	to, err := s.resolve(ctx, p.NewPath, false)
 	if err != nil {
 		return nil, err
 	}
@@ -398,8 +383,6 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	if err := s.exec.Rename(ctx, from, to, p.Overwrite); err != nil {
 		return nil, err
 	}

@@ -73,6 +73,9 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 		}
 		return nil, err // no schema for a method in the table: a programming error, answered as internal
 	}
+	// The operation's deadline covers every stage, path resolution included.
+	ctx, cancel := context.WithTimeout(ctx, s.limits.OperationTimeout)
+	defer cancel()
 	result, err := m.handle(ctx, req.Params)
 	if err != nil {
 		s.log.Debug("request failed", "method", name, "id", string(req.ID), "code", errcode.Of(err))

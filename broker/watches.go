@@ -73,7 +73,7 @@ func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, 
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
-	t, err := s.resolve(p.Path, true)
+	t, err := s.resolve(ctx, p.Path, true)
 	if err != nil {
 		return nil, err
 	}

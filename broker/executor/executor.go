@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -163,10 +164,12 @@ func typeOf(m fs.FileMode) string {
 	}
 }
 
-// sameObject reports whether two infos describe the same file system object.
-// Where the platform gives no inode numbers, it compares nothing and says yes.
+// sameObject reports whether two infos describe the same file system object:
+// same device, inode and type (a freed inode number can come back as another
+// kind of object). Where the platform gives no inode numbers, only the type
+// is compared.
 func sameObject(a, b Info) bool {
-	return a.Dev == b.Dev && a.Ino == b.Ino
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Type == b.Type
 }
 
 // Target is a resolved path: the canonical path (symbolic links inside the
@@ -185,107 +188,201 @@ type Target struct {
 	parent Info
 }
 
-// Resolve finds the canonical path of p: each symbolic link on the way is
-// read through the root handle and applied lexically; a link with an
-// absolute target or one that climbs above the root is refused with
-// PERMISSION_DENIED, as is a chain of more than 40 links. With follow false
-// a link in the last segment is not followed (for delete and rename, which
-// act on the link itself). A path below a missing directory resolves to a
-// Target that does not exist; a path below a file is FILE_NOT_FOUND.
-func (x *Executor) Resolve(p canon.Path, follow bool) (Target, error) {
+// Resolve finds the canonical path of p, as the kernel would: segment by
+// segment, through one open directory handle at a time (so the cost grows
+// with the depth, not its square), reading each symbolic link on the way
+// and walking its target in place of it; a ".." in a target steps back from
+// the directory reached so far. A link with an absolute target, or one whose
+// ".." would climb above the root, is refused with PERMISSION_DENIED; so is
+// a chain of more than 40 links (IO_ERROR, ELOOP). With follow false a link
+// in the last segment is not followed (for delete and rename, which act on
+// the link itself). A path below a missing directory resolves to a Target
+// that does not exist; a path below a file is FILE_NOT_FOUND. ctx bounds the
+// walk.
+func (x *Executor) Resolve(ctx context.Context, p canon.Path, follow bool) (Target, error) {
 	h, err := x.handle(p.Root)
 	if err != nil {
 		return Target{}, err
 	}
-	rootInfo, err := h.Lstat(".")
+	rootFI, err := h.Lstat(".")
 	if err != nil {
 		return Target{}, mapOSError(err, "the root cannot be read")
 	}
-	if p.Rel == "" {
-		ri := infoOf(rootInfo)
-		return Target{Path: p, Exists: true, Info: ri, ParentExists: true, parent: ri}, nil
+	rootInfo := infoOf(rootFI)
+	w := resolveWalk{h: h, root: p.Root, rootInfo: rootInfo}
+	defer w.closeDir()
+
+	var todo []string
+	if p.Rel != "" {
+		todo = strings.Split(p.Rel, "/")
 	}
-	segs := strings.Split(p.Rel, "/")
-	var done []string
-	parent := infoOf(rootInfo)
 	hops := 0
-	for i := 0; i < len(segs); i++ {
-		rel := joinSegs(done, segs[i])
-		fi, err := h.Lstat(rel)
-		last := i == len(segs)-1
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				t := Target{Path: canon.Path{Root: p.Root, Rel: strings.Join(append(append([]string(nil), done...), segs[i:]...), "/")}}
-				if last {
-					t.ParentExists, t.parent = true, parent
-				}
-				return t, nil
-			}
-			return Target{}, mapOSError(err, "the path cannot be resolved")
+	for len(todo) > 0 {
+		if err := deadline(ctx); err != nil {
+			return Target{}, err
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 && (!last || follow) {
-			hops++
-			if hops > maxLinkHops {
-				return Target{}, errcode.New(errcode.IOError, "too many levels of symbolic links").With("errno", "ELOOP")
-			}
-			target, err := h.Readlink(rel)
-			if err != nil {
-				return Target{}, mapOSError(err, "a symbolic link cannot be read")
-			}
-			next, ok := applyLink(done, target)
-			if !ok {
-				return Target{}, errcode.New(errcode.PermissionDenied, "a symbolic link on the path leaves the root")
-			}
-			segs = append(next, segs[i+1:]...)
-			done, i, parent = nil, -1, infoOf(rootInfo)
-			if len(segs) == 0 { // the link points at the root itself
-				ri := infoOf(rootInfo)
-				return Target{Path: canon.Path{Root: p.Root}, Exists: true, Info: ri, ParentExists: true, parent: ri}, nil
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			if err := w.up(); err != nil {
+				return Target{}, err
 			}
 			continue
 		}
+		last := onlyDots(todo)
+		dir, err := w.dirHandle()
+		if err != nil {
+			return Target{}, err
+		}
+		fi, err := dir.Lstat(name)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return Target{}, mapOSError(err, "the path cannot be resolved")
+			}
+			if slices.Contains(todo, "..") {
+				return Target{}, errcode.New(errcode.FileNotFound, "a directory on the path does not exist")
+			}
+			t := Target{Path: w.path(append([]string{name}, cleanSegs(todo)...)...)}
+			if last {
+				t.ParentExists, t.parent = true, w.dirInfo()
+			}
+			return t, nil
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 && (!last || follow) {
+			if hops++; hops > maxLinkHops {
+				return Target{}, errcode.New(errcode.IOError, "too many levels of symbolic links").With("errno", "ELOOP")
+			}
+			target, err := dir.Readlink(name)
+			if err != nil {
+				return Target{}, mapOSError(err, "a symbolic link cannot be read")
+			}
+			target = filepath.ToSlash(target)
+			if target == "" || strings.HasPrefix(target, "/") || filepath.IsAbs(target) || filepath.VolumeName(target) != "" {
+				return Target{}, errcode.New(errcode.PermissionDenied, "a symbolic link on the path leaves the root")
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			continue
+		}
 		if last {
-			return Target{Path: canon.Path{Root: p.Root, Rel: rel}, Exists: true, Info: infoOf(fi),
-				ParentExists: true, parent: parent}, nil
+			return Target{Path: w.path(name), Exists: true, Info: infoOf(fi), ParentExists: true, parent: w.dirInfo()}, nil
 		}
 		if !fi.IsDir() {
 			return Target{}, errcode.New(errcode.FileNotFound, "a parent of the path is not a directory").With("errno", "ENOTDIR")
 		}
-		parent = infoOf(fi)
-		done = append(done, segs[i])
+		if err := w.down(name, infoOf(fi)); err != nil {
+			return Target{}, err
+		}
 	}
-	panic("unreachable")
+	// The walk ended on a directory reached through ".." or "." (or the
+	// root itself).
+	if len(w.done) == 0 {
+		return Target{Path: canon.Path{Root: p.Root}, Exists: true, Info: rootInfo, ParentExists: true, parent: rootInfo}, nil
+	}
+	parent := rootInfo
+	if len(w.infos) > 1 {
+		parent = w.infos[len(w.infos)-2]
+	}
+	return Target{Path: w.path(), Exists: true, Info: w.dirInfo(), ParentExists: true, parent: parent}, nil
 }
 
-// applyLink returns the segments that a link in directory dir with the given
-// target names, or false when the target is absolute or climbs above the
-// root.
-func applyLink(dir []string, target string) ([]string, bool) {
-	target = filepath.ToSlash(target)
-	if target == "" || strings.HasPrefix(target, "/") || filepath.IsAbs(target) || filepath.VolumeName(target) != "" {
-		return nil, false
+// resolveWalk is Resolve's position: the real directories walked so far,
+// their infos, and an open handle on the last one.
+type resolveWalk struct {
+	h        *os.Root
+	root     roots.Root
+	rootInfo Info
+	done     []string
+	infos    []Info
+	dir      *os.Root // handle of done; nil when not open (the root's own handle serves the root)
+}
+
+// dirHandle returns a handle on the directory reached so far.
+func (w *resolveWalk) dirHandle() (*os.Root, error) {
+	if len(w.done) == 0 {
+		return w.h, nil
 	}
-	out := append([]string(nil), dir...)
-	for _, s := range strings.Split(target, "/") {
-		switch s {
-		case "", ".":
-		case "..":
-			if len(out) == 0 {
-				return nil, false
-			}
-			out = out[:len(out)-1]
-		default:
+	if w.dir == nil {
+		d, err := w.h.OpenRoot(strings.Join(w.done, "/"))
+		if err != nil {
+			return nil, mapOSError(err, "a directory on the path cannot be opened")
+		}
+		w.dir = d
+	}
+	return w.dir, nil
+}
+
+// down steps into the subdirectory name of the current directory.
+func (w *resolveWalk) down(name string, info Info) error {
+	parent, err := w.dirHandle()
+	if err != nil {
+		return err
+	}
+	next, err := parent.OpenRoot(name)
+	if err != nil {
+		return mapOSError(err, "a directory on the path cannot be opened")
+	}
+	w.closeDir()
+	w.dir = next
+	w.done = append(w.done, name)
+	w.infos = append(w.infos, info)
+	return nil
+}
+
+// up steps back to the parent directory (a ".." in a link's target).
+func (w *resolveWalk) up() error {
+	if len(w.done) == 0 {
+		return errcode.New(errcode.PermissionDenied, "a symbolic link on the path leaves the root")
+	}
+	w.closeDir() // reopened from the root when next needed
+	w.done = w.done[:len(w.done)-1]
+	w.infos = w.infos[:len(w.infos)-1]
+	return nil
+}
+
+func (w *resolveWalk) closeDir() {
+	if w.dir != nil {
+		_ = w.dir.Close()
+		w.dir = nil
+	}
+}
+
+func (w *resolveWalk) dirInfo() Info {
+	if len(w.infos) == 0 {
+		return w.rootInfo
+	}
+	return w.infos[len(w.infos)-1]
+}
+
+// path returns the canonical path of the directory reached, with more
+// segments appended.
+func (w *resolveWalk) path(more ...string) canon.Path {
+	segs := append(append([]string(nil), w.done...), more...)
+	return canon.Path{Root: w.root, Rel: strings.Join(segs, "/")}
+}
+
+// onlyDots reports whether the segments left name the same object as what
+// precedes them ("", ".").
+func onlyDots(segs []string) bool {
+	for _, s := range segs {
+		if s != "" && s != "." {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanSegs drops empty and "." segments.
+func cleanSegs(segs []string) []string {
+	out := make([]string, 0, len(segs))
+	for _, s := range segs {
+		if s != "" && s != "." {
 			out = append(out, s)
 		}
 	}
-	return out, true
-}
-
-func joinSegs(done []string, name string) string {
-	if len(done) == 0 {
-		return name
-	}
-	return strings.Join(done, "/") + "/" + name
+	return out
 }
 
 // deadline turns an ended context into the operation's error.

@@ -130,10 +130,12 @@ func (w *walker) walk(dir *os.Root, at []string, depth int) error {
 		segs := append(append(make([]string, 0, len(at)+1), at...), name)
 		pos := comparePaths(segs, w.after)
 		within := len(w.after) > len(segs) && slices.Equal(w.after[:len(segs)], segs)
-		if pos <= 0 && !within {
-			continue // at or before the cursor, subtree included
+		if pos < 0 && !within {
+			continue // before the cursor, subtree included
 		}
-		if !within {
+		// The cursor's own entry and its ancestors were returned already;
+		// what lies below them may not have been.
+		if pos > 0 && !within {
 			info, err := e.Info()
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {

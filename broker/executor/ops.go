@@ -26,7 +26,7 @@ func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool
 		return err
 	}
 	defer unlock()
-	cur, err := x.Resolve(t.Path, false)
+	cur, err := x.Resolve(ctx, t.Path, false)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool
 		if err := h.MkdirAll(parentPath.Rel, newDirMode); err != nil {
 			return mapOSError(err, "the parent directories cannot be created")
 		}
-		if cur, err = x.Resolve(t.Path, false); err != nil {
+		if cur, err = x.Resolve(ctx, t.Path, false); err != nil {
 			return err
 		}
 		if cur.Path != t.Path || !cur.ParentExists {
@@ -99,7 +99,7 @@ func (x *Executor) Delete(ctx context.Context, t Target, recursive bool) error {
 		return err
 	}
 	defer unlock()
-	cur, err := x.Resolve(t.Path, false)
+	cur, err := x.Resolve(ctx, t.Path, false)
 	if err != nil {
 		return err
 	}
@@ -184,11 +184,11 @@ func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) 
 		return err
 	}
 	defer unlock()
-	src, err := x.Resolve(from.Path, false)
+	src, err := x.Resolve(ctx, from.Path, false)
 	if err != nil {
 		return err
 	}
-	dst, err := x.Resolve(to.Path, false)
+	dst, err := x.Resolve(ctx, to.Path, false)
 	if err != nil {
 		return err
 	}

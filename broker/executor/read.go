@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
@@ -44,6 +43,9 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 	if err := deadline(ctx); err != nil {
 		return ReadResult{}, err
 	}
+	if o.Offset < 0 || o.Length < 0 {
+		return ReadResult{}, errcode.New(errcode.InvalidParams, "offset and length must not be negative")
+	}
 	if err := readable(t); err != nil {
 		return ReadResult{}, err
 	}
@@ -51,25 +53,12 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 	if err != nil {
 		return ReadResult{}, err
 	}
-	f, err := h.OpenFile(t.Path.Rel, openReadFlags, 0)
+	f, fi, err := openChecked(h, t)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return ReadResult{}, conflict("the file was replaced by a link while the request was decided")
-		}
-		return ReadResult{}, mapOSError(err, "the file cannot be opened")
+		return ReadResult{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ReadResult{}, mapOSError(err, "the file cannot be read")
-	}
 	now := infoOf(fi)
-	if !sameObject(now, t.Info) {
-		return ReadResult{}, conflict("the file changed while the request was decided")
-	}
-	if !fi.Mode().IsRegular() {
-		return ReadResult{}, notRegular()
-	}
 
 	size := fi.Size()
 	n := int64(0)
@@ -86,6 +75,14 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 	if o.UTF8 {
 		if !eof {
 			buf = trimPartialRune(buf)
+			if len(buf) == 0 && got > 0 {
+				// A length shorter than the character at offset: return
+				// that whole character, so that a reader always advances.
+				whole := make([]byte, utf8.UTFMax)
+				n, _ := f.ReadAt(whole, o.Offset)
+				buf = whole[:firstRuneLen(whole[:n])]
+				eof = o.Offset+int64(len(buf)) >= size
+			}
 		}
 		if !utf8.Valid(buf) {
 			return ReadResult{}, errcode.New(errcode.IOError,
@@ -134,6 +131,16 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// firstRuneLen is the length of the first character of b (1 for an invalid
+// byte, which the UTF-8 check then refuses).
+func firstRuneLen(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	_, n := utf8.DecodeRune(b)
+	return n
 }
 
 // ETag is the file's version tag: a digest of its device, inode, size,

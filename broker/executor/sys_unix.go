@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // openReadFlags opens without blocking on a FIFO swapped in after
@@ -59,7 +61,10 @@ func errnoName(err error) string {
 		if name, ok := errnoNames[en]; ok {
 			return name
 		}
-		return "E" + en.Error()
+		if name := unix.ErrnoName(en); name != "" {
+			return name
+		}
+		return "EUNKNOWN"
 	}
 	return ""
 }

@@ -108,7 +108,7 @@ func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*S
 		if err := h.MkdirAll(parentPath.Rel, 0o755); err != nil {
 			return nil, mapOSError(err, "the parent directories cannot be created")
 		}
-		again, err := x.Resolve(t.Path, true)
+		again, err := x.Resolve(ctx, t.Path, true)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +238,7 @@ func (s *Stage) Commit(ctx context.Context, o WriteOptions) (WriteResult, error)
 		return WriteResult{}, err
 	}
 	defer unlock()
-	cur, err := s.x.Resolve(s.target, true)
+	cur, err := s.x.Resolve(ctx, s.target, true)
 	if err != nil {
 		return WriteResult{}, err
 	}

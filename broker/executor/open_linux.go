@@ -1,0 +1,46 @@
+//go:build linux
+
+package executor
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// openChecked opens the regular file resolved as t for reading, without ever
+// opening anything else: the path is first opened with O_PATH|O_NOFOLLOW
+// (which opens nothing: no FIFO open, no device open, no link followed), the
+// handle is checked to be the object resolved (device and inode) and a
+// regular file, and only then is it reopened for reading through
+// /proc/self/fd. Something swapped in after resolution is
+// CONCURRENCY_CONFLICT.
+func openChecked(h *os.Root, t Target) (*os.File, fs.FileInfo, error) {
+	p, err := h.OpenFile(t.Path.Rel, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, conflict("the file was removed while the request was decided")
+		}
+		return nil, nil, swappedOr(h, t, mapOSError(err, "the file cannot be opened"))
+	}
+	defer p.Close()
+	fi, err := p.Stat()
+	if err != nil {
+		return nil, nil, mapOSError(err, "the file cannot be read")
+	}
+	if !sameObject(infoOf(fi), t.Info) {
+		return nil, nil, conflict("the file changed while the request was decided")
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, notRegular()
+	}
+	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(p.Fd())), os.O_RDONLY, 0)
+	if err != nil {
+		// Without /proc, open through the root; the inode is checked again.
+		return openFallback(h, t)
+	}
+	return f, fi, nil
+}
