@@ -1,0 +1,22 @@
+// Package policies holds fsbroker's default Rego policy set, embedded in the
+// binary: the policies (package fsbroker.authz, one concern per file), their
+// _test.rego files and data.json, the documented defaults of every knob the
+// policies read from data.fsbroker.
+//
+// The broker queries data.fsbroker.authz.decision for every request and
+// data.fsbroker.authz.visible for every listing page and batch of watch
+// events; the input of both is the document of schema/policy-input.json.
+// An admin extends the set by adding a .rego file in package fsbroker.authz
+// with "deny contains {...} if {...}" (or "allow if", "hide contains") rules;
+// authz.rego describes the rules and how they combine.
+package policies
+
+import "embed"
+
+// FS holds the default policy set: every .rego file of this directory (the
+// _test.rego files included, so that "fsbroker policy test" runs them on the
+// built-in set) and data.json. Loaders that only evaluate skip the files
+// ending in _test.rego.
+//
+//go:embed *.rego data.json
+var FS embed.FS

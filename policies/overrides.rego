@@ -1,0 +1,52 @@
+# Per-server overrides: data.fsbroker.servers[input.server.id], e.g.
+#
+#   "servers": {
+#     "indexer": {"read_only": true},
+#     "builder": {"deny_paths": ["proj/secrets", "proj/.github"], "max_write_bytes": 67108864}
+#   }
+#
+#   read_only        true: every change (write, create, delete, rename) is
+#                    denied, whatever the grants
+#   deny_paths       mount-relative prefixes: every request on a path under one
+#                    (segment boundary: "proj/a" covers "proj/a/b", not
+#                    "proj/ab") is denied, either side of a rename, and such
+#                    entries are not shown in listings and watch events
+#   max_write_bytes  the per-write limit for this server, in place of
+#                    data.fsbroker.limits.max_write_bytes (quotas.rego)
+#
+# The key is input.server.id: the id the operator pinned for the server when
+# there is one (input.server.pinned), else the name the server declared in
+# initialize. A declared name is only a claim: any server can declare any
+# name. Pin an id in the configuration for every server an override is meant
+# for, above all when the override relaxes something (a larger
+# max_write_bytes); a restriction keyed by a declared name only binds servers
+# that declare it.
+package fsbroker.authz
+
+deny contains {"code": permission_denied, "reason": sprintf("overrides: server %q is read-only", [input.server.id])} if {
+	input.operation in change_operations
+	server_config.read_only == true
+}
+
+deny contains {"code": permission_denied, "reason": sprintf("overrides: %s is under the denied path %q", [role, prefix])} if {
+	some role, p in request_paths
+	some prefix in server_deny_paths
+	covers(prefix, p.mountPath)
+}
+
+hide contains e.mountPath if {
+	some e in input.entries
+	some prefix in server_deny_paths
+	covers(prefix, e.mountPath)
+}
+
+# The overrides of the requesting server; {} when it has none.
+server_config := data.fsbroker.servers[input.server.id] if {
+	is_object(data.fsbroker.servers[input.server.id])
+} else := {}
+
+# The server's denied path prefixes.
+server_deny_paths := {prefix |
+	some prefix in object.get(server_config, "deny_paths", [])
+	is_string(prefix)
+}

@@ -1,0 +1,62 @@
+# Read-only by default, and nothing without consent.
+#
+#   - roots/list needs nothing (what it shows is filtered by visible);
+#   - read, list and watch need a live read or write grant covering the path;
+#   - write, create, delete and rename need a live write grant covering the
+#     path, and for a rename one covering the target too (allow rules);
+#   - whatever the grants, a change inside a root the operator did not make
+#     writable (--root DIR:rw) is denied (deny rule).
+#
+# A grant covers its path and everything beneath it at a segment boundary
+# ("proj/dir" covers "proj/dir/x", not "proj/dirx"); a grant whose non-empty
+# expires is earlier than input.time.rfc3339 does not count. Grant paths and
+# mountPath are mount-relative ("proj/src/main.py").
+#
+# An operator pre-approval is another allow rule, in a file of its own, e.g.
+#
+#   allow if {
+#       input.server.pinned
+#       input.server.id == "indexer"
+#       input.operation in read_operations
+#       covers("proj/docs", input.path.mountPath)
+#   }
+package fsbroker.authz
+
+allow if input.method == "roots/list"
+
+allow if {
+	input.operation in read_operations
+	covered(input.path, {"read", "write"})
+}
+
+allow if {
+	input.operation in change_operations
+	input.path
+	every p in request_paths {
+		covered(p, {"write"})
+	}
+}
+
+deny contains {"code": permission_denied, "reason": sprintf("readonly: the root of %s (%q) is read-only", [role, object.get(p, "mount", "")])} if {
+	input.operation in change_operations
+	some role, p in request_paths
+	not p.writable
+}
+
+# covered(p, accesses): a live grant with one of accesses covers p. (Any grant
+# covers reading; only a write grant covers changes.)
+covered(p, accesses) if {
+	path := concat("", [p.mountPath, "/"])
+	some g in input.grants
+	startswith(path, dir_prefix(g.path))
+	g.access in accesses
+	grant_live(g)
+}
+
+# grant_live(g): g never expires, or expires no earlier than now.
+grant_live(g) if g.expires == ""
+
+grant_live(g) if time.parse_rfc3339_ns(g.expires) >= now_ns
+
+# The time of the decision, in nanoseconds since the Unix epoch.
+now_ns := time.parse_rfc3339_ns(input.time.rfc3339)
