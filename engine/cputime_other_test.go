@@ -1,0 +1,10 @@
+//go:build !linux
+
+package engine
+
+import "time"
+
+// threadCPUTime is not available on this system.
+func threadCPUTime() (time.Duration, bool) {
+	return 0, false
+}

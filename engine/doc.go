@@ -1,0 +1,59 @@
+// Package engine is the OPA engine behind every fsbroker decision: it loads a policy set,
+// compiles and type-checks it, tests it, decides, and hot-reloads it.
+//
+// A policy set (package fsbroker.authz) defines data.fsbroker.authz.decision, an object
+// {allow, code, reasons, obligations}, and data.fsbroker.authz.visible, the set of
+// input.entries[_].mountPath that a listing or a watch event may show. Its input is the document
+// of schema/policy-input.json. [New] loads a [Source] (a directory, an fs.FS such as the
+// embedded defaults, or a bundle file, signed or not), compiles it in strict mode with the input
+// typed by that schema (so input.path.canonicl is a compile error naming file and line), runs
+// the set's *_test.rego tests, and prepares the two queries once. The prepared queries are
+// shared by every goroutine; [Engine.Watch] replaces the whole set atomically when its files
+// change, and only after the new set compiled and passed its tests. Every failure to load is a
+// [*LoadError] with the file and line of each problem.
+//
+// The engine never fails open: [Engine.Decide] answers a denial with code PERMISSION_DENIED
+// when no policy is loaded, when evaluation fails (built-in errors are fatal), and when the
+// decision is undefined or malformed, and returns the error for the caller to log;
+// [Engine.Visible] then shows nothing. Policies cannot reach the network (http.send and remote
+// schema references are refused). [Test] and [Check] serve `fsbroker policy test` and
+// `fsbroker policy check`; [Engine.Explain] serves `fsbroker eval`.
+//
+// # v1/rego or v1/sdk
+//
+// Decisions go through prepared v1/rego queries, not through OPA's v1/sdk. Chosen by
+// BenchmarkDecide (bench_test.go), which runs both in the same process on the same map input,
+// each returning a checked Decision; the SDK loads the same policy set as a bundle file
+// (file:// resource). On the project's 2-core machines (AMD EPYC, Go 1.26.8, OPA v1.22.2, load
+// about 1.5, two runs; thread CPU time is within 2% of wall time at the p50):
+//
+//	policy, input                      v1/rego p50 / p99      v1/sdk p50 / p99     allocs rego / sdk
+//	trivial (allow := true)              6.9 us / 31 us         36 us / 360 us            92 / 502
+//	realistic, 20 grants                 133 us / 750 us        164 us / 830 us          885 / 989
+//	realistic, 2 grants                   87 us / 580 us        108 us / 615 us          525 / 629
+//	default set (policies.FS), 20 grants 261 us / 1.4 ms        280 us / 1.3 ms         1354 / 1424
+//	default set, 2 grants                146 us / 950 us        175 us / 1.1 ms          718 / 788
+//	visible, 1,000 entries, trivial      6.1 ms / 11 ms         -
+//	visible, 1,000 entries, realistic     13 ms / 25 ms         -
+//	visible, 1,000 entries, default       23 ms / 39 ms         -
+//
+// The prepared query is 5x faster on the trivial policy and 7-20% faster on the others, with
+// fewer allocations: the SDK adds a store transaction and bundle lookup, provenance, metrics and
+// an eager conversion of the whole input to every decision. It also keeps what this package
+// needs in reach: the compiler (strict mode, the input schema, the tests run against the very
+// set that is swapped in), strict built-in errors, and one atomic swap of everything a decision
+// uses. What the SDK would add, bundles from a bundle service and decision-log upload, is a
+// follow-up (OPA's bundle downloader and bundle package work without the SDK).
+//
+// The engine's own share is small: a map input is wrapped with ast.LazyObject (only what the
+// policy reads is converted), results stay AST values (no conversion to Go maps), metrics are
+// off, and cancellation uses context.AfterFunc instead of the goroutine OPA otherwise starts
+// per evaluation. A one-line policy decides in 4.6 us, against 4.9 us for a bare
+// PreparedEvalQuery.Eval of it.
+//
+// The decision budget (p50 <= 15 us, p99 <= 60 us) is met by the engine with a policy that
+// evaluates a few rules, not by the realistic benchmark policy nor by the default set: on these
+// machines OPA's evaluator spends about 3 to 5 us per rule evaluated, and converting input
+// about 0.8 us per grant and 2.5 us per listing entry, with either API. GC makes the p99: with
+// GOGC=400 the realistic p99 halves while the p50 does not move.
+package engine

@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/util"
+)
+
+// CodePermissionDenied is the code of every denial the engine makes itself (no policy, an
+// evaluation error, an undefined or malformed decision) and of a policy denial without a code.
+const CodePermissionDenied = "PERMISSION_DENIED"
+
+// Reasons the engine gives when it denies on its own. They never carry policy file names or
+// error text, which go to the returned error for the caller's log.
+const (
+	reasonNoPolicy   = "no policy is loaded"
+	reasonBadInput   = "the policy input is not a JSON object"
+	reasonEvalFailed = "policy evaluation failed"
+	reasonUndefined  = "the policy decision is undefined"
+	reasonWrongShape = "the policy decision is malformed"
+)
+
+// defaultDebounce is how long Watch waits after the last change, unless WithReloadDebounce.
+const defaultDebounce = 100 * time.Millisecond
+
+// Errors returned (wrapped) by Decide, Visible and Explain next to their fail-closed result.
+var (
+	errNoPolicy  = errors.New("no policy is loaded")
+	errUndefined = errors.New("the policy result is undefined")
+)
+
+// Decision is data.fsbroker.authz.decision for one request.
+type Decision struct {
+	// Allow is true only when the policy allowed the request.
+	Allow bool `json:"allow"`
+	// Code is the refusal code, such as PERMISSION_DENIED or QUOTA_EXCEEDED; a denial always
+	// has one (PERMISSION_DENIED when the policy gave none). An allowing policy may set one too.
+	Code string `json:"code,omitempty"`
+	// Reasons are the policy's reasons, in the order it gave them (sorted, for a set).
+	Reasons []string `json:"reasons,omitempty"`
+	// Obligations are what the policy requires of the broker when it allows (for example a
+	// size limit), as JSON values: nil when there are none.
+	Obligations map[string]any `json:"obligations,omitempty"`
+	// Revision is the revision of the policy set that decided ("" when none was loaded).
+	Revision string `json:"revision"`
+}
+
+// deny is the fail-closed decision.
+func deny(revision, reason string) Decision {
+	return Decision{Allow: false, Code: CodePermissionDenied, Reasons: []string{reason}, Revision: revision}
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithLogger sets the operational logger (default: none). Loads, reloads and their failures are
+// logged at info and error level; print() output of policies at debug level, and print() calls
+// are compiled in only when the logger is at debug level.
+func WithLogger(l hclog.Logger) Option {
+	return func(e *Engine) {
+		if l != nil {
+			e.logger = l
+		}
+	}
+}
+
+// WithRunTests sets whether a policy set's *_test.rego tests must pass before it is used, at
+// New and on every reload (default true).
+func WithRunTests(run bool) Option {
+	return func(e *Engine) { e.runTests = run }
+}
+
+// WithReloadDebounce sets how long Watch waits after the last change before it reloads
+// (default 100 ms); d <= 0 keeps the default.
+func WithReloadDebounce(d time.Duration) Option {
+	return func(e *Engine) {
+		if d > 0 {
+			e.debounce = d
+		}
+	}
+}
+
+// Engine decides requests with the current policy set. It is safe for concurrent use: the
+// prepared queries of a set are shared by every goroutine, and a reload swaps the whole set
+// atomically.
+type Engine struct {
+	src      Source
+	logger   hclog.Logger
+	runTests bool
+	debounce time.Duration
+
+	set      atomic.Pointer[policySet]
+	reloadMu sync.Mutex   // one reload at a time
+	failing  bool         // the last reload failed; guarded by reloadMu
+	watching atomic.Int32 // running Watch loops whose watches are set up
+}
+
+// New loads src, compiles it in strict mode and type-checks it against the policy input schema
+// (schema/policy-input.json: a reference such as input.path.canonicl is an error naming file
+// and line), runs its tests when WithRunTests (the default), and prepares the queries
+// data.fsbroker.authz.decision and data.fsbroker.authz.visible once. The set must define
+// data.fsbroker.authz.decision. A set that fails any of these is returned as a *LoadError.
+func New(ctx context.Context, src Source, opts ...Option) (*Engine, error) {
+	e := &Engine{
+		src:      src,
+		logger:   hclog.NewNullLogger(),
+		runTests: true,
+		debounce: defaultDebounce,
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	start := time.Now()
+	set, err := build(ctx, src, e.loadOptions())
+	if err != nil {
+		return nil, err
+	}
+	e.set.Store(set)
+	e.logLoaded("policies loaded", set, time.Since(start))
+	return e, nil
+}
+
+// loadOptions are the options build needs.
+func (e *Engine) loadOptions() loadOptions {
+	return loadOptions{runTests: e.runTests, logger: e.logger}
+}
+
+// logLoaded logs a newly current set.
+func (e *Engine) logLoaded(msg string, set *policySet, took time.Duration) {
+	e.logger.Info(msg, "source", e.src.String(), "revision", set.revision,
+		"modules", set.modules, "test_files", set.tests, "took", took)
+	if !set.hasVisible {
+		e.logger.Warn("no rule defines "+visibleQuery+": listings and watch events show nothing",
+			"revision", set.revision)
+	}
+}
+
+// current is the current policy set, or nil.
+func (e *Engine) current() *policySet {
+	if e == nil {
+		return nil
+	}
+	return e.set.Load()
+}
+
+// Revision is the current policy set's revision: the hex sha256 over the sorted names and
+// contents of its files for a directory or file system, the manifest's revision for a bundle
+// (the bundle file's sha256 when the manifest has none).
+func (e *Engine) Revision() string {
+	if set := e.current(); set != nil {
+		return set.revision
+	}
+	return ""
+}
+
+// Decide evaluates data.fsbroker.authz.decision for one input: the policy input document
+// (schema/policy-input.json) as a map[string]any, a json.RawMessage or []byte, or an ast.Value.
+// The input is not validated against the schema here.
+//
+// Decide never fails open. When no policy is loaded, the input is not an object, evaluation
+// fails (built-in errors included: they are fatal), or the decision is undefined or not
+// {allow: bool, code?: string, reasons?: set or array of strings, obligations?: object} with
+// no other key, it returns a denial with code PERMISSION_DENIED and a generic reason, together
+// with the error for the caller to log. A policy denial without a code gets PERMISSION_DENIED.
+func (e *Engine) Decide(ctx context.Context, input any) (Decision, error) {
+	set := e.current()
+	if set == nil {
+		return deny("", reasonNoPolicy), fmt.Errorf("engine: %w", errNoPolicy)
+	}
+	if err := ctx.Err(); err != nil {
+		return deny(set.revision, reasonEvalFailed), fmt.Errorf("engine: %w", err)
+	}
+	v, err := inputValue(input)
+	if err != nil {
+		return deny(set.revision, reasonBadInput), fmt.Errorf("engine: decision input: %w", err)
+	}
+	rs, err := eval(ctx, set.decision, v)
+	return decisionFromResult(set.revision, rs, err)
+}
+
+// eval evaluates a prepared query for one input, extra options (a tracer) included.
+//
+// Cancellation goes through context.AfterFunc instead of the goroutine OPA otherwise starts for
+// every evaluation to watch ctx: no goroutine at all for a context that cannot be cancelled, a
+// callback for one that can. A panic in evaluation (OPA converts map inputs lazily, and an
+// unconvertible value panics there) is returned as an error, so the caller still fails closed.
+func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts ...rego.EvalOption) (rs rego.ResultSet, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rs, err = nil, fmt.Errorf("evaluation panicked: %v", r)
+		}
+	}()
+	cancel := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer stop()
+	opts = append(opts, rego.EvalParsedInput(input), rego.EvalExternalCancel(cancel), rego.EvalMetrics(metrics.NoOp()))
+	return pq.Eval(ctx, opts...)
+}
+
+// decisionFromResult turns an evaluation of the decision query into a Decision, failing closed.
+func decisionFromResult(revision string, rs rego.ResultSet, err error) (Decision, error) {
+	if err != nil {
+		return deny(revision, reasonEvalFailed),
+			fmt.Errorf("engine: evaluate %s (revision %s): %w", decisionQuery, revision, err)
+	}
+	val, ok := resultValue(rs)
+	if !ok {
+		return deny(revision, reasonUndefined),
+			fmt.Errorf("engine: %s (revision %s): %w", decisionQuery, revision, errUndefined)
+	}
+	d, err := parseDecision(val)
+	if err != nil {
+		return deny(revision, reasonWrongShape),
+			fmt.Errorf("engine: %s (revision %s): %w", decisionQuery, revision, err)
+	}
+	d.Revision = revision
+	if !d.Allow && d.Code == "" {
+		d.Code = CodePermissionDenied
+	}
+	return d, nil
+}
+
+// Visible evaluates data.fsbroker.authz.visible for a batch (input.operation "visible" and
+// input.entries) and returns the mountPaths that may be shown; an entry that is not in the map
+// is hidden. On any failure (no policy, an evaluation error, an undefined result, a result that
+// is not a set or array of strings) nothing is visible: the map is empty and the error says why.
+func (e *Engine) Visible(ctx context.Context, input any) (map[string]bool, error) {
+	set := e.current()
+	if set == nil {
+		return map[string]bool{}, fmt.Errorf("engine: %w", errNoPolicy)
+	}
+	if err := ctx.Err(); err != nil {
+		return map[string]bool{}, fmt.Errorf("engine: %w", err)
+	}
+	v, err := inputValue(input)
+	if err != nil {
+		return map[string]bool{}, fmt.Errorf("engine: visible input: %w", err)
+	}
+	rs, err := eval(ctx, set.visible, v)
+	if err != nil {
+		return map[string]bool{}, fmt.Errorf("engine: evaluate %s (revision %s): %w", visibleQuery, set.revision, err)
+	}
+	val, ok := resultValue(rs)
+	if !ok {
+		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", visibleQuery, set.revision, errUndefined)
+	}
+	visible, err := parseVisible(val)
+	if err != nil {
+		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", visibleQuery, set.revision, err)
+	}
+	return visible, nil
+}
+
+// inputValue converts an input document to an AST object. A map is wrapped, not converted:
+// only the parts the policy reads are converted, when it reads them (most policies read a small
+// part of the input). The map must not change while it is being decided on.
+func inputValue(input any) (ast.Value, error) {
+	switch x := input.(type) {
+	case nil:
+		return nil, errors.New("no input")
+	case map[string]any:
+		return ast.LazyObject(x), nil
+	case json.RawMessage:
+		return jsonValue(x)
+	case []byte:
+		return jsonValue(x)
+	}
+	v, err := ast.InterfaceToValue(input)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := v.(ast.Object); !ok {
+		return nil, fmt.Errorf("input is %s, want an object", ast.ValueName(v))
+	}
+	return v, nil
+}
+
+// jsonValue parses one JSON document (numbers kept exact), which must be an object.
+func jsonValue(data []byte) (ast.Value, error) {
+	var x any
+	if err := util.UnmarshalJSON(bytes.TrimSpace(data), &x); err != nil {
+		return nil, err
+	}
+	m, ok := x.(map[string]any)
+	if !ok {
+		v, err := ast.InterfaceToValue(x)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("input is %s, want an object", ast.ValueName(v))
+	}
+	return ast.LazyObject(m), nil
+}
+
+// resultValue is the value of a single-expression query, and false when it is undefined.
+func resultValue(rs rego.ResultSet) (ast.Value, bool) {
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, false
+	}
+	v, ok := rs[0].Expressions[0].Value.(ast.Value)
+	return v, ok
+}
+
+// parseDecision checks the shape of a decision and converts it.
+func parseDecision(v ast.Value) (Decision, error) {
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return Decision{}, fmt.Errorf("the decision is %s, want an object", ast.ValueName(v))
+	}
+	var d Decision
+	hasAllow := false
+	err := obj.Iter(func(k, val *ast.Term) error {
+		key, ok := k.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("the decision has a %s key, want string keys", ast.ValueName(k.Value))
+		}
+		switch key {
+		case "allow":
+			b, ok := val.Value.(ast.Boolean)
+			if !ok {
+				return fmt.Errorf("decision.allow is %s, want a boolean", ast.ValueName(val.Value))
+			}
+			d.Allow, hasAllow = bool(b), true
+		case "code":
+			s, ok := val.Value.(ast.String)
+			if !ok {
+				return fmt.Errorf("decision.code is %s, want a string", ast.ValueName(val.Value))
+			}
+			d.Code = string(s)
+		case "reasons":
+			reasons, err := stringList(val.Value)
+			if err != nil {
+				return fmt.Errorf("decision.reasons: %w", err)
+			}
+			d.Reasons = reasons
+		case "obligations":
+			o, ok := val.Value.(ast.Object)
+			if !ok {
+				return fmt.Errorf("decision.obligations is %s, want an object", ast.ValueName(val.Value))
+			}
+			if o.Len() == 0 {
+				return nil
+			}
+			j, err := ast.JSON(o)
+			if err != nil {
+				return fmt.Errorf("decision.obligations: %w", err)
+			}
+			d.Obligations, _ = j.(map[string]any)
+		default:
+			return fmt.Errorf("the decision has an unknown key %.64q", string(key))
+		}
+		return nil
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	if !hasAllow {
+		return Decision{}, errors.New("the decision has no allow")
+	}
+	return d, nil
+}
+
+// stringList converts a set or array of strings (a set comes out sorted).
+func stringList(v ast.Value) ([]string, error) {
+	var out []string
+	add := func(t *ast.Term) error {
+		s, ok := t.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("holds %s, want only strings", ast.ValueName(t.Value))
+		}
+		out = append(out, string(s))
+		return nil
+	}
+	switch x := v.(type) {
+	case ast.Set:
+		out = make([]string, 0, x.Len())
+		if err := x.Iter(add); err != nil {
+			return nil, err
+		}
+	case *ast.Array:
+		out = make([]string, 0, x.Len())
+		for i := range x.Len() {
+			if err := add(x.Elem(i)); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("is %s, want a set or array of strings", ast.ValueName(v))
+	}
+	return out, nil
+}
+
+// parseVisible converts the visible result, a set (or array) of strings.
+func parseVisible(v ast.Value) (map[string]bool, error) {
+	list, err := stringList(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(list))
+	for _, s := range list {
+		out[s] = true
+	}
+	return out, nil
+}
