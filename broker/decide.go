@@ -2,9 +2,14 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/engine"
 )
 
 // Operation kinds, as the decision stage sees them.
@@ -20,28 +25,39 @@ const (
 
 // Request is what the decision stage decides on: one brokered request after
 // its paths were canonicalized and resolved, before anything touches the
-// disk.
+// disk. Input is the policy input document built from it.
 type Request struct {
 	// Method is the canonical method name (files/read, ...).
 	Method string
 	// Operation is the kind of access (OpRead, OpWrite, ...).
 	Operation string
-	// Path is the resolved (canonical) path the request acts on.
+	// Path is the resolved (canonical) path the request acts on; its zero
+	// value for roots/list.
 	Path executor.Target
+	// Requested is the path as the server wrote it.
+	Requested string
 	// NewPath is the rename target, resolved; nil for other methods.
 	NewPath *executor.Target
+	// NewRequested is the rename target as the server wrote it.
+	NewRequested string
 	// Bytes is the number of bytes to write or the most to read.
 	Bytes int64
-	// Server is what the server declared in initialize.
-	Server ServerInfo
+	// Params are the request's params (content is removed before a policy
+	// sees them).
+	Params []byte
+	// Input is the policy input document, filled in by the session.
+	Input *PolicyInput
 }
 
-// Decider decides whether a request may go on. It returns nil to allow, or
-// the refusal (an *errcode.Error, normally PERMISSION_DENIED or
-// QUOTA_EXCEEDED). A Decider that fails to decide must refuse: the broker
-// never fails open.
+// Decider decides whether a request may go on, and which entries of a
+// listing or which change events a server may see. Decide returns nil to
+// allow, or the refusal (an *errcode.Error, normally PERMISSION_DENIED or
+// QUOTA_EXCEEDED). Visible returns the mountPaths of entries that may be
+// shown. A Decider that fails to decide must refuse and show nothing: the
+// broker never fails open.
 type Decider interface {
 	Decide(ctx context.Context, req Request) error
+	Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
 }
 
 // RootModeDecider allows reads everywhere inside the roots and changes only
@@ -61,4 +77,63 @@ func (RootModeDecider) Decide(_ context.Context, req Request) error {
 		return errcode.New(errcode.PermissionDenied, "the root is read-only")
 	}
 	return nil
+}
+
+// Visible implements Decider: everything inside the roots may be seen.
+func (RootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath) (map[string]bool, error) {
+	out := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		out[e.MountPath] = true
+	}
+	return out, nil
+}
+
+// PolicyDecider asks the Rego policy engine: data.fsbroker.authz.decision for
+// every request and data.fsbroker.authz.visible for listings and change
+// events.
+type PolicyDecider struct {
+	Engine *engine.Engine
+	Log    hclog.Logger
+}
+
+var _ Decider = PolicyDecider{}
+
+// Decide implements Decider.
+func (d PolicyDecider) Decide(ctx context.Context, req Request) error {
+	dec, err := d.Engine.Decide(ctx, inputDoc(req.Input))
+	if err != nil && d.Log != nil {
+		d.Log.Error("the policy could not decide; denying", "method", req.Method, "error", err)
+	}
+	if dec.Allow {
+		return nil
+	}
+	code := errcode.Code(dec.Code)
+	if code != errcode.QuotaExceeded {
+		code = errcode.PermissionDenied
+	}
+	reason := strings.Join(dec.Reasons, "; ")
+	if reason == "" {
+		reason = "denied by policy"
+	}
+	return errcode.New(code, reason).With("policyRevision", dec.Revision)
+}
+
+// Visible implements Decider.
+func (d PolicyDecider) Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
+	in := *req.Input
+	in.Operation, in.Entries = "visible", entries
+	vis, err := d.Engine.Visible(ctx, inputDoc(&in))
+	if err != nil && d.Log != nil {
+		d.Log.Error("the policy could not decide visibility; hiding the entries", "method", req.Method, "error", err)
+	}
+	return vis, err
+}
+
+// inputDoc encodes a policy input for the engine.
+func inputDoc(in *PolicyInput) json.RawMessage {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return json.RawMessage("null") // undefined input: the policy denies
+	}
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/canon"
@@ -126,10 +127,10 @@ func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executo
 	return t, nil
 }
 
-// decide runs the decision stage; a decider that panics or errors without a
-// code refuses.
+// decide runs the decision stage on a request, with its policy input; a
+// decider that errors without a code refuses.
 func (s *Session) decide(ctx context.Context, req Request) error {
-	req.Server = s.Server()
+	req.Input = s.policyInput(req)
 	err := s.decider.Decide(ctx, req)
 	if err != nil && errcode.Of(err) == "" {
 		s.log.Error("the decision failed; refusing", "method", req.Method, "error", err)
@@ -173,7 +174,7 @@ func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Bytes: length}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Requested: p.Path, Params: params, Bytes: length}); err != nil {
 		return nil, err
 	}
 	r, err := s.exec.Read(ctx, t, executor.ReadOptions{Offset: p.Offset, Length: length, UTF8: p.Encoding == "utf-8"})
@@ -235,7 +236,7 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/write", Operation: OpWrite, Path: t, Bytes: int64(len(data))}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/write", Operation: OpWrite, Path: t, Requested: p.Path, Params: params, Bytes: int64(len(data))}); err != nil {
 		return nil, err
 	}
 	var r executor.WriteResult
@@ -246,12 +247,14 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		var done bool
 		r, done, err = s.stages.write(ctx, s.exec, t, data, p.Offset, final, opts)
 		if err == nil && !done {
+			s.bytesWritten.Add(int64(len(data)))
 			return writeResult{Path: t.Path.MountPath(), Size: r.Size, Created: false}, nil
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	s.bytesWritten.Add(int64(len(data)))
 	return writeResult{Path: r.Path.MountPath(), Size: r.Size, ETag: r.ETag, Created: r.Created}, nil
 }
 
@@ -289,7 +292,7 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/list", Operation: OpList, Path: t}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/list", Operation: OpList, Path: t, Requested: p.Path, Params: params}); err != nil {
 		return nil, err
 	}
 	maxDepth := -1
@@ -301,8 +304,16 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
+	visible, err := s.visible(ctx, Request{Method: "files/list", Operation: OpList, Path: t, Requested: p.Path, Params: params},
+		r.Entries)
+	if err != nil {
+		return nil, err
+	}
 	out := listResult{Entries: make([]listEntry, 0, len(r.Entries)), NextCursor: r.NextCursor}
 	for _, e := range r.Entries {
+		if !visible[e.Path.MountPath()] {
+			continue // hidden entries never leave the broker
+		}
 		out.Entries = append(out.Entries, listEntry{Path: e.Path.MountPath(), Name: e.Name, Type: e.Type,
 			Size: e.Size, Modified: e.Modified.Format(time.RFC3339Nano)})
 	}
@@ -324,7 +335,7 @@ func (s *Session) filesCreate(ctx context.Context, params json.RawMessage) (any,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/create", Operation: OpCreate, Path: t}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/create", Operation: OpCreate, Path: t, Requested: p.Path, Params: params}); err != nil {
 		return nil, err
 	}
 	if err := s.exec.Create(ctx, t, p.Type == "directory", p.Parents); err != nil {
@@ -347,7 +358,7 @@ func (s *Session) filesDelete(ctx context.Context, params json.RawMessage) (any,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path, Params: params}); err != nil {
 		return nil, err
 	}
 	if err := s.exec.Delete(ctx, t, p.Recursive); err != nil {
@@ -377,14 +388,43 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	}
 	// Both paths are decided on: the source as a rename, the target as a
 	// write.
-	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpRename, Path: from, NewPath: &to}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpRename, Path: from, Requested: p.OldPath,
+		NewPath: &to, NewRequested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to}); err != nil {
+	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to, Requested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
 	if err := s.exec.Rename(ctx, from, to, p.Overwrite); err != nil {
 		return nil, err
 	}
 	return map[string]any{"oldPath": from.Path.MountPath(), "newPath": to.Path.MountPath()}, nil
+}
+
+// visible decides, in one batch, which entries the server may see.
+func (s *Session) visible(ctx context.Context, req Request, entries []executor.Entry) (map[string]bool, error) {
+	if len(entries) == 0 {
+		return map[string]bool{}, nil
+	}
+	batch := make([]InputPath, 0, len(entries))
+	for _, e := range entries {
+		batch = append(batch, entryInputPath(e))
+	}
+	req.Input = s.policyInput(req)
+	vis, err := s.decider.Visible(ctx, req, batch)
+	if err != nil {
+		return map[string]bool{}, nil // shown nothing; the decider logged why
+	}
+	return vis, nil
+}
+
+// entryInputPath describes a listed entry for the visibility decision.
+func entryInputPath(e executor.Entry) InputPath {
+	canonical := e.Path.Root.Path
+	if e.Path.Rel != "" {
+		canonical = strings.TrimSuffix(canonical, "/") + "/" + e.Path.Rel
+	}
+	return InputPath{Requested: e.Path.MountPath(), Canonical: canonical, Root: e.Path.Root.Path,
+		Mount: e.Path.Root.Mount, Relative: e.Path.Rel, MountPath: e.Path.MountPath(), Writable: e.Path.Root.Writable,
+		Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: isHidden(e.Path.Rel)}
 }

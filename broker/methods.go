@@ -123,12 +123,29 @@ type rootEntry struct {
 	Name string `json:"name,omitempty"`
 }
 
-// listRoots answers roots/list with the current roots.
-func (s *Session) listRoots(context.Context, json.RawMessage) (any, error) {
+// listRoots answers roots/list with the current roots that the policy lets
+// this server see.
+func (s *Session) listRoots(ctx context.Context, params json.RawMessage) (any, error) {
+	req := Request{Method: "roots/list", Operation: OpList, Params: params}
+	if err := s.decide(ctx, req); err != nil {
+		return nil, err
+	}
 	all := s.roots().All()
+	batch := make([]InputPath, 0, len(all))
+	for _, r := range all {
+		batch = append(batch, InputPath{Requested: r.Mount, Canonical: r.Path, Root: r.Path, Mount: r.Mount,
+			MountPath: r.Mount, Writable: r.Writable, Exists: true, Type: "directory"})
+	}
+	req.Input = s.policyInput(req)
+	visible, err := s.decider.Visible(ctx, req, batch)
+	if err != nil {
+		visible = nil // nothing is shown when visibility cannot be decided
+	}
 	entries := make([]rootEntry, 0, len(all))
 	for _, r := range all {
-		entries = append(entries, rootEntry{URI: r.URI, Name: r.Name})
+		if visible[r.Mount] {
+			entries = append(entries, rootEntry{URI: r.URI, Name: r.Name})
+		}
 	}
 	return map[string]any{"roots": entries}, nil
 }

@@ -10,6 +10,8 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,6 +91,14 @@ func WithInitTimeout(d time.Duration) Option {
 // default) disables it.
 func WithPingInterval(d time.Duration) Option { return func(s *Session) { s.pingInterval = d } }
 
+// WithTransport names how the server is reached, for the policy input
+// ("stdio", "child", "http", "wrap"); default "stdio".
+func WithTransport(t string) Option { return func(s *Session) { s.transport = t } }
+
+// WithServerID pins the server's identity (the operator's name for it, which
+// a server cannot choose, unlike the name it declares).
+func WithServerID(id string) Option { return func(s *Session) { s.pinnedID = id } }
+
 // WithConnOptions passes options to the session's JSON-RPC connection
 // (in-flight bound, shutdown timeout).
 func WithConnOptions(opts ...jsonrpc.Option) Option {
@@ -113,6 +123,11 @@ type Session struct {
 	stages       *stageTable
 	hub          *watch.Hub
 	watches      watchTable
+	id           string
+	transport    string
+	pinnedID     string
+	started      time.Time
+	bytesWritten atomic.Int64
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -129,7 +144,14 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		initTimeout: DefaultInitTimeout,
 		decider:     RootModeDecider{},
 		limits:      DefaultLimits(),
+		transport:   "stdio",
+		started:     time.Now(),
 	}
+	var idBytes [8]byte
+	if _, err := rand.Read(idBytes[:]); err != nil {
+		return nil, fmt.Errorf("session id: %w", err)
+	}
+	s.id = hex.EncodeToString(idBytes[:])
 	for _, o := range opts {
 		o(s)
 	}

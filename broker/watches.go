@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
@@ -129,11 +130,13 @@ func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, 
 // deliverChange decides on one event and sends it: no event names a path the
 // server could not list.
 func (s *Session) deliverChange(id string, ev watch.Event) {
-	t := executor.Target{Path: ev.Path, Exists: ev.Kind != watch.Deleted}
 	ctx, cancel := context.WithTimeout(context.Background(), s.limits.OperationTimeout)
 	defer cancel()
-	if err := s.decide(ctx, Request{Method: "files/watch", Operation: OpList, Path: t}); err != nil {
-		s.log.Debug("a change event was withheld by the decision", "watchId", id)
+	entry := executor.Entry{Path: ev.Path, Name: path.Base(ev.Path.MountPath())}
+	vis, _ := s.visible(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: executor.Target{Path: ev.Path},
+		Requested: ev.Path.MountPath()}, []executor.Entry{entry})
+	if !vis[ev.Path.MountPath()] {
+		s.log.Debug("a change event was withheld by the policy", "watchId", id)
 		return
 	}
 	err := s.conn.Notify("notifications/files/changed", changedParams{

@@ -24,6 +24,7 @@ type fileConfig struct {
 	Version  int          `json:"version"`
 	Roots    []rootConfig `json:"roots"`
 	StateDir string       `json:"stateDir"`
+	Policies string       `json:"policies"`
 	Log      struct {
 		Level  string `json:"level"`
 		Format string `json:"format"`

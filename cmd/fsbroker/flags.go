@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/watch"
+	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/policies"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -39,6 +42,7 @@ type options struct {
 	opTimeout       time.Duration
 	lockWait        time.Duration
 	maxWatches      int
+	policiesDir     string
 
 	set map[string]bool // flags given on the command line
 }
@@ -102,6 +106,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
 	fs.DurationVar(&o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
 	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
+	fs.StringVar(&o.policiesDir, "policies", "", "policy `DIR` (Rego and data.json/yaml), tested at load and reloaded on change; default: the built-in policies")
 	return fs, o
 }
 
@@ -130,6 +135,28 @@ type setup struct {
 	cfg       *fileConfig
 	exec      *executor.Executor
 	hub       *watch.Hub
+	engine    *engine.Engine
+}
+
+// loadPolicies loads the policy set: --policies DIR (its tests run before it
+// is used), else the built-in set (whose tests run in the project's own test
+// suite, so start-up does not pay for them). A set that does not load is a
+// configuration error naming the file and line.
+func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
+	src := engine.Source{FS: policies.FS}
+	runTests := false
+	if o.policiesDir != "" {
+		src, runTests = engine.Source{Dir: o.policiesDir}, true
+	}
+	e, err := engine.New(context.Background(), src, engine.WithLogger(log), engine.WithRunTests(runTests))
+	if err != nil {
+		var lerr *engine.LoadError
+		if errors.As(err, &lerr) {
+			return nil, configErrorf("--policies %s: %v", src, err)
+		}
+		return nil, fmt.Errorf("load policies: %w", err)
+	}
+	return e, nil
 }
 
 // prepare loads the config file, merges it under the flags, checks every
@@ -197,6 +224,9 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 			return nil, configErrorf("--state-dir: %v; set one", err)
 		}
 	}
+	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
+		return nil, err
+	}
 	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
 		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
@@ -246,6 +276,12 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	}
 	if c.Limits.MaxInFlight != 0 && !o.set["max-in-flight"] {
 		o.maxInFlight = c.Limits.MaxInFlight
+	}
+	if c.Policies != "" && !o.set["policies"] {
+		o.policiesDir = c.Policies
+		if !filepath.IsAbs(o.policiesDir) {
+			o.policiesDir = filepath.Join(filepath.Dir(o.configPath), o.policiesDir)
+		}
 	}
 	if c.StateDir != "" && !o.set["state-dir"] {
 		o.stateDir = c.StateDir

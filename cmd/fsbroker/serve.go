@@ -123,6 +123,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithPingInterval(s.opts.pingInterval),
 		broker.WithExecutor(s.exec),
 		broker.WithWatchHub(s.hub, s.opts.maxWatches),
+		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
@@ -140,6 +141,20 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	go s.removeStaleTemps(watchCtx, s.roots)
+	if s.opts.policiesDir != "" {
+		go func() {
+			err := s.engine.Watch(watchCtx, func(revision string, err error) {
+				if err != nil {
+					s.log.Warn("policy reload failed; the previous policies keep deciding", "error", err)
+					return
+				}
+				s.log.Info("policies reloaded", "revision", revision)
+			})
+			if err != nil && watchCtx.Err() == nil {
+				s.log.Warn("the policy directory will not be reloaded on change", "error", err)
+			}
+		}()
+	}
 	if s.opts.configPath != "" {
 		err := watchConfig(watchCtx, s.opts.configPath, s.validator, configDebounce, s.log.Named("config"),
 			func(cfg *fileConfig) {

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/executor"
+)
+
+// PolicyInput is the document every policy query receives. Its contract is
+// schema/policy-input.json; a test holds the documents built here to it.
+type PolicyInput struct {
+	Version   int            `json:"version"`
+	Method    string         `json:"method"`
+	Operation string         `json:"operation"`
+	Server    InputServer    `json:"server"`
+	Session   InputSession   `json:"session"`
+	Path      *InputPath     `json:"path,omitempty"`
+	NewPath   *InputPath     `json:"newPath,omitempty"`
+	Entries   []InputPath    `json:"entries,omitempty"`
+	Params    map[string]any `json:"params,omitempty"`
+	Bytes     int64          `json:"bytes"`
+	Grants    []InputGrant   `json:"grants"`
+	Usage     InputUsage     `json:"usage"`
+	Time      InputTime      `json:"time"`
+}
+
+// InputServer identifies the server.
+type InputServer struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Pinned  bool   `json:"pinned"`
+}
+
+// InputSession describes the session.
+type InputSession struct {
+	ID              string `json:"id"`
+	ProtocolVersion string `json:"protocolVersion"`
+	Transport       string `json:"transport"`
+}
+
+// InputPath is one resolved path.
+type InputPath struct {
+	Requested string `json:"requested"`
+	Canonical string `json:"canonical"`
+	Root      string `json:"root"`
+	Mount     string `json:"mount"`
+	Relative  string `json:"relative"`
+	MountPath string `json:"mountPath"`
+	Writable  bool   `json:"writable"`
+	Exists    bool   `json:"exists"`
+	Type      string `json:"type"`
+	Size      int64  `json:"size"`
+	Nlink     uint64 `json:"nlink"`
+	Hidden    bool   `json:"hidden"`
+}
+
+// InputGrant is one consent grant the server holds.
+type InputGrant struct {
+	Access  string `json:"access"`
+	Path    string `json:"path"`
+	Granted string `json:"granted"`
+	Expires string `json:"expires"`
+}
+
+// InputUsage holds the server's usage counters.
+type InputUsage struct {
+	BytesWrittenToday int64 `json:"bytesWrittenToday"`
+	Watches           int   `json:"watches"`
+}
+
+// InputTime is the time of the decision.
+type InputTime struct {
+	RFC3339  string `json:"rfc3339"`
+	UnixNano int64  `json:"unixNano"`
+}
+
+// NewInputPath describes a resolved target for the policy.
+func NewInputPath(requested string, t executor.Target) InputPath {
+	p := InputPath{
+		Requested: requested,
+		Canonical: t.Path.Root.Path,
+		Root:      t.Path.Root.Path,
+		Mount:     t.Path.Root.Mount,
+		Relative:  t.Path.Rel,
+		MountPath: t.Path.MountPath(),
+		Writable:  t.Path.Root.Writable,
+		Exists:    t.Exists,
+		Hidden:    isHidden(t.Path.Rel),
+	}
+	if t.Path.Rel != "" {
+		p.Canonical = strings.TrimSuffix(t.Path.Root.Path, "/") + "/" + t.Path.Rel
+	}
+	if t.Exists {
+		p.Type, p.Size, p.Nlink = t.Info.Type, max(t.Info.Size, 0), t.Info.Nlink
+	}
+	return p
+}
+
+// isHidden reports whether any segment of a relative path starts with a dot.
+func isHidden(rel string) bool {
+	for _, s := range strings.Split(rel, "/") {
+		if strings.HasPrefix(s, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// paramsWithoutContent returns a request's params for the policy input: as
+// sent, except that file content never reaches the policy (or anything it
+// logs).
+func paramsWithoutContent(raw json.RawMessage) map[string]any {
+	var m map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+		return map[string]any{}
+	}
+	delete(m, "content")
+	return m
+}
+
+// NewInputTime returns the time of a decision.
+func NewInputTime(t time.Time) InputTime {
+	t = t.UTC()
+	return InputTime{RFC3339: t.Format(time.RFC3339Nano), UnixNano: t.UnixNano()}
+}
+
+// policyInput builds the policy input of a request from the session's state.
+// Until consent lands, every root counts as pre-approved by the operator: the
+// server holds a grant on each mount, write for a writable root and read
+// otherwise.
+func (s *Session) policyInput(req Request) *PolicyInput {
+	info := s.Server()
+	id, pinned := info.Name, false
+	if s.pinnedID != "" {
+		id, pinned = s.pinnedID, true
+	}
+	in := &PolicyInput{
+		Version:   1,
+		Method:    req.Method,
+		Operation: req.Operation,
+		Server:    InputServer{ID: id, Name: info.Name, Version: info.Version, Pinned: pinned},
+		Session:   InputSession{ID: s.id, ProtocolVersion: info.ProtocolVersion, Transport: s.transport},
+		Params:    paramsWithoutContent(req.Params),
+		Bytes:     req.Bytes,
+		Grants:    s.grants(),
+		Usage:     InputUsage{BytesWrittenToday: s.bytesWritten.Load(), Watches: s.watches.count()},
+		Time:      NewInputTime(time.Now()),
+	}
+	if req.Method != "roots/list" {
+		p := NewInputPath(req.Requested, req.Path)
+		in.Path = &p
+	}
+	if req.NewPath != nil {
+		p := NewInputPath(req.NewRequested, *req.NewPath)
+		in.NewPath = &p
+	}
+	return in
+}
+
+// grants lists the grants the server holds: the operator's pre-approval of
+// every root.
+func (s *Session) grants() []InputGrant {
+	all := s.roots().All()
+	out := make([]InputGrant, 0, len(all))
+	granted := s.started.UTC().Format(time.RFC3339)
+	for _, r := range all {
+		access := "read"
+		if r.Writable {
+			access = "write"
+		}
+		out = append(out, InputGrant{Access: access, Path: r.Mount, Granted: granted, Expires: ""})
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/policies"
+)
+
+// copyDefaultPolicies writes the built-in policy set into dir, as an admin
+// starting from it would.
+func copyDefaultPolicies(t *testing.T, dir string) {
+	t.Helper()
+	err := fs.WalkDir(policies.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(policies.FS, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, p), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPoliciesLoadErrorExits2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	copyDefaultPolicies(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "local.rego"), []byte("package fsbroker.authz\n\ndeny contains \"typo\" if {\n  input.path.canonicl == 1\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startBroker(t, "", "stdio", "--root", t.TempDir(), "--policies", dir)
+	if code := p.waitExit(); code != 2 {
+		t.Fatalf("exit status %d, want 2", code)
+	}
+	if log := p.log(); !strings.Contains(log, "local.rego:4") {
+		t.Errorf("the error does not name local.rego:4:\n%s", log)
+	}
+}
+
+// TestPolicyEditTakesEffectWithoutRestart is the admin's path: a rule that
+// denies one server writes under docs/, added while the broker runs.
+func TestPolicyEditTakesEffectWithoutRestart(t *testing.T) {
+	t.Parallel()
+	pol, root := t.TempDir(), t.TempDir()
+	copyDefaultPolicies(t, pol)
+	if err := os.Mkdir(filepath.Join(root, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mount := filepath.Base(root)
+	p := startBroker(t, "", "stdio", "--root", root+":rw", "--policies", pol, "--log-level", "debug")
+	p.handshake("2025-11-25") // serverInfo.name is "cli-test-peer"
+	write := func(id string) *message {
+		return p.call(id, "files/write", map[string]any{"path": mount + "/docs/a.md", "content": "x"})
+	}
+	if r := write("before"); r.Error != nil {
+		t.Fatalf("write before the rule: %s", r.raw)
+	}
+	rule := `package fsbroker.authz
+
+deny contains {"code": "PERMISSION_DENIED", "reason": "local: cli-test-peer may not write docs"} if {
+	input.server.id == "cli-test-peer"
+	input.operation == "write"
+	startswith(input.path.relative, "docs/")
+}
+`
+	start := time.Now()
+	if err := os.WriteFile(filepath.Join(pol, "local.rego"), []byte(rule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(regexp.MustCompile(`policies reloaded`))
+	t.Logf("policy edit to effect: %v", time.Since(start))
+	r := write("after")
+	if r.Error == nil || !strings.Contains(string(r.Error.Data), "may not write docs") {
+		t.Fatalf("write after the rule: %s", r.raw)
+	}
+	// A broken edit keeps the last good set deciding.
+	if err := os.WriteFile(filepath.Join(pol, "local.rego"), []byte("package fsbroker.authz\n\ndeny contains {"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(regexp.MustCompile(`policy reload failed`))
+	if r := write("broken"); r.Error == nil {
+		t.Fatalf("after a broken edit the old rule stopped deciding: %s", r.raw)
+	}
+}
