@@ -6,6 +6,8 @@
 //
 //	fsbroker stdio   [flags]              one session on this process's stdin/stdout
 //	fsbroker connect [flags] -- CMD ARGS  start an MCP server over stdio and serve it
+//	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
+//	fsbroker eval --input FILE            the decision on one policy input
 //	fsbroker version                      print the version
 //
 // Exit status: 0 clean session end, 1 runtime failure, 2 usage or
@@ -49,6 +51,9 @@ const usageText = `fsbroker: the MCP client-side filesystem broker.
 Usage:
   fsbroker stdio   [flags]              serve one MCP server on this process's stdin/stdout
   fsbroker connect [flags] -- CMD ARGS  start an MCP server as a child process and serve it
+  fsbroker policy test [--verbose] [DIR] run the Rego tests with coverage (exit 3 compile error, 4 test failure)
+  fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
+  fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
   fsbroker version                      print the version
   fsbroker help [COMMAND]               show help
 
@@ -79,6 +84,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runStdio(ctx, rest, stdin, stdout, stderr)
 	case "connect":
 		err = runConnect(ctx, rest, stderr)
+	case "policy":
+		err = runPolicy(ctx, rest, stdout, stderr)
+	case "eval":
+		err = runEval(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
 	case "help", "-h", "-help", "--help":
@@ -91,12 +100,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // exitStatus maps a command's error to its exit status, printing it.
 func exitStatus(err error, stderr io.Writer) int {
-	var cerr *configError
+	var (
+		cerr    *configError
+		codeErr *exitCodeError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errHelpShown):
 		return exitOK
+	case errors.As(err, &codeErr):
+		return codeErr.code
 	case errors.As(err, &cerr):
 		fmt.Fprintln(stderr, "fsbroker:", err)
 		return exitUsage

@@ -92,3 +92,65 @@ deny contains {"code": "PERMISSION_DENIED", "reason": "local: cli-test-peer may 
 		t.Fatalf("after a broken edit the old rule stopped deciding: %s", r.raw)
 	}
 }
+
+func TestPolicyCommands(t *testing.T) {
+	t.Parallel()
+	good := t.TempDir()
+	copyDefaultPolicies(t, good)
+	failing := t.TempDir()
+	copyDefaultPolicies(t, failing)
+	if err := os.WriteFile(filepath.Join(failing, "local_test.rego"), []byte("package fsbroker.authz_test\n\ntest_wrong if {\n  1 == 2\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	broken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(broken, "x.rego"), []byte("package fsbroker.authz\n\ndecision := {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"policy", "test"}, 0, "0 failed"},
+		{[]string{"policy", "test", good}, 0, "coverage: 100.0%"},
+		{[]string{"policy", "test", "--verbose", good}, 0, "PASS "},
+		{[]string{"policy", "test", failing}, 4, "FAIL data.fsbroker.authz_test.test_wrong"},
+		{[]string{"policy", "test", broken}, 3, "x.rego:"},
+		{[]string{"policy", "check", good}, 0, "type-checks"},
+		{[]string{"policy", "check", broken}, 3, "x.rego:"},
+		{[]string{"policy", "frobnicate"}, 2, "usage"},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := runPlain(t, c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d\n%s%s", c.args, code, c.code, stdout, stderr)
+		}
+		if out := stdout + stderr; !strings.Contains(out, c.want) {
+			t.Errorf("%v: output lacks %q:\n%s", c.args, c.want, out)
+		}
+	}
+}
+
+func TestEvalExplainsADecision(t *testing.T) {
+	t.Parallel()
+	input := `{"version":1,"method":"files/read","operation":"read",
+	"server":{"id":"s","name":"s","version":"1","pinned":false},
+	"session":{"id":"x","protocolVersion":"2025-11-25","transport":"stdio"},
+	"path":{"requested":"p/.env","canonical":"/r/.env","root":"/r","mount":"p","relative":".env","mountPath":"p/.env",
+	        "writable":false,"exists":true,"type":"file","size":3,"nlink":1,"hidden":true},
+	"params":{"path":"p/.env"},"bytes":3,"grants":[{"access":"read","path":"p","granted":"2026-01-01T00:00:00Z","expires":""}],
+	"usage":{"bytesWrittenToday":0,"watches":0},"time":{"rfc3339":"2026-06-01T00:00:00Z","unixNano":1780272000000000000}}`
+	file := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runPlain(t, "eval", "--input", file)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{`"allow": false`, `"PERMISSION_DENIED"`, "secret", `"matched"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("eval output lacks %s:\n%s", want, out)
+		}
+	}
+}
