@@ -21,18 +21,11 @@ func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool
 	if err := deadline(ctx); err != nil {
 		return err
 	}
-	unlock, err := x.lock(ctx, t.Path)
+	cur, unlock, err := x.lockResolved(ctx, t.Path)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	cur, err := x.Resolve(ctx, t.Path, false)
-	if err != nil {
-		return err
-	}
-	if cur.Path != t.Path {
-		return conflict("the path changed while the request was decided")
-	}
 	if cur.Exists {
 		return errcode.New(errcode.IOError, "the path already exists").With("errno", "EEXIST")
 	}
@@ -83,6 +76,26 @@ func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool
 	return nil
 }
 
+// lockResolved takes p's lock and resolves p again (not following a final
+// link), so that the operation acts on what is there now; a path that no
+// longer resolves to itself (a link appeared on the way) is
+// CONCURRENCY_CONFLICT. The caller releases the lock.
+func (x *Executor) lockResolved(ctx context.Context, p canon.Path) (Target, func(), error) {
+	unlock, err := x.lock(ctx, p)
+	if err != nil {
+		return Target{}, nil, err
+	}
+	cur, err := x.Resolve(ctx, p, false)
+	if err == nil && cur.Path != p {
+		err = conflict("the path changed while the request was decided")
+	}
+	if err != nil {
+		unlock()
+		return Target{}, nil, err
+	}
+	return cur, unlock, nil
+}
+
 // Delete removes what is at t (resolved with follow false, so a link is
 // removed, not its target). A non-empty directory needs recursive; a
 // recursive delete never follows links and stays inside the root. A root is
@@ -94,18 +107,11 @@ func (x *Executor) Delete(ctx context.Context, t Target, recursive bool) error {
 	if t.Path.IsRoot() {
 		return errcode.New(errcode.PermissionDenied, "a root cannot be deleted")
 	}
-	unlock, err := x.lock(ctx, t.Path)
+	cur, unlock, err := x.lockResolved(ctx, t.Path)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	cur, err := x.Resolve(ctx, t.Path, false)
-	if err != nil {
-		return err
-	}
-	if cur.Path != t.Path {
-		return conflict("the path changed while the request was decided")
-	}
 	if !cur.Exists {
 		return errcode.New(errcode.FileNotFound, "the path does not exist")
 	}
