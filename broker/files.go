@@ -117,6 +117,13 @@ func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executo
 	if err != nil {
 		return executor.Target{}, err
 	}
+	for _, seg := range strings.Split(p.Rel, "/") {
+		if executor.IsTempName(seg) {
+			// The broker's own temporary files are hidden from listings and
+			// watches; a server may not name them (a hidden channel).
+			return executor.Target{}, errcode.New(errcode.InvalidPath, "names starting with "+executor.TempPrefix+" are reserved")
+		}
+	}
 	t, err := s.exec.Resolve(ctx, p, follow)
 	if err != nil {
 		return executor.Target{}, err
@@ -247,14 +254,14 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		var done bool
 		r, done, err = s.stages.write(ctx, s.exec, t, data, p.Offset, final, opts)
 		if err == nil && !done {
-			s.bytesWritten.Add(int64(len(data)))
+			s.bytesWritten.add(time.Now(), int64(len(data)))
 			return writeResult{Path: t.Path.MountPath(), Size: r.Size, Created: false}, nil
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.bytesWritten.Add(int64(len(data)))
+	s.bytesWritten.add(time.Now(), int64(len(data)))
 	return writeResult{Path: r.Path.MountPath(), Size: r.Size, ETag: r.ETag, Created: r.Created}, nil
 }
 
@@ -361,6 +368,10 @@ func (s *Session) filesDelete(ctx context.Context, params json.RawMessage) (any,
 	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path, Params: params}); err != nil {
 		return nil, err
 	}
+	if err := s.guardSubtree(ctx, t, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path,
+		Params: params}); err != nil {
+		return nil, err
+	}
 	if err := s.exec.Delete(ctx, t, p.Recursive); err != nil {
 		return nil, err
 	}
@@ -395,6 +406,14 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to, Requested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
+	if err := s.guardSubtree(ctx, from, Request{Method: "files/rename", Operation: OpRename, Path: from,
+		Requested: p.OldPath, Params: params}); err != nil {
+		return nil, err
+	}
+	if err := s.guardSubtree(ctx, to, Request{Method: "files/rename", Operation: OpWrite, Path: to,
+		Requested: p.NewPath, Params: params}); err != nil {
+		return nil, err
+	}
 	if err := s.exec.Rename(ctx, from, to, p.Overwrite); err != nil {
 		return nil, err
 	}
@@ -427,4 +446,48 @@ func entryInputPath(e executor.Entry) InputPath {
 	return InputPath{Requested: e.Path.MountPath(), Canonical: canonical, Root: e.Path.Root.Path,
 		Mount: e.Path.Root.Mount, Relative: e.Path.Rel, MountPath: e.Path.MountPath(), Writable: e.Path.Root.Writable,
 		Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: isHidden(e.Path.Rel)}
+}
+
+// maxGuardedEntries bounds the subtree a recursive delete or a rename of a
+// directory may carry along: every entry in it is checked.
+const maxGuardedEntries = 10000
+
+// guardSubtree protects what a directory operation would carry along without
+// its own decision: a delete or rename of a directory acts on everything
+// below it, so it is refused when the directory holds another root (whose
+// own settings would be bypassed), or any entry the policy hides from this
+// server (a secret would otherwise be moved to where it can be read, or
+// destroyed), or more entries than can be checked.
+func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Request) error {
+	if !t.Exists || t.Info.Type != executor.TypeDirectory {
+		return nil
+	}
+	dir := t.Path.Root.Path
+	if t.Path.Rel != "" {
+		dir = strings.TrimSuffix(dir, "/") + "/" + t.Path.Rel
+	}
+	for _, r := range s.roots().All() {
+		if r.Path != t.Path.Root.Path && strings.HasPrefix(r.Path+"/", dir+"/") {
+			return errcode.New(errcode.PermissionDenied, "the directory holds another root, "+r.Mount)
+		}
+	}
+	page, err := s.exec.List(ctx, t, executor.ListOptions{Recursive: true, IncludeHidden: true, MaxDepth: -1,
+		Limit: maxGuardedEntries})
+	if err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		return errcode.New(errcode.PermissionDenied,
+			fmt.Sprintf("the directory holds more than %d entries, too many to check", maxGuardedEntries))
+	}
+	visible, err := s.visible(ctx, req, page.Entries)
+	if err != nil {
+		return err
+	}
+	for _, e := range page.Entries {
+		if !visible[e.Path.MountPath()] {
+			return errcode.New(errcode.PermissionDenied, "the directory holds entries this server may not see")
+		}
+	}
+	return nil
 }

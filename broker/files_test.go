@@ -478,3 +478,16 @@ func TestFilesWatchLimitAndErrors(t *testing.T) {
 		t.Errorf("%d watches outlived the session", n)
 	}
 }
+
+func TestDailyCounterStartsAgainAtMidnight(t *testing.T) {
+	var c dailyCounter
+	day := time.Date(2026, 11, 22, 23, 59, 0, 0, time.UTC)
+	c.add(day, 100)
+	c.add(day, 20)
+	if got := c.today(day); got != 120 {
+		t.Errorf("today = %d, want 120", got)
+	}
+	if got := c.today(day.Add(2 * time.Minute)); got != 0 {
+		t.Errorf("after midnight = %d, want 0", got)
+	}
+}

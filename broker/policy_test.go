@@ -2,13 +2,18 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
 	"github.com/fsbroker/fsbroker/schema"
@@ -110,4 +115,115 @@ func TestPolicyDeciderFailsClosed(t *testing.T) {
 	}
 	f := startFiles(t, WithDecider(PolicyDecider{Engine: e}))
 	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+// startPolicyFiles is startFiles with the real engine and default policies.
+func startPolicyFiles(t *testing.T) *filesFixture {
+	t.Helper()
+	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := watch.NewHub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Close() })
+	return startFiles(t, WithDecider(PolicyDecider{Engine: e}), WithWatchHub(hub, 0))
+}
+
+// TestReviewAttacks holds the fixes of a security review: each case was an
+// attack that worked.
+func TestReviewAttacks(t *testing.T) {
+	f := startPolicyFiles(t)
+	mk := func(rel, content string) {
+		p := filepath.Join(f.rw, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("app/.git/config", "url=https://user:TOKEN@example")
+	mk("app/.ssh/id_rsa", "KEY")
+	mk("app/main.go", "package main")
+	mk("plain/a.txt", "a")
+
+	// A cursor never names an entry the policy hid from the page.
+	cursor := ""
+	for i := 0; i < 20; i++ {
+		params := map[string]any{"path": "rw", "recursive": true, "includeHidden": true, "limit": 1}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		res, _, _ := f.call("files/list", params)
+		next, _ := res["nextCursor"].(string)
+		if next == "" {
+			break
+		}
+		for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.StdEncoding} {
+			if b, err := enc.DecodeString(next); err == nil && (strings.Contains(string(b), ".ssh") || strings.Contains(string(b), ".git")) {
+				t.Fatalf("a cursor reveals a hidden name: %q", b)
+			}
+		}
+		cursor = next
+	}
+	// A directory holding a secret can be neither moved (to read it) nor
+	// deleted wholesale.
+	f.mustFail("files/read", map[string]any{"path": "rw/app/.git/config"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/rename", map[string]any{"oldPath": "rw/app/.git", "newPath": "rw/app/g"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/rename", map[string]any{"oldPath": "rw/app", "newPath": "rw/app2"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/delete", map[string]any{"path": "rw/app", "recursive": true}, -32002, "PERMISSION_DENIED")
+	if b, err := os.ReadFile(filepath.Join(f.rw, "app", ".ssh", "id_rsa")); err != nil || string(b) != "KEY" {
+		t.Errorf("the secret was touched: %q %v", b, err)
+	}
+	// A directory without secrets still moves and deletes.
+	if r, _, _ := f.call("files/rename", map[string]any{"oldPath": "rw/plain", "newPath": "rw/plain2"}); r == nil {
+		t.Error("renaming a plain directory was refused")
+	}
+	if r, _, _ := f.call("files/delete", map[string]any{"path": "rw/plain2", "recursive": true}); r == nil {
+		t.Error("deleting a plain directory was refused")
+	}
+	// Existence of a denied path does not leak through watch or a path below it.
+	f.mustFail("files/watch", map[string]any{"path": "rw/missing.pem"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/read", map[string]any{"path": "rw/app/.ssh/id_rsa/x"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/read", map[string]any{"path": "rw/app/main.go/x"}, -32001, "FILE_NOT_FOUND")
+	// The broker's temporary-file names are reserved (they are invisible).
+	f.mustFail("files/write", map[string]any{"path": "rw/" + executor.TempPrefix + "1-x", "content": "x"}, -32003, "INVALID_PATH")
+	// Staged writes are bounded per session.
+	for i := 0; i < maxStagedWrites; i++ {
+		if r, _, _ := f.call("files/write", map[string]any{"path": fmt.Sprintf("rw/s%d", i), "content": "x", "final": false}); r == nil {
+			t.Fatalf("staged write %d refused", i)
+		}
+	}
+	f.mustFail("files/write", map[string]any{"path": "rw/one-more", "content": "x", "final": false}, -32007, "QUOTA_EXCEEDED")
+}
+
+// TestNestedRootCannotBeMovedOrDeletedThroughTheOuterRoot: moving or deleting
+// a directory of the outer root that holds another root is refused.
+func TestNestedRootCannotBeMovedOrDeletedThroughTheOuterRoot(t *testing.T) {
+	outer := t.TempDir()
+	inner := filepath.Join(outer, "x", "ro")
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inner, "keep.txt"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := roots.New([]roots.Spec{{Path: outer, Mount: "n", Writable: true}, {Path: inner, Mount: "ro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := executor.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x))}
+	f.initialize("2025-11-25")
+	f.mustFail("files/rename", map[string]any{"oldPath": "n/x", "newPath": "n/y"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/delete", map[string]any{"path": "n/x", "recursive": true}, -32002, "PERMISSION_DENIED")
+	if b, _ := os.ReadFile(filepath.Join(inner, "keep.txt")); string(b) != "keep" {
+		t.Errorf("the inner root was touched")
+	}
 }

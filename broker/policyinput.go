@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
@@ -146,7 +147,7 @@ func (s *Session) policyInput(req Request) *PolicyInput {
 		Params:    paramsWithoutContent(req.Params),
 		Bytes:     req.Bytes,
 		Grants:    s.grants(),
-		Usage:     InputUsage{BytesWrittenToday: s.bytesWritten.Load(), Watches: s.watches.count()},
+		Usage:     InputUsage{BytesWrittenToday: s.bytesWritten.today(time.Now()), Watches: s.watches.count()},
 		Time:      NewInputTime(time.Now()),
 	}
 	if req.Method != "roots/list" {
@@ -174,4 +175,33 @@ func (s *Session) grants() []InputGrant {
 		out = append(out, InputGrant{Access: access, Path: r.Mount, Granted: granted, Expires: ""})
 	}
 	return out
+}
+
+// dailyCounter counts bytes for the current UTC day; it starts again at
+// midnight. (It is this session's count: usage shared across sessions and
+// restarts comes with the state directory's quotas.)
+type dailyCounter struct {
+	mu  sync.Mutex
+	day string
+	n   int64
+}
+
+func (c *dailyCounter) add(now time.Time, n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roll(now)
+	c.n += n
+}
+
+func (c *dailyCounter) today(now time.Time) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roll(now)
+	return c.n
+}
+
+func (c *dailyCounter) roll(now time.Time) {
+	if d := now.UTC().Format(time.DateOnly); d != c.day {
+		c.day, c.n = d, 0
+	}
 }

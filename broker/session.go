@@ -127,7 +127,7 @@ type Session struct {
 	transport    string
 	pinnedID     string
 	started      time.Time
-	bytesWritten atomic.Int64
+	bytesWritten dailyCounter
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex

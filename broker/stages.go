@@ -45,9 +45,9 @@ func (st *stageTable) write(ctx context.Context, x *executor.Executor, t executo
 		if err != nil {
 			return executor.WriteResult{}, false, err
 		}
-		if !st.put(t.Path, &stagedWrite{stage: stage, opts: opts, lastUsed: time.Now()}) {
+		if err := st.put(t.Path, &stagedWrite{stage: stage, opts: opts, lastUsed: time.Now()}); err != nil {
 			stage.Abort()
-			return executor.WriteResult{}, false, errcode.New(errcode.IOError, "the session is ending")
+			return executor.WriteResult{}, false, err
 		}
 	}
 	sw := st.get(t.Path)
@@ -67,17 +67,24 @@ func (st *stageTable) write(ctx context.Context, x *executor.Executor, t executo
 	return r, err == nil, err
 }
 
-func (st *stageTable) put(p canon.Path, sw *stagedWrite) bool {
+// maxStagedWrites bounds the staged writes of one session: each holds open
+// files and a temporary file until it commits or expires.
+const maxStagedWrites = 16
+
+func (st *stageTable) put(p canon.Path, sw *stagedWrite) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		return false
+		return errcode.New(errcode.IOError, "the session is ending")
+	}
+	if len(st.stages) >= maxStagedWrites {
+		return errcode.New(errcode.QuotaExceeded, fmt.Sprintf("the session already has %d staged writes, the limit", maxStagedWrites))
 	}
 	st.stages[p] = sw
 	if st.timer == nil {
 		st.timer = time.AfterFunc(st.idle, st.expire)
 	}
-	return true
+	return nil
 }
 
 func (st *stageTable) get(p canon.Path) *stagedWrite {

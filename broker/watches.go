@@ -78,11 +78,13 @@ func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
+	// Decided before existence is told, so that a denied path's existence
+	// does not leak.
+	if err := s.decide(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: t, Requested: p.Path, Params: params}); err != nil {
+		return nil, err
+	}
 	if !t.Exists {
 		return nil, errcode.New(errcode.FileNotFound, "the path to watch does not exist")
-	}
-	if err := s.decide(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: t}); err != nil {
-		return nil, err
 	}
 	id, err := newWatchID()
 	if err != nil {

@@ -19,6 +19,9 @@ package executor
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,6 +68,9 @@ type Executor struct {
 	log      hclog.Logger
 	locks    *lockTable
 
+	// cursorAEAD seals listing cursors under a key of this process.
+	cursorAEAD cipher.AEAD
+
 	mu      sync.Mutex
 	handles map[string]*os.Root // by root directory; never closed before Close
 }
@@ -76,12 +82,25 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create lock directory: %w", err)
 	}
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, fmt.Errorf("cursor key: %w", err)
+	}
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		return nil, fmt.Errorf("cursor cipher: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("cursor cipher: %w", err)
+	}
 	x := &Executor{
-		lockDir:  lockDir,
-		lockWait: DefaultLockWait,
-		log:      hclog.NewNullLogger(),
-		locks:    newLockTable(),
-		handles:  make(map[string]*os.Root),
+		lockDir:    lockDir,
+		lockWait:   DefaultLockWait,
+		log:        hclog.NewNullLogger(),
+		locks:      newLockTable(),
+		handles:    make(map[string]*os.Root),
+		cursorAEAD: aead,
 	}
 	for _, o := range opts {
 		o(x)
@@ -196,9 +215,8 @@ type Target struct {
 // ".." would climb above the root, is refused with PERMISSION_DENIED; so is
 // a chain of more than 40 links (IO_ERROR, ELOOP). With follow false a link
 // in the last segment is not followed (for delete and rename, which act on
-// the link itself). A path below a missing directory resolves to a Target
-// that does not exist; a path below a file is FILE_NOT_FOUND. ctx bounds the
-// walk.
+// the link itself). A path below a missing directory or below a file
+// resolves to a Target that does not exist. ctx bounds the walk.
 func (x *Executor) Resolve(ctx context.Context, p canon.Path, follow bool) (Target, error) {
 	h, err := x.handle(p.Root)
 	if err != nil {
@@ -270,7 +288,10 @@ func (x *Executor) Resolve(ctx context.Context, p canon.Path, follow bool) (Targ
 			return Target{Path: w.path(name), Exists: true, Info: infoOf(fi), ParentExists: true, parent: w.dirInfo()}, nil
 		}
 		if !fi.IsDir() {
-			return Target{}, errcode.New(errcode.FileNotFound, "a parent of the path is not a directory").With("errno", "ENOTDIR")
+			// Nothing can be below a file: the path does not exist. It is
+			// told as such only after the decision, so that what lies on
+			// the path of a denied request does not leak.
+			return Target{Path: w.path(append([]string{name}, cleanSegs(todo)...)...)}, nil
 		}
 		if err := w.down(name, infoOf(fi)); err != nil {
 			return Target{}, err

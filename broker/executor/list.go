@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"io/fs"
@@ -60,7 +61,7 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 	case t.Info.Type != TypeDirectory:
 		return ListResult{}, errcode.New(errcode.IOError, "the path is not a directory").With("errno", "ENOTDIR")
 	}
-	after, err := decodeCursor(o.Cursor)
+	after, err := x.decodeCursor(o.Cursor)
 	if err != nil {
 		return ListResult{}, err
 	}
@@ -86,7 +87,7 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 	res := ListResult{Entries: w.out}
 	if len(w.out) > o.Limit {
 		res.Entries = w.out[:o.Limit]
-		res.NextCursor = encodeCursor(relSegs(res.Entries[o.Limit-1].Path, t.Path))
+		res.NextCursor = x.encodeCursor(relSegs(res.Entries[o.Limit-1].Path, t.Path))
 	}
 	return res, nil
 }
@@ -196,17 +197,34 @@ func relSegs(p, dir canon.Path) []string {
 // cursorVersion starts every cursor, so that the format can change.
 const cursorVersion = "1\x00"
 
-func encodeCursor(segs []string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + strings.Join(segs, "/")))
+// encodeCursor seals the last path of a page. The cursor is opaque to the
+// server: it is encrypted and authenticated under a key of this process, so
+// that it never reveals the name of an entry the policy hid from the page,
+// and a forged or altered cursor is refused.
+func (x *Executor) encodeCursor(segs []string) string {
+	nonce := make([]byte, x.cursorAEAD.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "" // no cursor: the listing ends here rather than leak
+	}
+	sealed := x.cursorAEAD.Seal(nonce, nonce, []byte(cursorVersion+strings.Join(segs, "/")), nil)
+	return base64.RawURLEncoding.EncodeToString(sealed)
 }
 
-// decodeCursor reads a cursor; a malformed one is INVALID_PARAMS.
-func decodeCursor(c string) ([]string, error) {
+// decodeCursor opens a cursor; one this process did not make is
+// INVALID_PARAMS.
+func (x *Executor) decodeCursor(c string) ([]string, error) {
 	if c == "" {
 		return nil, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	rest, ok := strings.CutPrefix(string(b), cursorVersion)
+	var plain []byte
+	if err == nil && len(b) > x.cursorAEAD.NonceSize() {
+		n := x.cursorAEAD.NonceSize()
+		plain, err = x.cursorAEAD.Open(nil, b[:n], b[n:], nil)
+	} else if err == nil {
+		err = errors.New("short cursor")
+	}
+	rest, ok := strings.CutPrefix(string(plain), cursorVersion)
 	if err != nil || !ok || rest == "" {
 		return nil, errcode.New(errcode.InvalidParams, "the cursor is not one this broker returned").
 			With("errors", []map[string]string{{"pointer": "/cursor", "message": "not a cursor returned by files/list"}})

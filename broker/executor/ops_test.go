@@ -700,8 +700,11 @@ func TestCreate(t *testing.T) {
 		t.Fatal("create through a dangling link made its target")
 	}
 	wantCode(t, create("proj", true, false), errcode.IOError, "EEXIST")
-	_, err := f.x.Resolve(context.Background(), f.path(t, "proj/file/x"), false)
-	wantCode(t, err, errcode.FileNotFound, "")
+	tg, err := f.x.Resolve(context.Background(), f.path(t, "proj/file/x"), false)
+	if err != nil || tg.Exists || tg.ParentExists {
+		t.Fatalf("below a file: %+v, %v", tg, err)
+	}
+	wantCode(t, f.x.Create(context.Background(), tg, false, false), errcode.FileNotFound, "")
 }
 
 // ---- Delete ----

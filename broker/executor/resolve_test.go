@@ -289,16 +289,21 @@ func TestNoFollowDeletesTheLinkNotTheTarget(t *testing.T) {
 	}
 }
 
-// TestPathThroughARegularFileIsNotFound: a file used as a directory is
-// FILE_NOT_FOUND, directly and through a link, and no operation creates
-// anything there.
+// TestPathThroughARegularFileIsNotFound: nothing exists below a file used as
+// a directory, directly or through a link: Resolve says so without an error
+// (what is on the path of a denied request must not leak before the
+// decision), reading is FILE_NOT_FOUND, and no operation creates anything.
 func TestPathThroughARegularFileIsNotFound(t *testing.T) {
 	f := newFixture(t)
 	f.writeFile(t, "file", "x")
 	f.symlink(t, "file", "lf")
 	for _, raw := range []string{"proj/file/x", "proj/file/x/y", "proj/lf/x"} {
 		for _, follow := range []bool{true, false} {
-			_, err := f.x.Resolve(context.Background(), f.path(t, raw), follow)
+			tg, err := f.x.Resolve(context.Background(), f.path(t, raw), follow)
+			if err != nil || tg.Exists || tg.ParentExists {
+				t.Fatalf("Resolve(%s) = %+v, %v; want a target that does not exist", raw, tg, err)
+			}
+			_, err = f.x.Read(context.Background(), tg, executor.ReadOptions{Length: 10})
 			wantCode(t, err, errcode.FileNotFound, "")
 		}
 	}
