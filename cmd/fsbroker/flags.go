@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/executor"
@@ -43,6 +44,10 @@ type options struct {
 	lockWait        time.Duration
 	maxWatches      int
 	policiesDir     string
+	bundle          string
+	bundleKey       string
+	bundleKeyAlg    string
+	bundleKeyID     string
 
 	set map[string]bool // flags given on the command line
 }
@@ -107,6 +112,10 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
 	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
 	fs.StringVar(&o.policiesDir, "policies", "", "policy `DIR` (Rego and data.json/yaml), tested at load and reloaded on change; default: the built-in policies")
+	fs.StringVar(&o.bundle, "bundle", "", "policy bundle `FILE` (.tar.gz as opa build makes it), instead of --policies; reloaded on change")
+	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
+	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
+	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
 	return fs, o
 }
 
@@ -145,14 +154,30 @@ type setup struct {
 func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
 	src := engine.Source{FS: policies.FS}
 	runTests := false
-	if o.policiesDir != "" {
+	switch {
+	case o.policiesDir != "" && o.bundle != "":
+		return nil, configErrorf("--policies and --bundle: give one policy source")
+	case o.policiesDir != "":
 		src, runTests = engine.Source{Dir: o.policiesDir}, true
+	case o.bundle != "":
+		src, runTests = engine.Source{Bundle: o.bundle}, true
+		if o.bundleKey != "" {
+			key, err := os.ReadFile(o.bundleKey)
+			if err != nil {
+				return nil, configErrorf("--bundle-key %s: %v", o.bundleKey, err)
+			}
+			src.BundleVerification = bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{
+				o.bundleKeyID: {Key: string(key), Algorithm: o.bundleKeyAlg},
+			}, o.bundleKeyID, "", nil)
+		}
+	case o.bundleKey != "":
+		return nil, configErrorf("--bundle-key needs --bundle")
 	}
 	e, err := engine.New(context.Background(), src, engine.WithLogger(log), engine.WithRunTests(runTests))
 	if err != nil {
 		var lerr *engine.LoadError
 		if errors.As(err, &lerr) {
-			return nil, configErrorf("--policies %s: %v", src, err)
+			return nil, configErrorf("policies (%s): %v", src, err)
 		}
 		return nil, fmt.Errorf("load policies: %w", err)
 	}
