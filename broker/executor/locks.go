@@ -59,21 +59,26 @@ func (lt *lockTable) acquire(ctx context.Context, key string) (release func(), e
 	}
 }
 
-// lockKey names the lock of a canonical path: its root's directory and its
-// path inside the root.
-func lockKey(p canon.Path) string { return p.Root.Path + "\x00" + p.Rel }
+// lockBucket names the lock of a canonical path: the first 16 bits of a
+// SHA-256 of its root's directory and its path inside the root. Paths share
+// 65,536 lock files, so the state directory stays bounded however many
+// paths a server touches; two paths in one bucket only wait for each other.
+func lockBucket(p canon.Path) string {
+	sum := sha256.Sum256([]byte(p.Root.Path + "\x00" + p.Rel))
+	return hex.EncodeToString(sum[:2])
+}
 
-// lock takes the exclusive locks of paths, in sorted order so that two
-// operations on the same pair never deadlock: first the in-process lock,
-// then a flock on a sidecar file in the state directory, named by a hash of
-// the key and never deleted (an atomic write replaces the target's inode,
+// lock takes the exclusive locks of paths, by bucket in sorted order so that
+// two operations never deadlock: first the in-process lock, then a flock on
+// a sidecar file in the state directory, named by the bucket and never
+// deleted (an atomic write replaces the target's inode,
 // so the target itself cannot carry the lock). A lock not obtained within
 // the lock wait is CONCURRENCY_CONFLICT; an operation whose own deadline
 // passes first is TIMEOUT.
 func (x *Executor) lock(ctx context.Context, paths ...canon.Path) (unlock func(), err error) {
 	keys := make([]string, 0, len(paths))
 	for _, p := range paths {
-		keys = append(keys, lockKey(p))
+		keys = append(keys, lockBucket(p))
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
@@ -105,8 +110,7 @@ func (x *Executor) lockOne(ctx context.Context, key string) (func(), error) {
 	if err != nil {
 		return nil, errcode.Wrap(errcode.ConcurrencyConflict, "the file is locked by another operation", err)
 	}
-	sum := sha256.Sum256([]byte(key))
-	fl := flock.New(filepath.Join(x.lockDir, hex.EncodeToString(sum[:16])+".lock"))
+	fl := flock.New(filepath.Join(x.lockDir, key+".lock"))
 	ok, err := fl.TryLockContext(ctx, flockRetry)
 	if !ok || err != nil {
 		_ = fl.Close()
