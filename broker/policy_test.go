@@ -151,13 +151,16 @@ func TestReviewAttacks(t *testing.T) {
 	mk("plain/a.txt", "a")
 
 	// A cursor never names an entry the policy hid from the page.
-	cursor := ""
+	cursor, pages := "", 0
 	for i := 0; i < 20; i++ {
 		params := map[string]any{"path": "rw", "recursive": true, "includeHidden": true, "limit": 1}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, _, _ := f.call("files/list", params)
+		res, code, data := f.call("files/list", params)
+		if res == nil {
+			t.Fatalf("page %d: error %d %v", i, code, data)
+		}
 		next, _ := res["nextCursor"].(string)
 		if next == "" {
 			break
@@ -168,6 +171,10 @@ func TestReviewAttacks(t *testing.T) {
 			}
 		}
 		cursor = next
+		pages++
+	}
+	if pages < 3 {
+		t.Fatalf("only %d pages: the listing did not walk the tree", pages)
 	}
 	// A directory holding a secret can be neither moved (to read it) nor
 	// deleted wholesale.
