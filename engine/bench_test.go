@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -422,5 +423,33 @@ func BenchmarkVisible1000(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkReloadDefaultSet measures what a policy edit costs before it takes
+// effect: loading the default set from a directory, compiling and
+// type-checking it, and running its tests (Watch adds its debounce, 100 ms
+// by default). The budget from edit to effect is 500 ms.
+func BenchmarkReloadDefaultSet(b *testing.B) {
+	dir := b.TempDir()
+	err := fs.WalkDir(policies.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(policies.FS, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, p), data, 0o644)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := New(ctx, Source{Dir: dir}, WithRunTests(true)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
