@@ -530,8 +530,10 @@ func TestWriteLeavesNoTempOnFailure(t *testing.T) {
 			return err
 		}},
 	}
+	// A target that appeared (even as a directory) after the decision is a
+	// conflict: nobody decided on it.
 	want := []errcode.Code{errcode.ConcurrencyConflict, errcode.ConcurrencyConflict, errcode.Timeout,
-		errcode.ConcurrencyConflict, errcode.IOError, errcode.ConcurrencyConflict, errcode.Timeout}
+		errcode.ConcurrencyConflict, errcode.ConcurrencyConflict, errcode.ConcurrencyConflict, errcode.Timeout}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.run(t)
@@ -1252,5 +1254,40 @@ func TestRemoveStaleTemps(t *testing.T) {
 	cancel()
 	if _, err := f.x.RemoveStaleTemps(ctx, f.root); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled sweep: %v", err)
+	}
+}
+
+// TestWriteConflictsWhenExistenceChanged: a write decided on a missing file
+// does not replace a file created meanwhile, and one decided on an existing
+// file does not recreate it once removed; a replaced existing file is
+// simply written (the last writer wins).
+func TestWriteConflictsWhenExistenceChanged(t *testing.T) {
+	f := newFixture(t)
+	missing := f.resolve(t, "proj/new.txt", true)
+	f.writeFile(t, "new.txt", "someone else's")
+	_, err := f.x.Write(ctxT(t), missing, []byte("mine"), executor.WriteOptions{Create: true})
+	wantCode(t, err, errcode.ConcurrencyConflict, "")
+	if got := f.readHost(t, "new.txt"); got != "someone else's" {
+		t.Fatalf("the file created meanwhile was replaced: %q", got)
+	}
+
+	present := f.resolve(t, "proj/new.txt", true)
+	if err := os.Remove(f.host("new.txt")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.x.Write(ctxT(t), present, []byte("mine"), executor.WriteOptions{Create: true})
+	wantCode(t, err, errcode.ConcurrencyConflict, "")
+
+	f.writeFile(t, "new.txt", "v1")
+	decided := f.resolve(t, "proj/new.txt", true)
+	f.writeFile(t, "other", "v2")
+	if err := os.Rename(f.host("other"), f.host("new.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.x.Write(ctxT(t), decided, []byte("v3"), executor.WriteOptions{Create: true}); err != nil {
+		t.Fatalf("a write over a replaced file: %v", err)
+	}
+	if got := f.readHost(t, "new.txt"); got != "v3" {
+		t.Fatalf("content = %q", got)
 	}
 }

@@ -74,9 +74,11 @@ type Stage struct {
 	target canon.Path
 	dir    *os.Root // the parent directory, opened once and checked
 	parent Info
-	tmp    string
-	f      *os.File
-	size   int64
+	// existed is whether the target existed when the write was decided.
+	existed bool
+	tmp     string
+	f       *os.File
+	size    int64
 
 	mu     sync.Mutex
 	closed bool
@@ -131,7 +133,7 @@ func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*S
 		_ = dir.Close()
 		return nil, mapOSError(err, "the temporary file cannot be created")
 	}
-	return &Stage{x: x, target: t.Path, dir: dir, parent: t.parent, tmp: name, f: f}, nil
+	return &Stage{x: x, target: t.Path, dir: dir, parent: t.parent, existed: t.Exists, tmp: name, f: f}, nil
 }
 
 // openDir opens a directory of the root as a handle of its own and checks
@@ -244,6 +246,12 @@ func (s *Stage) Commit(ctx context.Context, o WriteOptions) (WriteResult, error)
 	}
 	if cur.Path != s.target || !cur.ParentExists || !sameObject(cur.parent, s.parent) {
 		return WriteResult{}, conflict("the path changed while the write was staged")
+	}
+	if cur.Exists != s.existed {
+		// The decision was made on a file that was missing (or present);
+		// replacing what appeared (or recreating what vanished) would act on
+		// a state nobody decided on.
+		return WriteResult{}, conflict("the file was created or removed while the write was decided")
 	}
 	if err := checkWrite(cur, o); err != nil {
 		return WriteResult{}, err
