@@ -13,8 +13,15 @@
 # an entry whose mountPath disagrees with its mount and relative is hidden.
 package fsbroker.authz
 
-deny contains {"code": permission_denied, "reason": confinement_reason(role, p)} if {
-	some role, p in request_paths
+# One rule per role of request_paths (written out so that the newPath rule is
+# skipped without evaluation when there is no newPath).
+deny contains {"code": permission_denied, "reason": confinement_reason("path", p)} if {
+	p := input.path
+	not well_formed(p)
+}
+
+deny contains {"code": permission_denied, "reason": confinement_reason("newPath", p)} if {
+	p := input.newPath
 	not well_formed(p)
 }
 

@@ -23,18 +23,23 @@
 # that declare it.
 package fsbroker.authz
 
+# Each rule starts with data.fsbroker.servers[input.server.id]: OPA's rule
+# index then skips it without evaluation for a server with no overrides.
 deny contains {"code": permission_denied, "reason": sprintf("overrides: server %q is read-only", [input.server.id])} if {
-	input.operation in change_operations
+	data.fsbroker.servers[input.server.id]
+	input.operation in {"write", "create", "delete", "rename"}
 	server_config.read_only == true
 }
 
 deny contains {"code": permission_denied, "reason": sprintf("overrides: %s is under the denied path %q", [role, prefix])} if {
+	data.fsbroker.servers[input.server.id]
 	some role, p in request_paths
 	some prefix in server_deny_paths
 	covers(prefix, p.mountPath)
 }
 
 hide contains e.mountPath if {
+	data.fsbroker.servers[input.server.id]
 	some e in input.entries
 	some prefix in server_deny_paths
 	covers(prefix, e.mountPath)

@@ -46,24 +46,26 @@ deny contains {"code": quota_exceeded, "reason": sprintf("quotas: the server hol
 
 obligations["maxReadBytes"] := max_read_bytes if input.operation == "read"
 
-# The limits in effect.
+# The limits in effect: data.fsbroker.limits[name] when it is a number, else
+# the default. (Written out per limit rather than through a helper function:
+# a read evaluates max_read_bytes on every decision.)
 max_write_bytes := server_config.max_write_bytes if {
 	is_number(server_config.max_write_bytes)
-} else := limit("max_write_bytes")
+} else := data.fsbroker.limits.max_write_bytes if {
+	is_number(data.fsbroker.limits.max_write_bytes)
+} else := default_limits.max_write_bytes
 
-max_bytes_per_day := limit("max_bytes_per_day")
-
-max_read_bytes := limit("max_read_bytes")
-
-max_watches := limit("max_watches")
-
-# limit(name): data.fsbroker.limits[name] when it is a number, else the
-# default.
-limit(name) := value if {
-	value := object.get(configured_limits, name, default_limits[name])
+max_bytes_per_day := value if {
+	value := data.fsbroker.limits.max_bytes_per_day
 	is_number(value)
-} else := default_limits[name]
+} else := default_limits.max_bytes_per_day
 
-configured_limits := data.fsbroker.limits if {
-	is_object(data.fsbroker.limits)
-} else := {}
+max_read_bytes := value if {
+	value := data.fsbroker.limits.max_read_bytes
+	is_number(value)
+} else := default_limits.max_read_bytes
+
+max_watches := value if {
+	value := data.fsbroker.limits.max_watches
+	is_number(value)
+} else := default_limits.max_watches

@@ -47,10 +47,15 @@ default_secret_paths := {".git/config"}
 # the defaults compile to.
 default_secret_glob := "{**/{*.key,*.pem,.env,.env.*,.netrc,id_rsa*},**/{.aws,.git/config,.gnupg,.ssh}{/**,}}"
 
-deny contains {"code": permission_denied, "reason": sprintf("secrets: %s matches the protected %s", [role, rule])} if {
-	some role, p in request_paths
-	secret_path(p.relative)
-	some rule in secret_rules(p.relative)
+# One rule per role of request_paths.
+deny contains {"code": permission_denied, "reason": sprintf("secrets: path matches the protected %s", [rule])} if {
+	secret_path(input.path.relative)
+	some rule in secret_rules(input.path.relative)
+}
+
+deny contains {"code": permission_denied, "reason": sprintf("secrets: newPath matches the protected %s", [rule])} if {
+	secret_path(input.newPath.relative)
+	some rule in secret_rules(input.newPath.relative)
 }
 
 hide contains e.mountPath if {
@@ -63,19 +68,24 @@ hide contains e.mountPath if {
 	some e in input.entries
 }
 
-# secret_path(rel): the relative path rel is protected; every path is when
-# secret_glob does not compile (fail closed).
-secret_path(rel) if glob.match(secret_glob, ["/"], concat("", ["/", lower(rel)]))
-
-secret_path(_) if not secret_glob_compiles
-
 # secret_glob_compiles: glob.match gives an answer with secret_glob (a call
 # that fails is undefined, and so is this rule).
 secret_glob_compiles if is_boolean(glob.match(secret_glob, ["/"], "/"))
 
-# The glob that matches "/" + a protected relative path (lower case).
+# secret_path(rel): the relative path rel is protected; every path is when
+# secret_glob does not compile (fail closed: glob.match is then undefined,
+# and so not false).
+secret_path(rel) if not secret_glob_misses(concat("", ["/", lower(rel)]))
+
+secret_glob_misses(path) if glob.match(secret_glob, ["/"], path) == false
+
+# The glob that matches "/" + a protected relative path (lower case). The
+# default when data.fsbroker.secrets is missing, not an object, {} or the
+# empty lists of data.json.
 secret_glob := default_secret_glob if {
-	secrets_config in {{}, {"extra_patterns": [], "extra_dirs": [], "allow": []}}
+	data.fsbroker.secrets == {"extra_patterns": [], "extra_dirs": [], "allow": []}
+} else := default_secret_glob if {
+	secrets_config == {}
 } else := compile_secret_glob(secret_name_patterns, {sequence | some [_, sequence] in secret_sequences})
 
 # compile_secret_glob(names, sequences): one glob for name patterns and
