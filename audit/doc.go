@@ -1,0 +1,64 @@
+// Package audit keeps fsbroker's tamper-evident audit trail: the record of every session,
+// decision and outcome, written as JSON lines, chained with keyed MACs and checkpointed with
+// ed25519 signatures, and the verifier that proves a trail intact or names its first bad record.
+//
+// # Records
+//
+// A [Record] is one JSON object on one line. Every record carries the format version (v, 1), a
+// sequence number (seq), the time (RFC 3339, UTC, nanoseconds), its kind, the MAC of the
+// previous record (prev) and its own MAC (mac): the hex HMAC-SHA256, under the audit key, of
+// the record's bytes without the mac member. The writer always puts mac last, so the MAC covers
+// exactly the line's bytes up to the `,"mac":` member, closed with `}`; a verifier needs no
+// JSON canonicalization of its own, and any change of any byte is detected. Kind-specific
+// fields are a flat set of optional members; the schema is [RecordSchema]. A record never holds
+// file content: callers put paths, codes and counts in it, never data.
+//
+// # Segments
+//
+// Each [Writer] (one per broker process) writes its own segment files in the log directory,
+// named <startTime>-<pid>-<random>.jsonl, so no two processes ever append to one file. The
+// first line of a segment is a header (kind segment_start, seq 0) naming the segment, the
+// segment of the same writer it follows (after a rotation) and the key ids; its prev is the MAC
+// of the last record of that previous segment, so the chain continues across a writer's
+// segments. The records that follow are numbered from 1; record 1's prev is the header's MAC.
+//
+// # Checkpoints
+//
+// Every N records or T time, and when a segment is rotated or closed, the writer appends a
+// checkpoint record and replaces <segment>.ckpt, beside the segment, with the checkpoint's seq,
+// MAC and time signed by the ed25519 checkpoint key (temp file and rename, so it is either old
+// or new). A segment that ends before its checkpointed record has been truncated; without the
+// checkpoint a cut at a line boundary would be indistinguishable from a quiet writer. The
+// public key is published beside the log as checkpoint.pub.
+//
+// # Durability
+//
+// [Writer.Append] returns once the record is written to the kernel (a crash of the broker
+// loses nothing). The sync mode decides what a power failure can lose: [SyncBatch] fsyncs in
+// the background within about 10 ms (up to the last 10 ms of records), [SyncAlways] makes
+// Append wait for the fsync of the group commit that holds its record (nothing acknowledged is
+// lost; concurrent appends share one fsync), and [SyncNone] never fsyncs (anything the kernel
+// had not yet written back).
+//
+// # Failing closed
+//
+// If a record cannot be written, a segment cannot be rotated or a checkpoint cannot be stored,
+// Append returns an error wrapping [ErrUnavailable] and counts the failure ([Writer.Failures]);
+// the broker then refuses the request. The writer keeps refusing until an append succeeds
+// again, which it does, after a write failure, in a fresh segment whose header continues the
+// chain.
+//
+// # Verifying
+//
+// [Verify] checks a segment file or a directory of segments: every MAC, every prev link, the
+// continuity of seq, the links between a writer's segments and every checkpoint's signature
+// and record. Its [Report] names the first bad record by file, line and seq, and the kind of
+// problem: edited, removed, reordered, inserted, truncated, or torn (the last line of a
+// segment is an unfinished write, as a killed broker leaves it: not tampering, and the intact
+// prefix verifies).
+//
+// What it does not cover: records after a segment's last checkpoint can be cut away at a line
+// boundary unnoticed, and so can the newest segment of a writer as a whole, along with its
+// checkpoint file; anyone holding the audit key and the checkpoint private key can rewrite the
+// trail. Ship segments and checkpoints off the machine to close those gaps.
+package audit

@@ -1,0 +1,207 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// KeySize is the size of the audit (HMAC-SHA256) key in bytes.
+const KeySize = 32
+
+// PublicKeyFile is the name of the checkpoint public key written beside the log.
+const PublicKeyFile = "checkpoint.pub"
+
+// Default key file names in the state directory ([WithStateDir]).
+const (
+	DefaultKeyFile           = "audit.key"
+	DefaultCheckpointKeyFile = "audit-checkpoint.key"
+)
+
+// ErrKeyPermissions is returned, wrapped, for a private key file that group or others may
+// access (on unix, any mode bit in 0o077).
+var ErrKeyPermissions = errors.New("audit: key file is accessible to group or others")
+
+// LoadKey reads an audit key file: exactly [KeySize] raw bytes, mode 0600 or stricter.
+func LoadKey(path string) ([]byte, error) {
+	data, err := readPrivate(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != KeySize {
+		return nil, fmt.Errorf("audit: key file %s holds %d bytes, want %d", path, len(data), KeySize)
+	}
+	return data, nil
+}
+
+// LoadOrCreateKey reads the audit key file at path, or creates it (mode 0600, [KeySize] random
+// bytes) when it does not exist. Two processes racing to create it end up with the same key.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	key, err := LoadKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	key = make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("audit: generate key: %w", err)
+	}
+	if err := createExclusive(path, key); err != nil {
+		return nil, err
+	}
+	return LoadKey(path)
+}
+
+// LoadCheckpointKey reads an ed25519 private key file (PEM, PKCS #8), mode 0600 or stricter.
+func LoadCheckpointKey(path string) (ed25519.PrivateKey, error) {
+	data, err := readPrivate(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("audit: %s is not a PEM private key", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("audit: parse %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("audit: %s is not an ed25519 key", path)
+	}
+	return priv, nil
+}
+
+// LoadOrCreateCheckpointKey reads the ed25519 checkpoint key file at path, or creates it (mode
+// 0600) with a new key when it does not exist.
+func LoadOrCreateCheckpointKey(path string) (ed25519.PrivateKey, error) {
+	priv, err := LoadCheckpointKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return priv, err
+	}
+	_, priv, err = ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("audit: generate checkpoint key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encode checkpoint key: %w", err)
+	}
+	if err := createExclusive(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		return nil, err
+	}
+	return LoadCheckpointKey(path)
+}
+
+// LoadPublicKey reads a checkpoint public key file (PEM, PKIX), such as <dir>/checkpoint.pub.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit: read public key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("audit: %s is not a PEM public key", path)
+	}
+	k, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("audit: parse %s: %w", path, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("audit: %s is not an ed25519 key", path)
+	}
+	return pub, nil
+}
+
+// encodePublicKey encodes pub as a PEM PKIX public key.
+func encodePublicKey(pub ed25519.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("audit: encode public key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// KeyID identifies a checkpoint public key: the first 8 bytes of its SHA-256, in hex.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// MACKeyID identifies an audit key without revealing it: the first 8 bytes of
+// HMAC-SHA256(key, "fsbroker audit key id"), in hex.
+func MACKeyID(key []byte) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("fsbroker audit key id"))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// readPrivate reads a private key file after checking its permissions.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit: open key file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("audit: stat key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("audit: key file %s is not a regular file", path)
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %#o, want 0600", ErrKeyPermissions, path, fi.Mode().Perm())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read key file: %w", err)
+	}
+	return data, nil
+}
+
+// createExclusive creates path with data and mode 0600 unless it exists: the data is written to
+// a temporary file that is then hard-linked into place, so no reader ever sees a partial key.
+// An existing file is not an error (another process won the race).
+func createExclusive(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("audit: create key directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("audit: create key file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("audit: create key file: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("audit: write key file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("audit: sync key file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("audit: write key file: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("audit: install key file: %w", err)
+	}
+	return nil
+}

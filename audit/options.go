@@ -1,0 +1,108 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// SyncMode says when the writer fsyncs a segment; see the package documentation for what each
+// mode can lose on a power failure.
+type SyncMode int
+
+const (
+	// SyncBatch, the default, fsyncs in the background within about 10 ms of a write.
+	SyncBatch SyncMode = iota
+	// SyncAlways makes Append wait for the fsync of the group commit that holds its record.
+	SyncAlways
+	// SyncNone never fsyncs.
+	SyncNone
+)
+
+// syncModeNames are the configuration names of the sync modes, by value.
+var syncModeNames = []string{"batch", "always", "none"}
+
+// String returns the mode's configuration name: batch, always or none.
+func (m SyncMode) String() string {
+	if m < 0 || int(m) >= len(syncModeNames) {
+		return fmt.Sprintf("SyncMode(%d)", int(m))
+	}
+	return syncModeNames[m]
+}
+
+// ParseSyncMode parses a configuration name (batch, always, none; "" is batch).
+func ParseSyncMode(s string) (SyncMode, error) {
+	if s == "" {
+		return SyncBatch, nil
+	}
+	i := slices.Index(syncModeNames, s)
+	if i < 0 {
+		return 0, fmt.Errorf("audit: unknown sync mode %.32q (want batch, always or none)", s)
+	}
+	return SyncMode(i), nil
+}
+
+// Defaults of the writer's options.
+const (
+	DefaultMaxSegmentBytes    = 64 << 20
+	DefaultCheckpointEvery    = 1000
+	DefaultCheckpointInterval = 5 * time.Second
+	// batchSyncInterval is the shortest time between two background fsyncs in SyncBatch mode;
+	// a write is fsynced within this plus one fsync's duration.
+	batchSyncInterval = 5 * time.Millisecond
+)
+
+// Option configures a [Writer].
+type Option func(*config)
+
+// config is what the options set.
+type config struct {
+	sync         SyncMode
+	maxBytes     int64
+	key          []byte
+	keyFile      string
+	ckptKey      ed25519.PrivateKey
+	ckptKeyFile  string
+	stateDir     string
+	ckptEvery    int
+	ckptInterval time.Duration
+}
+
+// WithSync sets the sync mode (default [SyncBatch]).
+func WithSync(m SyncMode) Option { return func(c *config) { c.sync = m } }
+
+// WithMaxSegmentBytes rotates to a new segment once the current one holds at least n bytes
+// (default [DefaultMaxSegmentBytes]).
+func WithMaxSegmentBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
+
+// WithKey gives the audit (HMAC) key directly, for example from configuration or the
+// environment; it must be [KeySize] bytes. It takes precedence over a key file.
+func WithKey(key []byte) Option { return func(c *config) { c.key = slices.Clone(key) } }
+
+// WithKeyFile names the audit key file, loaded or created by [LoadOrCreateKey] (default
+// <stateDir>/audit.key).
+func WithKeyFile(path string) Option { return func(c *config) { c.keyFile = path } }
+
+// WithCheckpointKey gives the ed25519 checkpoint key directly. It takes precedence over a key
+// file.
+func WithCheckpointKey(priv ed25519.PrivateKey) Option {
+	return func(c *config) { c.ckptKey = slices.Clone(priv) }
+}
+
+// WithCheckpointKeyFile names the checkpoint key file, loaded or created by
+// [LoadOrCreateCheckpointKey] (default <stateDir>/audit-checkpoint.key).
+func WithCheckpointKeyFile(path string) Option { return func(c *config) { c.ckptKeyFile = path } }
+
+// WithStateDir sets the directory where the key files are kept unless named otherwise.
+func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
+
+// WithCheckpointEvery writes a checkpoint after every n records (default
+// [DefaultCheckpointEvery]).
+func WithCheckpointEvery(n int) Option { return func(c *config) { c.ckptEvery = n } }
+
+// WithCheckpointInterval writes a checkpoint every d while records are being appended (default
+// [DefaultCheckpointInterval]).
+func WithCheckpointInterval(d time.Duration) Option {
+	return func(c *config) { c.ckptInterval = d }
+}

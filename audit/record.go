@@ -1,0 +1,202 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"time"
+)
+
+// Version is the record format version written in every record's v member.
+const Version = 1
+
+// TimeLayout is the layout of a record's time member: RFC 3339 in UTC with nanoseconds, always
+// nine fraction digits so that records sort as text.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// MaxDetail is the longest detail member, in bytes, that Append accepts.
+const MaxDetail = 1024
+
+// Kind is the type of a record.
+type Kind string
+
+// The kinds of records. Callers append the first nine; the writer itself writes
+// KindSegmentStart and KindCheckpoint.
+const (
+	KindSessionStart       Kind = "session_start"
+	KindSessionEnd         Kind = "session_end"
+	KindDecision           Kind = "decision"
+	KindOutcome            Kind = "outcome"
+	KindConsent            Kind = "consent"
+	KindGrant              Kind = "grant"
+	KindPolicyReload       Kind = "policy_reload"
+	KindPolicyReloadFailed Kind = "policy_reload_failed"
+	KindKeyRotation        Kind = "key_rotation"
+	KindSegmentStart       Kind = "segment_start"
+	KindCheckpoint         Kind = "checkpoint"
+)
+
+// callerKinds are the kinds Append accepts.
+var callerKinds = []Kind{
+	KindSessionStart, KindSessionEnd, KindDecision, KindOutcome, KindConsent, KindGrant,
+	KindPolicyReload, KindPolicyReloadFailed, KindKeyRotation,
+}
+
+// ErrInvalidRecord is returned, wrapped, by Append for a record it will not write: an unknown
+// or writer-only kind, an over-long detail, negative bytes, a decision without decisionId or
+// allow, or an outcome without outcome (the members the schema requires).
+var ErrInvalidRecord = errors.New("audit: invalid record")
+
+// Record is one audit record. Append sets V, Seq, Time, Prev and Mac; the caller sets Kind and
+// the members that kind needs. Optional members are omitted from the JSON when empty. A record
+// never holds file content.
+type Record struct {
+	// V is the format version, [Version].
+	V int `json:"v"`
+	// Seq numbers the records of a segment: 0 for the header, then 1, 2, ...
+	Seq uint64 `json:"seq"`
+	// Time is when the record was appended, formatted with [TimeLayout].
+	Time string `json:"time"`
+	// Kind is the record's type.
+	Kind Kind `json:"kind"`
+
+	// Segment is the id of the segment (its file name without .jsonl); header only.
+	Segment string `json:"segment,omitempty"`
+	// PrevSegment is the id of the segment of the same writer this one follows; header only,
+	// empty for a writer's first segment.
+	PrevSegment string `json:"prevSegment,omitempty"`
+	// KeyID identifies the ed25519 checkpoint public key ([KeyID]); header and checkpoint.
+	KeyID string `json:"keyId,omitempty"`
+	// MACKeyID identifies the audit key ([MACKeyID]); header only.
+	MACKeyID string `json:"macKeyId,omitempty"`
+
+	// Server names the MCP server of the session.
+	Server string `json:"server,omitempty"`
+	// ProtocolVersion is the MCP protocol version the session negotiated.
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// Transport is how the session is carried (stdio, child, http, ...).
+	Transport string `json:"transport,omitempty"`
+	// SessionID identifies the session.
+	SessionID string `json:"sessionId,omitempty"`
+	// DecisionID identifies a decision; outcome records repeat it.
+	DecisionID string `json:"decisionId,omitempty"`
+	// Method is the JSON-RPC method asked for.
+	Method string `json:"method,omitempty"`
+	// Operation is the policy operation (read, write, list, ...).
+	Operation string `json:"operation,omitempty"`
+	// Paths are the canonical paths the request touches (never their content).
+	Paths []string `json:"paths,omitempty"`
+	// Allow is the decision; set it on every decision record (nil means absent).
+	Allow *bool `json:"allow,omitempty"`
+	// Code is the decision's or the error's code.
+	Code string `json:"code,omitempty"`
+	// Reasons are the policy's reasons for the decision.
+	Reasons []string `json:"reasons,omitempty"`
+	// PolicyRevision identifies the policy that decided.
+	PolicyRevision string `json:"policyRevision,omitempty"`
+	// LatencyUs is how long the decision took, in microseconds.
+	LatencyUs int64 `json:"latencyUs,omitempty"`
+	// Outcome is "ok" or the error code of the operation.
+	Outcome string `json:"outcome,omitempty"`
+	// Bytes counts the bytes the operation read or wrote.
+	Bytes int64 `json:"bytes,omitempty"`
+	// DurationUs is how long the operation took, in microseconds.
+	DurationUs int64 `json:"durationUs,omitempty"`
+	// Errno is the system error number of a failed operation.
+	Errno int `json:"errno,omitempty"`
+	// Detail is a short free-text explanation, at most [MaxDetail] bytes; never file content.
+	Detail string `json:"detail,omitempty"`
+
+	// Prev is the hex MAC of the previous record; for a segment header, of the last record of
+	// the previous segment, or "" at the start of a writer's chain.
+	Prev string `json:"prev"`
+	// Mac is the hex HMAC-SHA256 of the record's line without the mac member.
+	Mac string `json:"mac,omitempty"`
+}
+
+// Bool returns a pointer to b, for [Record.Allow].
+func Bool(b bool) *bool { return &b }
+
+// check reports whether a caller may append r.
+func (r *Record) check() error {
+	if !slices.Contains(callerKinds, r.Kind) {
+		return fmt.Errorf("%w: kind %.32q", ErrInvalidRecord, r.Kind)
+	}
+	switch {
+	case len(r.Detail) > MaxDetail:
+		return fmt.Errorf("%w: detail of %d bytes (at most %d)", ErrInvalidRecord, len(r.Detail), MaxDetail)
+	case r.Bytes < 0:
+		return fmt.Errorf("%w: negative bytes", ErrInvalidRecord)
+	case r.Kind == KindDecision && (r.DecisionID == "" || r.Allow == nil):
+		return fmt.Errorf("%w: a decision needs decisionId and allow", ErrInvalidRecord)
+	case r.Kind == KindOutcome && r.Outcome == "":
+		return fmt.Errorf("%w: an outcome needs outcome", ErrInvalidRecord)
+	}
+	return nil
+}
+
+// formatTime formats t for a record.
+func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// macSuffixLen is the length of the closing `,"mac":"<64 hex>"}` of every line.
+const macSuffixLen = len(`,"mac":"`) + sha256.Size*2 + len(`"}`)
+
+// encodeLine encodes r (whose Mac must be empty) as one line ending in '\n', with its MAC under
+// h (reset here) as the last member, and returns the line and the hex MAC.
+func encodeLine(r *Record, h hash.Hash) ([]byte, string, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, "", fmt.Errorf("audit: encode record: %w", err)
+	}
+	h.Reset()
+	h.Write(body)
+	var sum [sha256.Size]byte
+	mac := hex.EncodeToString(h.Sum(sum[:0]))
+	line := make([]byte, 0, len(body)+macSuffixLen)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, `,"mac":"`...)
+	line = append(line, mac...)
+	line = append(line, "\"}\n"...)
+	return line, mac, nil
+}
+
+// splitLine splits a line (without its '\n') into the bytes its MAC covers and the hex MAC it
+// claims; ok is false when the line does not end in a well-formed mac member.
+func splitLine(line []byte) (body []byte, mac string, ok bool) {
+	n := len(line)
+	if n < macSuffixLen+2 {
+		return nil, "", false
+	}
+	suffix := line[n-macSuffixLen:]
+	if !bytes.HasPrefix(suffix, []byte(`,"mac":"`)) || !bytes.HasSuffix(suffix, []byte(`"}`)) {
+		return nil, "", false
+	}
+	mac = string(suffix[len(`,"mac":"`) : len(suffix)-2])
+	if _, err := hex.DecodeString(mac); err != nil {
+		return nil, "", false
+	}
+	body = make([]byte, 0, n-macSuffixLen+1)
+	body = append(body, line[:n-macSuffixLen]...)
+	body = append(body, '}')
+	return body, mac, true
+}
+
+// newMAC returns the HMAC-SHA256 of key.
+func newMAC(key []byte) hash.Hash { return hmac.New(sha256.New, key) }
+
+// macEqual compares a computed hex MAC with a claimed one in constant time.
+func macEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
+
+//go:embed record.schema.json
+var recordSchema []byte
+
+// RecordSchema returns the JSON Schema (Draft 2020-12) of a record line. The caller owns the
+// returned slice.
+func RecordSchema() []byte { return slices.Clone(recordSchema) }

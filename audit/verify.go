@@ -1,0 +1,546 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ProblemKind names what is wrong with a trail.
+type ProblemKind string
+
+// The kinds of problems [Verify] reports. All but ProblemTorn are signs of tampering (or of
+// damage that cannot be told apart from it).
+const (
+	// ProblemEdited: a record's MAC does not match its bytes (or the line is not a record).
+	ProblemEdited ProblemKind = "edited"
+	// ProblemRemoved: seq skips records that appear nowhere later, or a segment (or a
+	// segment's header) the chain names is missing.
+	ProblemRemoved ProblemKind = "removed"
+	// ProblemReordered: seq jumps ahead to a record whose predecessors come later in the file.
+	ProblemReordered ProblemKind = "reordered"
+	// ProblemInserted: a line that is not part of the chain: a forged record that the next
+	// record skips over, a repeated seq, a genuine record from elsewhere, or a second segment
+	// claiming to follow the same one.
+	ProblemInserted ProblemKind = "inserted"
+	// ProblemTruncated: the segment ends before the record its checkpoint (or the segment
+	// after it) names.
+	ProblemTruncated ProblemKind = "truncated"
+	// ProblemTorn: the last line of a segment is an unfinished write, as a killed writer
+	// leaves it. Not tampering: the records before it verify.
+	ProblemTorn ProblemKind = "torn"
+	// ProblemCheckpoint: a checkpoint file is missing, unreadable, badly signed, names
+	// another segment, or is older than a checkpoint record followed by more records.
+	ProblemCheckpoint ProblemKind = "checkpoint"
+	// ProblemUnknownKey: a segment or checkpoint is under a key that was not given.
+	ProblemUnknownKey ProblemKind = "unknown_key"
+)
+
+// Tampering reports whether the problem is a sign of tampering: every kind but ProblemTorn.
+func (k ProblemKind) Tampering() bool { return k != ProblemTorn }
+
+// Problem is the first bad record of a segment.
+type Problem struct {
+	// Kind is what is wrong.
+	Kind ProblemKind `json:"kind"`
+	// File is the segment (or checkpoint) file.
+	File string `json:"file"`
+	// Line is the 1-based line of the bad record; for a truncated segment, the line after its
+	// last; 0 for a problem with a checkpoint file as a whole.
+	Line int `json:"line"`
+	// Seq is the bad record's seq: the seq it claims, or for a removed record the first
+	// missing one, or for a truncated segment the first one past its end.
+	Seq uint64 `json:"seq"`
+	// Detail explains the problem in English.
+	Detail string `json:"detail"`
+}
+
+// String formats the problem as "file:line: seq N: kind: detail".
+func (p Problem) String() string {
+	return fmt.Sprintf("%s:%d: seq %d: %s: %s", p.File, p.Line, p.Seq, p.Kind, p.Detail)
+}
+
+// Report is the result of [Verify].
+type Report struct {
+	// OK is true only when every segment and checkpoint is intact.
+	OK bool `json:"ok"`
+	// Segments counts the segment files checked.
+	Segments int `json:"segments"`
+	// Records counts the records that verified (headers and checkpoint records included).
+	Records uint64 `json:"records"`
+	// Checkpoints counts the checkpoint files that verified.
+	Checkpoints int `json:"checkpoints"`
+	// Problem is the first problem: the first sign of tampering in file order, else the first
+	// torn segment; nil when OK.
+	Problem *Problem `json:"problem,omitempty"`
+	// Problems lists the first problem of every segment that has one, in file order.
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// VerifyKeys are the keys a trail is verified with. A segment names the keys it was written
+// with, so keys from before a rotation can be given alongside the current ones.
+type VerifyKeys struct {
+	// MAC are the audit (HMAC) keys.
+	MAC [][]byte
+	// Checkpoint are the trusted checkpoint public keys. Take them from a trusted copy: the
+	// checkpoint.pub beside the log is only as safe as the log directory.
+	Checkpoint []ed25519.PublicKey
+}
+
+// Verify checks a segment file, or every segment (*.jsonl) of a directory, against keys, and
+// reports the first bad record. For a directory it also checks that every segment a header
+// names as its predecessor is present, ends with the record the header links to, and has no
+// other successor. The error is for a trail that cannot be read at all; problems with its
+// content are in the Report.
+func Verify(path string, keys VerifyKeys) (Report, error) {
+	if len(keys.MAC) == 0 {
+		return Report{}, errors.New("audit: verify: no audit key")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Report{}, fmt.Errorf("audit: verify: %w", err)
+	}
+	files := []string{path}
+	if fi.IsDir() {
+		files, err = filepath.Glob(filepath.Join(path, "*"+segmentExt))
+		if err != nil {
+			return Report{}, fmt.Errorf("audit: verify: %w", err)
+		}
+		slices.Sort(files)
+	}
+	var (
+		rep  = Report{Segments: len(files)}
+		segs = make([]*segment, len(files))
+		byID = make(map[string]*segment, len(files))
+	)
+	for i, f := range files {
+		s, err := verifySegment(f, keys)
+		if err != nil {
+			return Report{}, err
+		}
+		segs[i] = s
+		byID[s.id] = s
+		rep.Records += uint64(s.records)
+		if s.ckptOK {
+			rep.Checkpoints++
+		}
+	}
+	if fi.IsDir() {
+		linkSegments(segs, byID)
+	}
+	first := -1
+	for _, s := range segs {
+		if s.problem == nil {
+			continue
+		}
+		rep.Problems = append(rep.Problems, *s.problem)
+		if first < 0 || (!rep.Problems[first].Kind.Tampering() && s.problem.Kind.Tampering()) {
+			first = len(rep.Problems) - 1
+		}
+	}
+	if first >= 0 {
+		p := rep.Problems[first]
+		rep.Problem = &p
+	}
+	rep.OK = len(rep.Problems) == 0
+	return rep, nil
+}
+
+// maxLine is the longest line Verify reads as a record; a longer one is not a record.
+const maxLine = 1 << 20
+
+// segment is what verifying one segment file found. Verification streams: it keeps the last
+// intact record and the checkpoint records, not the file.
+type segment struct {
+	path      string
+	id        string
+	header    *entry // nil unless the header verified
+	last      *entry // the last intact record
+	records   int    // intact records, the header included
+	ckpts     []*entry
+	mustCover uint64 // the last checkpoint record followed by another kind of record
+	problem   *Problem
+	ckptOK    bool
+	walked    bool // the chain was followed to the end of the file (a torn last line aside)
+}
+
+// entry is one line of a segment.
+type entry struct {
+	line    int
+	end     int64 // offset just past the line
+	rec     Record
+	parsed  bool
+	partial bool   // the line does not end in a newline: it is the file's last
+	mac     string // the MAC the line claims
+	body    []byte // what the MAC covers
+	macOK   bool
+}
+
+// lastMAC returns the MAC of the last intact record, "" if none.
+func (s *segment) lastMAC() string {
+	if s.last == nil {
+		return ""
+	}
+	return s.last.mac
+}
+
+// report records p unless the segment has an earlier problem: a sign of tampering comes before
+// a torn tail, and a named line before a problem with the checkpoint file as a whole.
+func (s *segment) report(p Problem) {
+	old := s.problem
+	switch {
+	case old == nil,
+		old.Kind == ProblemTorn && p.Kind.Tampering(),
+		old.Kind.Tampering() == p.Kind.Tampering() && p.Line > 0 && (old.Line == 0 || p.Line < old.Line):
+		s.problem = &p
+	}
+}
+
+// lineReader reads a segment's entries, one ahead.
+type lineReader struct {
+	br     *bufio.Reader
+	line   int
+	off    int64
+	mac    hash.Hash // nil until the key is known
+	peeked *entry
+	err    error
+}
+
+// newLineReader reads r, whose first line is line+1 and starts at offset off.
+func newLineReader(r io.Reader, line int, off int64) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), line: line, off: off}
+}
+
+// peek returns the next entry without consuming it; nil at the end or on a read error.
+func (r *lineReader) peek() *entry {
+	if r.peeked == nil && r.err == nil {
+		r.peeked = r.read()
+	}
+	return r.peeked
+}
+
+// next returns the next entry; nil at the end or on a read error (see r.err).
+func (r *lineReader) next() *entry {
+	e := r.peek()
+	r.peeked = nil
+	return e
+}
+
+// read reads one line; a line longer than maxLine is kept as its first maxLine bytes.
+func (r *lineReader) read() *entry {
+	var raw []byte
+	n, partial := 0, false
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		n += len(chunk)
+		if len(raw) < maxLine {
+			raw = append(raw, chunk[:min(len(chunk), maxLine-len(raw))]...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil && err != io.EOF {
+			r.err = err
+			return nil
+		}
+		partial = err == io.EOF
+		break
+	}
+	if n == 0 {
+		return nil
+	}
+	r.line++
+	r.off += int64(n)
+	raw = bytes.TrimSuffix(raw, []byte("\n"))
+	e := parseEntry(r.line, raw)
+	e.end, e.partial = r.off, partial
+	r.check(e)
+	return e
+}
+
+// check computes whether e's MAC matches, once the key is known.
+func (r *lineReader) check(e *entry) {
+	if r.mac == nil {
+		return
+	}
+	if e.parsed {
+		r.mac.Reset()
+		r.mac.Write(e.body)
+		e.macOK = macEqual(hex.EncodeToString(r.mac.Sum(nil)), e.mac)
+	}
+	e.body = nil
+}
+
+// verifySegment checks one segment file and its checkpoint.
+func verifySegment(path string, keys VerifyKeys) (*segment, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit: verify: %w", err)
+	}
+	defer f.Close()
+	s := &segment{path: path, id: strings.TrimSuffix(filepath.Base(path), segmentExt)}
+	problem := func(kind ProblemKind, line int, seq uint64, format string, args ...any) {
+		s.report(Problem{Kind: kind, File: path, Line: line, Seq: seq, Detail: fmt.Sprintf(format, args...)})
+	}
+	r := newLineReader(f, 0, 0)
+	h := r.next()
+	if r.err != nil {
+		return nil, fmt.Errorf("audit: verify: %w", r.err)
+	}
+
+	// The header names the audit key.
+	switch {
+	case h == nil:
+		problem(ProblemTorn, 1, 0, "empty segment: the writer stopped before its header")
+		return s, nil
+	case h.partial && !h.parsed:
+		problem(ProblemTorn, 1, 0, "the header is an unfinished write")
+		return s, nil
+	case !h.parsed:
+		problem(ProblemEdited, 1, 0, "the header is not a record")
+		return s, nil
+	case h.rec.Kind != KindSegmentStart:
+		problem(ProblemRemoved, 1, 0, "the segment header is missing (first record is seq %d, %s)", h.rec.Seq, h.rec.Kind)
+		return s, nil
+	}
+	var key []byte
+	for _, k := range keys.MAC {
+		if MACKeyID(k) == h.rec.MACKeyID {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		problem(ProblemUnknownKey, 1, 0, "no audit key with id %.16q was given", h.rec.MACKeyID)
+		return s, nil
+	}
+	r.mac = newMAC(key)
+	r.check(h)
+	switch {
+	case !h.macOK:
+		problem(ProblemEdited, 1, 0, "the header's MAC does not match")
+		return s, nil
+	case h.rec.Seq != 0:
+		problem(ProblemEdited, 1, h.rec.Seq, "the header has seq %d", h.rec.Seq)
+		return s, nil
+	case h.rec.Segment != s.id:
+		problem(ProblemEdited, 1, 0, "the file was renamed: its header names segment %s", h.rec.Segment)
+		return s, nil
+	}
+	s.header, s.last, s.records = h, h, 1
+
+	ok, err := walk(s, r, key, problem)
+	if err != nil || !ok {
+		return s, err
+	}
+	s.walked = true
+	checkCheckpoint(s, keys, problem)
+	return s, nil
+}
+
+// walk follows the chain from the header, and reports the first bad line; it returns false on
+// a sign of tampering.
+func walk(s *segment, r *lineReader, key []byte, problem func(ProblemKind, int, uint64, string, ...any)) (bool, error) {
+	for {
+		e := r.next()
+		if r.err != nil {
+			return false, fmt.Errorf("audit: verify: %w", r.err)
+		}
+		if e == nil {
+			return true, nil
+		}
+		prev := s.last
+		want := prev.rec.Seq + 1
+		switch {
+		case e.partial && !e.parsed:
+			problem(ProblemTorn, e.line, want, "the last line is an unfinished write; the %d records before it verify", s.records)
+			return true, nil
+		case !e.parsed:
+			problem(ProblemEdited, e.line, want, "the line is not a record")
+			return false, nil
+		case !e.macOK:
+			if next := r.peek(); next != nil && next.parsed && next.macOK && next.rec.Prev == prev.mac {
+				problem(ProblemInserted, e.line, e.rec.Seq, "a record with a bad MAC that the chain skips over")
+			} else {
+				problem(ProblemEdited, e.line, e.rec.Seq, "the record's MAC does not match its content")
+			}
+			return false, nil
+		case e.rec.Seq == want && e.rec.Prev == prev.mac:
+			if prev.rec.Kind == KindCheckpoint && e.rec.Kind != KindCheckpoint {
+				s.mustCover = prev.rec.Seq
+			}
+			if e.rec.Kind == KindCheckpoint {
+				s.ckpts = append(s.ckpts, e)
+			}
+			s.last = e
+			s.records++
+		case e.rec.Seq == want:
+			problem(ProblemInserted, e.line, e.rec.Seq, "a genuine record from another place in the trail (its prev does not link)")
+			return false, nil
+		case e.rec.Seq < want:
+			problem(ProblemInserted, e.line, e.rec.Seq, "seq %d repeats an earlier record (expected %d)", e.rec.Seq, want)
+			return false, nil
+		default:
+			later, err := findSeq(s.path, e, want, key)
+			if err != nil {
+				return false, err
+			}
+			if later > 0 {
+				problem(ProblemReordered, e.line, e.rec.Seq, "seq %d comes before seq %d (line %d)", e.rec.Seq, want, later)
+			} else {
+				problem(ProblemRemoved, e.line, want, "records %d to %d are missing (the next is seq %d)", want, e.rec.Seq-1, e.rec.Seq)
+			}
+			return false, nil
+		}
+	}
+}
+
+// findSeq returns the line of the first genuine record with seq want after entry from, 0 if
+// there is none.
+func findSeq(path string, from *entry, want uint64, key []byte) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("audit: verify: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(from.end, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("audit: verify: %w", err)
+	}
+	r := newLineReader(f, from.line, from.end)
+	r.mac = newMAC(key)
+	for e := r.next(); e != nil; e = r.next() {
+		if e.parsed && e.macOK && e.rec.Seq == want {
+			return e.line, nil
+		}
+	}
+	if r.err != nil {
+		return 0, fmt.Errorf("audit: verify: %w", r.err)
+	}
+	return 0, nil
+}
+
+// checkCheckpoint checks the segment's checkpoint file against its intact records. A
+// checkpoint record followed by another kind of record must be covered by the checkpoint file:
+// the writer stores the file before it appends anything else.
+func checkCheckpoint(s *segment, keys VerifyKeys, problem func(ProblemKind, int, uint64, string, ...any)) {
+	ckPath := s.path + checkpointExt
+	ckProblem := func(format string, args ...any) {
+		s.report(Problem{Kind: ProblemCheckpoint, File: ckPath, Seq: s.mustCover, Detail: fmt.Sprintf(format, args...)})
+	}
+	data, err := os.ReadFile(ckPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if s.mustCover > 0 {
+			ckProblem("the checkpoint file is missing, but the segment has checkpoint record %d", s.mustCover)
+		}
+		return
+	}
+	if err != nil {
+		ckProblem("unreadable: %v", err)
+		return
+	}
+	var ck checkpointFile
+	if err := json.Unmarshal(data, &ck); err != nil {
+		ckProblem("not a checkpoint: %v", err)
+		return
+	}
+	var pub ed25519.PublicKey
+	for _, k := range keys.Checkpoint {
+		if KeyID(k) == ck.KeyID {
+			pub = k
+			break
+		}
+	}
+	sig, _ := hex.DecodeString(ck.Signature)
+	last := s.last
+	i, found := slices.BinarySearchFunc(s.ckpts, ck.Seq, func(e *entry, seq uint64) int { return cmp.Compare(e.rec.Seq, seq) })
+	switch {
+	case pub == nil:
+		s.report(Problem{Kind: ProblemUnknownKey, File: ckPath, Seq: ck.Seq,
+			Detail: fmt.Sprintf("no checkpoint public key with id %.16q was given", ck.KeyID)})
+		return
+	case !ed25519.Verify(pub, checkpointMessage(ck.Seq, ck.MAC, ck.Time), sig):
+		ckProblem("the signature does not verify")
+		return
+	case ck.Segment != s.id:
+		ckProblem("the checkpoint is for segment %.64s", ck.Segment)
+		return
+	case ck.Seq > last.rec.Seq:
+		problem(ProblemTruncated, last.line+1, last.rec.Seq+1,
+			"the segment ends at seq %d, before checkpointed seq %d", last.rec.Seq, ck.Seq)
+		return
+	case !found || s.ckpts[i].mac != ck.MAC:
+		ckProblem("seq %d with the checkpoint's MAC is not a checkpoint record of the segment", ck.Seq)
+		return
+	case ck.Seq < s.mustCover:
+		ckProblem("the checkpoint (seq %d) is older than checkpoint record %d", ck.Seq, s.mustCover)
+		return
+	}
+	s.ckptOK = true
+}
+
+// linkSegments checks the links between the segments of a directory.
+func linkSegments(segs []*segment, byID map[string]*segment) {
+	successor := make(map[string]*segment)
+	for _, s := range segs {
+		if s.header == nil || s.header.rec.PrevSegment == "" {
+			continue
+		}
+		h := s.header
+		if other, dup := successor[h.rec.PrevSegment]; dup {
+			s.report(Problem{Kind: ProblemInserted, File: s.path, Line: 1, Detail: fmt.Sprintf(
+				"a second segment following %s (the first is %s)", h.rec.PrevSegment, other.id)})
+			continue
+		}
+		successor[h.rec.PrevSegment] = s
+		p, ok := byID[h.rec.PrevSegment]
+		if !ok {
+			s.report(Problem{Kind: ProblemRemoved, File: s.path, Line: 1, Detail: fmt.Sprintf(
+				"the previous segment %s is missing", h.rec.PrevSegment)})
+			continue
+		}
+		if !p.walked || p.lastMAC() == h.rec.Prev {
+			continue
+		}
+		// A rotation links to the final checkpoint record of the previous segment.
+		for _, e := range p.ckpts {
+			if e.mac == h.rec.Prev {
+				p.report(Problem{Kind: ProblemInserted, File: p.path, Line: e.line + 1, Seq: e.rec.Seq + 1, Detail: fmt.Sprintf(
+					"records after seq %d, where segment %s continues the chain", e.rec.Seq, s.id)})
+				break
+			}
+		}
+		p.report(Problem{Kind: ProblemTruncated, File: p.path, Line: p.last.line + 1, Seq: p.last.rec.Seq + 1, Detail: fmt.Sprintf(
+			"the segment ends at seq %d, before the record segment %s continues from", p.last.rec.Seq, s.id)})
+	}
+}
+
+// parseEntry parses one line (without its newline).
+func parseEntry(line int, raw []byte) *entry {
+	e := &entry{line: line}
+	body, mac, ok := splitLine(raw)
+	if !ok {
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e.rec); err != nil || e.rec.Mac != "" {
+		return e
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return e
+	}
+	e.parsed, e.mac, e.body = true, mac, body
+	return e
+}
