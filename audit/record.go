@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
 	"slices"
 	"time"
+
+	"github.com/fsbroker/fsbroker/schema"
 )
 
 // Version is the record format version written in every record's v member.
@@ -194,9 +196,12 @@ func newMAC(key []byte) hash.Hash { return hmac.New(sha256.New, key) }
 // macEqual compares a computed hex MAC with a claimed one in constant time.
 func macEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
 
-//go:embed record.schema.json
-var recordSchema []byte
-
-// RecordSchema returns the JSON Schema (Draft 2020-12) of a record line. The caller owns the
-// returned slice.
-func RecordSchema() []byte { return slices.Clone(recordSchema) }
+// RecordSchema returns the JSON Schema (Draft 2020-12) of a record line, published as
+// schema/audit-record.json. The caller owns the returned slice.
+func RecordSchema() []byte {
+	b, err := fs.ReadFile(schema.Files(), schema.AuditRecordFile)
+	if err != nil {
+		panic("audit: the embedded record schema is missing: " + err.Error()) // a build without it is broken
+	}
+	return b
+}

@@ -291,7 +291,7 @@ func TestRemovedDirectory(t *testing.T) {
 	}
 }
 
-// compileRecordSchema compiles record.schema.json with no loader.
+// compileRecordSchema compiles schema/audit-record.json with no loader.
 func compileRecordSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(RecordSchema()))
