@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,10 +52,9 @@ func (e *VersionError) Error() string {
 
 // ServerInfo is what the server declared about itself in initialize.
 type ServerInfo struct {
-	Name            string          `json:"name"`
-	Version         string          `json:"version"`
-	ProtocolVersion string          `json:"-"`
-	Capabilities    json.RawMessage `json:"-"`
+	Name            string `json:"name"`
+	Version         string `json:"version"`
+	ProtocolVersion string `json:"-"`
 }
 
 // Option configures a Session.
@@ -206,9 +204,8 @@ func (s *Session) initialize(ctx context.Context) error {
 		"clientInfo": map[string]any{"name": "fsbroker", "version": s.version},
 	}
 	var result struct {
-		ProtocolVersion string          `json:"protocolVersion"`
-		Capabilities    json.RawMessage `json:"capabilities"`
-		ServerInfo      ServerInfo      `json:"serverInfo"`
+		ProtocolVersion string     `json:"protocolVersion"`
+		ServerInfo      ServerInfo `json:"serverInfo"`
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.initTimeout)
 	defer cancel()
@@ -231,7 +228,6 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	info := result.ServerInfo
 	info.ProtocolVersion = result.ProtocolVersion
-	info.Capabilities = result.Capabilities
 	s.infoMu.Lock()
 	s.info = info
 	s.infoMu.Unlock()
@@ -253,9 +249,6 @@ func (s *Session) Server() ServerInfo {
 	defer s.infoMu.Unlock()
 	return s.info
 }
-
-// Initialized reports whether the handshake has completed.
-func (s *Session) Initialized() bool { return s.initialized.Load() }
 
 // Ping sends ping to the server and waits for its reply.
 func (s *Session) Ping(ctx context.Context) error {
