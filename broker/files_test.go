@@ -335,27 +335,13 @@ func TestFilesMethodsNeedAnExecutor(t *testing.T) {
 // nested in a writable one keeps its setting whether a file is named through
 // the outer mount or reached through a link in the outer root.
 func TestNestedReadOnlyRootCannotBeWrittenThroughTheOuterRoot(t *testing.T) {
-	outer := t.TempDir()
-	nested := filepath.Join(outer, "vendor")
-	if err := os.Mkdir(nested, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	f, outer, nested := startNestedRoots(t, "app", "vendor", "vendor")
 	if err := os.WriteFile(filepath.Join(nested, "lib.go"), []byte("package lib\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("vendor/lib.go", filepath.Join(outer, "shortcut")); err != nil {
 		t.Fatal(err)
 	}
-	set, err := roots.New([]roots.Spec{{Path: outer, Mount: "app", Writable: true}, {Path: nested, Mount: "vendor"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := executor.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x))}
-	f.initialize("2025-11-25")
 	for _, p := range []string{"app/vendor/lib.go", "app/shortcut", filepath.Join(outer, "vendor", "lib.go")} {
 		f.mustFail("files/write", map[string]any{"path": p, "content": "pwned"}, -32002, "PERMISSION_DENIED")
 	}
@@ -490,4 +476,28 @@ func TestDailyCounterStartsAgainAtMidnight(t *testing.T) {
 	if got := c.today(day.Add(2 * time.Minute)); got != 0 {
 		t.Errorf("after midnight = %d, want 0", got)
 	}
+}
+
+// startNestedRoots serves a writable root (mount outerMount) holding a
+// read-only root at innerRel (mount innerMount), and returns the fixture and
+// both directories.
+func startNestedRoots(t *testing.T, outerMount, innerRel, innerMount string) (*filesFixture, string, string) {
+	t.Helper()
+	outer := t.TempDir()
+	inner := filepath.Join(outer, filepath.FromSlash(innerRel))
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	set, err := roots.New([]roots.Spec{{Path: outer, Mount: outerMount, Writable: true}, {Path: inner, Mount: innerMount}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := executor.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close() })
+	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x))}
+	f.initialize("2025-11-25")
+	return f, outer, inner
 }

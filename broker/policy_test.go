@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
@@ -210,27 +209,41 @@ func TestReviewAttacks(t *testing.T) {
 // TestNestedRootCannotBeMovedOrDeletedThroughTheOuterRoot: moving or deleting
 // a directory of the outer root that holds another root is refused.
 func TestNestedRootCannotBeMovedOrDeletedThroughTheOuterRoot(t *testing.T) {
-	outer := t.TempDir()
-	inner := filepath.Join(outer, "x", "ro")
-	if err := os.MkdirAll(inner, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	f, _, inner := startNestedRoots(t, "n", "x/ro", "ro")
 	if err := os.WriteFile(filepath.Join(inner, "keep.txt"), []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	set, err := roots.New([]roots.Spec{{Path: outer, Mount: "n", Writable: true}, {Path: inner, Mount: "ro"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := executor.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x))}
-	f.initialize("2025-11-25")
 	f.mustFail("files/rename", map[string]any{"oldPath": "n/x", "newPath": "n/y"}, -32002, "PERMISSION_DENIED")
 	f.mustFail("files/delete", map[string]any{"path": "n/x", "recursive": true}, -32002, "PERMISSION_DENIED")
 	if b, _ := os.ReadFile(filepath.Join(inner, "keep.txt")); string(b) != "keep" {
 		t.Errorf("the inner root was touched")
+	}
+}
+
+// TestRootsListShowsOnlyWhatPolicyLetsTheServerSee: a root the policy hides
+// is left out of roots/list.
+func TestRootsListShowsOnlyWhatPolicyLetsTheServerSee(t *testing.T) {
+	dir := t.TempDir()
+	rego := `package fsbroker.authz
+
+decision := {"allow": true, "code": "", "reasons": [], "obligations": {}}
+
+visible contains e.mountPath if {
+	some e in input.entries
+	e.mount != "rw"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "authz.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(context.Background(), engine.Source{Dir: dir}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFiles(t, WithDecider(PolicyDecider{Engine: e}))
+	res, _, _ := f.call("roots/list", nil)
+	got := res["roots"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["name"] != "ro" {
+		t.Errorf("roots/list = %v, want only ro", got)
 	}
 }
