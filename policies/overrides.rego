@@ -12,15 +12,17 @@
 #                    "proj/ab") is denied, either side of a rename, and such
 #                    entries are not shown in listings and watch events
 #   max_write_bytes  the per-write limit for this server, in place of
-#                    data.fsbroker.limits.max_write_bytes (quotas.rego)
+#                    data.fsbroker.limits.max_write_bytes (quotas.rego); for
+#                    a server whose id is not pinned it can only lower the
+#                    limit, never raise it
 #
 # The key is input.server.id: the id the operator pinned for the server when
 # there is one (input.server.pinned), else the name the server declared in
 # initialize. A declared name is only a claim: any server can declare any
-# name. Pin an id in the configuration for every server an override is meant
-# for, above all when the override relaxes something (a larger
-# max_write_bytes); a restriction keyed by a declared name only binds servers
-# that declare it.
+# name, so an override that relaxes something (a larger max_write_bytes)
+# applies only to a pinned id. Pin an id in the configuration for every server
+# an override is meant for: a restriction keyed by a declared name only binds
+# servers that declare it.
 package fsbroker.authz
 
 # Each rule starts with data.fsbroker.servers[input.server.id]: OPA's rule

@@ -98,11 +98,29 @@ test_max_write_bytes_lowers if {
 	d.reasons == ["quotas: a write of 101 bytes is over the limit of 100 bytes per write"]
 }
 
-test_max_write_bytes_raises if {
+test_max_write_bytes_raises_for_a_pinned_id if {
 	authz.decision.allow with input as as_server(write(rw("a"), 33554432, write_all), "big")
 		with data.fsbroker.servers as servers
 	not authz.decision.allow with input as as_server(write(rw("a"), 33554433, write_all), "big")
 		with data.fsbroker.servers as servers
+}
+
+# A declared name may still lower a limit (a restriction binds whoever claims it).
+test_max_write_bytes_lowers_for_a_declared_name if {
+	authz.decision.allow with input as with_server(write(rw("a"), 100, write_all), "builder", false)
+		with data.fsbroker.servers as servers
+	not authz.decision.allow with input as with_server(write(rw("a"), 101, write_all), "builder", false)
+		with data.fsbroker.servers as servers
+}
+
+# A declared (unpinned) name cannot raise a limit: any server can declare "big".
+test_max_write_bytes_never_raises_for_a_declared_name if {
+	authz.decision.allow with input as with_server(write(rw("a"), 16777216, write_all), "big", false)
+		with data.fsbroker.servers as servers
+	d := authz.decision with input as with_server(write(rw("a"), 16777217, write_all), "big", false)
+		with data.fsbroker.servers as servers
+	d.code == "QUOTA_EXCEEDED"
+	d.reasons == ["quotas: a write of 16777217 bytes is over the limit of 16777216 bytes per write"]
 }
 
 test_max_write_bytes_not_a_number_ignored if {

@@ -49,9 +49,21 @@ obligations["maxReadBytes"] := max_read_bytes if input.operation == "read"
 # The limits in effect: data.fsbroker.limits[name] when it is a number, else
 # the default. (Written out per limit rather than through a helper function:
 # a read evaluates max_read_bytes on every decision.)
+#
+# A server's own max_write_bytes (overrides.rego) replaces the global limit
+# when the server's id is pinned by the operator; for a name the server only
+# declared, it may lower the limit but never raise it (any server can declare
+# any name).
 max_write_bytes := server_config.max_write_bytes if {
 	is_number(server_config.max_write_bytes)
-} else := data.fsbroker.limits.max_write_bytes if {
+	server_limit_applies(server_config.max_write_bytes, global_max_write_bytes)
+} else := global_max_write_bytes
+
+server_limit_applies(_, _) if input.server.pinned == true
+
+server_limit_applies(limit, global) if limit <= global
+
+global_max_write_bytes := data.fsbroker.limits.max_write_bytes if {
 	is_number(data.fsbroker.limits.max_write_bytes)
 } else := default_limits.max_write_bytes
 
