@@ -123,6 +123,9 @@ func New(ctx context.Context, src Source, opts ...Option) (*Engine, error) {
 		o(e)
 	}
 	start := time.Now()
+	if src.Remote != nil {
+		return e, e.startRemote(ctx, start)
+	}
 	set, err := build(ctx, src, e.loadOptions())
 	if err != nil {
 		return nil, err
@@ -130,6 +133,30 @@ func New(ctx context.Context, src Source, opts ...Option) (*Engine, error) {
 	e.set.Store(set)
 	e.logLoaded("policies loaded", set, time.Since(start))
 	return e, nil
+}
+
+// startRemote loads the persisted copy of a remote bundle, if any. Without one the engine
+// starts empty and denies everything until Watch activates the first bundle; a persisted copy
+// that no longer loads is logged and left aside the same way (only ctx ending is an error).
+func (e *Engine) startRemote(ctx context.Context, start time.Time) error {
+	if err := e.src.check(); err != nil {
+		return err
+	}
+	set, err := e.src.Remote.loadPersisted(ctx, e.loadOptions())
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		e.logger.Error("the persisted policy bundle does not load; denying every request until the bundle server answers",
+			"source", e.src.String(), "error", err)
+	case set == nil:
+		e.logger.Warn("no policy bundle yet; denying every request until the bundle server answers",
+			"source", e.src.String())
+	default:
+		e.set.Store(set)
+		e.logLoaded("persisted policy bundle loaded", set, time.Since(start))
+	}
+	return nil
 }
 
 // loadOptions are the options build needs.

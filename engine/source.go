@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Source is where a policy set comes from. Set exactly one of Dir, FS and Bundle.
+// Source is where a policy set comes from. Set exactly one of Dir, FS, Bundle and Remote.
 //
 // A directory or file system holds Rego files (*.rego; *_test.rego are the set's tests) and data
 // files named data.json, data.yaml or data.yml, found recursively. A data file's document is an
@@ -41,6 +41,9 @@ type Source struct {
 	// tampered bundle is refused. A signed bundle without BundleVerification is refused too,
 	// since its signature cannot be checked.
 	BundleVerification *bundle.VerificationConfig
+	// Remote is a bundle server (see ParseRemote). New starts without a policy set (every
+	// request is denied) unless a persisted copy of the bundle loads; Engine.Watch pulls.
+	Remote *Remote
 }
 
 // String names the source for logs.
@@ -52,6 +55,8 @@ func (s Source) String() string {
 		return "bundle " + s.Bundle
 	case s.FS != nil:
 		return "embedded file system"
+	case s.Remote != nil:
+		return s.Remote.String()
 	}
 	return "empty source"
 }
@@ -68,8 +73,11 @@ func (s Source) check() error {
 	if s.Bundle != "" {
 		n++
 	}
+	if s.Remote != nil {
+		n++
+	}
 	if n != 1 {
-		return newLoadError(nil, Problem{Message: "source: set exactly one of Dir, FS and Bundle"})
+		return newLoadError(nil, Problem{Message: "source: set exactly one of Dir, FS, Bundle and Remote"})
 	}
 	if s.BundleVerification != nil && s.Bundle == "" {
 		return newLoadError(nil, Problem{Message: "source: BundleVerification is set but Bundle is not"})
@@ -93,6 +101,9 @@ func read(src Source) (*rawSet, error) {
 	}
 	if src.Bundle != "" {
 		return readBundle(src.Bundle, src.BundleVerification)
+	}
+	if src.Remote != nil {
+		return nil, newLoadError(nil, Problem{File: src.Remote.String(), Message: "a remote bundle is pulled by Engine.Watch"})
 	}
 	fsys, prefix := src.FS, ""
 	if src.Dir != "" {
@@ -309,8 +320,7 @@ func merge(dst, src map[string]any, at string) string {
 	return ""
 }
 
-// readBundle reads a bundle file, verifying its signature when vc is set. The revision is the
-// manifest's, or the file's sha256 when the manifest has none.
+// readBundle reads a bundle file, verifying its signature when vc is set.
 func readBundle(file string, vc *bundle.VerificationConfig) (*rawSet, error) {
 	content, err := os.ReadFile(file)
 	if err != nil {
@@ -329,6 +339,12 @@ func readBundle(file string, vc *bundle.VerificationConfig) (*rawSet, error) {
 		}
 		return nil, fileError(file, fmt.Errorf("bundle: %w", err))
 	}
+	return rawFromBundle(&b, file, content)
+}
+
+// rawFromBundle makes a read (and verified) bundle a policy set named after file. The revision
+// is the manifest's, or the sha256 of content (the bundle file) when the manifest has none.
+func rawFromBundle(b *bundle.Bundle, file string, content []byte) (*rawSet, error) {
 	if b.Type() == bundle.DeltaBundleType {
 		return nil, fileError(file, errors.New("bundle: a delta bundle is not a policy set"))
 	}
@@ -343,6 +359,9 @@ func readBundle(file string, vc *bundle.VerificationConfig) (*rawSet, error) {
 		raw.data = map[string]any{}
 	}
 	if raw.revision == "" {
+		if content == nil {
+			return nil, fileError(file, errors.New("bundle: no manifest revision and no content to digest"))
+		}
 		sum := sha256.Sum256(content)
 		raw.revision = hex.EncodeToString(sum[:])
 	}

@@ -19,7 +19,9 @@ import (
 // like at New, and only then swapped in atomically: decisions in flight finish on the set they
 // started with. A set that fails keeps the last good one deciding; the failure is logged with
 // file and line. A change that leaves the files as they are (same revision) does nothing,
-// except after a failure, where it reports the recovery.
+// except after a failure, where it reports the recovery. For a Remote source it polls the
+// bundle server (OPA's downloader: ETags, long polling, the configured delays) and treats
+// every download the same way; a download that fails keeps the last good set too.
 //
 // onReload, which may be nil, is called from Watch's goroutine after each reload attempt with
 // the new revision and nil, or "" and the error (a *LoadError). An FS source never changes:
@@ -31,6 +33,8 @@ func (e *Engine) Watch(ctx context.Context, onReload func(revision string, err e
 		relevant  func(name string) bool
 	)
 	switch {
+	case e.src.Remote != nil:
+		return e.watchRemote(ctx, e.src.Remote, onReload)
 	case e.src.Dir != "":
 		root, recursive = e.src.Dir, true
 		relevant = func(name string) bool { return !hidden(filepath.Base(name)) }
@@ -167,8 +171,11 @@ func (e *Engine) logReloadFailure(err error, kept *policySet) {
 		return
 	}
 	for _, p := range le.Problems {
-		e.logger.Error("policy reload failed; the last good policy set stays in force",
-			"file", p.File, "line", p.Line, "column", p.Column, "error", p.Message,
-			"kept_revision", keptRevision)
+		args := []any{"file", p.File}
+		if p.Line > 0 {
+			args = append(args, "line", p.Line, "column", p.Column)
+		}
+		args = append(args, "error", p.Message, "kept_revision", keptRevision)
+		e.logger.Error("policy reload failed; the last good policy set stays in force", args...)
 	}
 }

@@ -179,6 +179,8 @@ func walkSchema(t *testing.T, file, at string, node map[string]any) {
 		}
 	case file == PolicyInputFile && at == "/properties/params":
 		// The request's params as sent: their shapes are the method schemas'.
+	case file == "config.json" && strings.HasPrefix(at, "/properties/opa/properties/"):
+		// OPA's own configuration members, checked by OPA's parser when the broker starts.
 	case isObject:
 		if node["additionalProperties"] != false {
 			t.Errorf("%s#%s: object without additionalProperties: false", file, at)

@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -100,6 +106,127 @@ func TestSignedBundle(t *testing.T) {
 		_, stderr, code := runPlain(t, "stdio", "--root", root, "--bundle", file, "--bundle-key", keyFile, "--bundle-key-alg", "HS256")
 		if code != 2 || !strings.Contains(stderr, "bundle") {
 			t.Errorf("%s: exit %d, want 2 naming the bundle:\n%s", filepath.Base(file), code, stderr)
+		}
+	}
+}
+
+// TestBundleServer: with OPA's services/bundles/keys in the config file, the
+// broker pulls a signed bundle from a bundle server over HTTP, denies
+// everything until it has one, takes a new revision without a restart, and
+// keeps the last good one when the server hands out an unsigned bundle.
+func TestBundleServer(t *testing.T) {
+	t.Parallel()
+	const secret = "the fleet's bundle signing secret"
+	var (
+		mu      sync.Mutex
+		content []byte
+		etag    string
+	)
+	serve := func(b bundle.Bundle, sign bool) {
+		if sign {
+			if err := b.GenerateSignature(bundle.NewSigningConfig(secret, "HS256", ""), "fleet", false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var buf bytes.Buffer
+		if err := bundle.NewWriter(&buf).Write(b); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		content, etag = buf.Bytes(), b.Manifest.Revision
+		mu.Unlock()
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if content == nil || r.URL.Path != "/fleet/authz.tar.gz" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		w.Write(content)
+	}))
+	defer srv.Close()
+
+	dir := t.TempDir()
+	root := filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "notes.fleet"), "hi")
+	config := filepath.Join(dir, "fsbroker.yaml")
+	writeFile(t, config, fmt.Sprintf(`version: 1
+roots:
+  - path: %s
+opa:
+  services:
+    fleet:
+      url: %s
+  bundles:
+    authz:
+      service: fleet
+      resource: fleet/authz.tar.gz
+      signing:
+        keyid: fleet
+      polling:
+        min_delay_seconds: 1
+        max_delay_seconds: 1
+  keys:
+    fleet:
+      key: %q
+      algorithm: HS256
+`, root, srv.URL, secret))
+
+	p := startBroker(t, "", "stdio", "--config", config)
+	p.handshake("2025-11-25")
+	read := func(id int) *message { return p.call(id, "files/read", map[string]any{"path": "proj/notes.fleet"}) }
+	if r := read(1); r.Error == nil || !strings.Contains(string(r.raw), "no policy is loaded") {
+		t.Fatalf("read before any bundle: %s, want a denial", r.raw)
+	}
+
+	serve(defaultPolicyBundle(t, "fleet-1"), true)
+	p.waitLog(regexp.MustCompile(`policies reloaded.*revision=fleet-1`))
+	if r := read(2); r.Error != nil {
+		t.Fatalf("read under fleet-1: %s", r.raw)
+	}
+
+	// A revision whose secrets list covers *.fleet.
+	// (The built-in tests pin the default secrets list, so this one ships without them.)
+	next := defaultPolicyBundle(t, "fleet-2")
+	next.Modules = slices.DeleteFunc(next.Modules, func(m bundle.ModuleFile) bool { return strings.HasSuffix(m.Path, "_test.rego") })
+	next.Data["fsbroker"].(map[string]any)["secrets"].(map[string]any)["extra_patterns"] = []any{"*.fleet"}
+	serve(next, true)
+	p.waitLog(regexp.MustCompile(`policies reloaded.*revision=fleet-2`))
+	if r := read(3); r.Error == nil || !strings.Contains(string(r.raw), `secrets: path matches the protected name pattern \"*.fleet\"`) {
+		t.Fatalf("read under fleet-2: %s, want the secrets denial", r.raw)
+	}
+
+	// Unsigned: refused, fleet-2 keeps deciding.
+	serve(defaultPolicyBundle(t, "fleet-3"), false)
+	p.waitLog(regexp.MustCompile(`policy reload failed.*signatures`))
+	if r := read(4); r.Error == nil || !strings.Contains(string(r.raw), "secrets:") {
+		t.Fatalf("read after the unsigned bundle: %s, want fleet-2's denial", r.raw)
+	}
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+
+	// The config is checked at start.
+	for name, opa := range map[string]string{
+		"bad key":        "opa:\n  bundles:\n    authz:\n      service: nope\n",
+		"with policies":  "policies: " + dir + "\nopa:\n  bundles:\n    authz: {}\n",
+		"unknown member": "opa:\n  decision_log: {}\n",
+	} {
+		bad := filepath.Join(dir, "bad.yaml")
+		writeFile(t, bad, "version: 1\n"+opa)
+		_, stderr, code := runPlain(t, "stdio", "--config", bad)
+		if code != 2 || !strings.Contains(stderr, "/opa") {
+			t.Errorf("%s: exit %d, want 2 naming /opa:\n%s", name, code, stderr)
 		}
 	}
 }

@@ -25,7 +25,10 @@ type fileConfig struct {
 	Roots    []rootConfig `json:"roots"`
 	StateDir string       `json:"stateDir"`
 	Policies string       `json:"policies"`
-	Log      struct {
+	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
+	// from a bundle server.
+	OPA json.RawMessage `json:"opa"`
+	Log struct {
 		Level  string `json:"level"`
 		Format string `json:"format"`
 	} `json:"log"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,8 @@ type options struct {
 	bundleKey       string
 	bundleKeyAlg    string
 	bundleKeyID     string
+	opaConfig       json.RawMessage // the config file's opa member
+	opaBundles      bool            // pull the policy set as opaConfig says
 
 	set map[string]bool // flags given on the command line
 }
@@ -172,6 +175,12 @@ func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
 		}
 	case o.bundleKey != "":
 		return nil, configErrorf("--bundle-key needs --bundle")
+	case o.opaBundles:
+		remote, err := engine.ParseRemote(o.opaConfig, filepath.Join(o.stateDir, "bundles"))
+		if err != nil {
+			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
+		}
+		src, runTests = engine.Source{Remote: remote}, true
 	}
 	e, err := engine.New(context.Background(), src, engine.WithLogger(log), engine.WithRunTests(runTests))
 	if err != nil {
@@ -288,6 +297,14 @@ func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
 	return roots.New(append(specs, s.flagRoots...))
 }
 
+// opaBundles reports whether an OPA configuration configures bundles.
+func opaBundles(raw json.RawMessage) bool {
+	var c struct {
+		Bundles map[string]json.RawMessage `json:"bundles"`
+	}
+	return len(raw) > 0 && json.Unmarshal(raw, &c) == nil && len(c.Bundles) > 0
+}
+
 // mergeConfig takes the config file's settings for every flag not given.
 func (o *options) mergeConfig(c *fileConfig) error {
 	if c.Log.Level != "" && !o.set["log-level"] {
@@ -307,6 +324,12 @@ func (o *options) mergeConfig(c *fileConfig) error {
 		if !filepath.IsAbs(o.policiesDir) {
 			o.policiesDir = filepath.Join(filepath.Dir(o.configPath), o.policiesDir)
 		}
+	}
+	if opaBundles(c.OPA) {
+		if c.Policies != "" {
+			return configErrorf("%s: /policies and /opa/bundles: give one policy source", o.configPath)
+		}
+		o.opaConfig, o.opaBundles = c.OPA, !o.set["policies"] && !o.set["bundle"]
 	}
 	if c.StateDir != "" && !o.set["state-dir"] {
 		o.stateDir = c.StateDir

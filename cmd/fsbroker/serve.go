@@ -141,7 +141,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	defer stopWatching()
 	go s.removeStaleTemps(watchCtx, s.roots)
-	if s.opts.policiesDir != "" || s.opts.bundle != "" {
+	if s.opts.policiesDir != "" || s.opts.bundle != "" || s.opts.opaBundles {
 		go func() {
 			err := s.engine.Watch(watchCtx, func(revision string, err error) {
 				if err != nil {

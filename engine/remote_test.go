@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+)
+
+// bundleServer is a real HTTP bundle server: it serves one bundle file at a time under
+// /bundles/authz.tar.gz, with the bundle's revision as its ETag, answering 304 to a matching
+// If-None-Match as OPA's protocol expects.
+type bundleServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	content  []byte
+	etag     string
+	requests int
+}
+
+func newBundleServer(t *testing.T) *bundleServer {
+	s := &bundleServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.requests++
+		if r.URL.Path != "/bundles/authz.tar.gz" || s.content == nil {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("If-None-Match") == s.etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", s.etag)
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Write(s.content)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// serve makes b the bundle served from now on.
+func (s *bundleServer) serve(t *testing.T, b bundle.Bundle, etag string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := bundle.NewWriter(&buf).Write(b); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.content, s.etag = buf.Bytes(), etag
+	s.mu.Unlock()
+}
+
+// remoteConfig is an OPA configuration pulling authz from s every second, signed with keys.
+func remoteConfig(t *testing.T, url string, keys signingKeys) []byte {
+	t.Helper()
+	c := map[string]any{
+		"services": map[string]any{"acme": map[string]any{"url": url}},
+		"bundles": map[string]any{"authz": map[string]any{
+			"service":  "acme",
+			"resource": "bundles/authz.tar.gz",
+			"persist":  true,
+			"signing":  map[string]any{"keyid": "fsbroker"},
+			"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 1},
+		}},
+		"keys": map[string]any{"fsbroker": map[string]any{"key": keys.public, "algorithm": keys.alg}},
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// reloads collects the onReload calls of a Watch.
+type reloads chan string
+
+// record never blocks: a full channel (nobody awaiting) drops the report rather than stall
+// the downloader, whose Stop waits for it.
+func (r reloads) record(revision string, err error) {
+	msg := revision
+	if err != nil {
+		msg = "error: " + err.Error()
+	}
+	select {
+	case r <- msg:
+	default:
+	}
+}
+
+// await waits for a reload report that contains want, skipping others (a failed download is
+// retried, and reported again, until the server has something new).
+func (r reloads) await(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	var seen []string
+	for {
+		select {
+		case got := <-r:
+			if strings.Contains(got, want) {
+				return
+			}
+			seen = append(seen, got)
+		case <-deadline:
+			t.Fatalf("no reload report saying %q within 20s; saw %q", want, seen)
+		}
+	}
+}
+
+func TestRemoteBundle(t *testing.T) {
+	keys := hs256Keys()
+	srv := newBundleServer(t)
+	persist := t.TempDir()
+	config := remoteConfig(t, srv.URL, keys)
+	version := func(revision string, open bool, test string) bundle.Bundle {
+		files := map[string]string{"authz.rego": bundlePolicy, "authz_test.rego": test}
+		return makeBundle(t, revision, files, map[string]any{"fsbroker": map[string]any{"open": open}})
+	}
+	signed := func(revision string, open bool) bundle.Bundle {
+		b := version(revision, open, bundleTest)
+		keys.sign(t, &b)
+		return b
+	}
+	in := testInput(t, "read", "proj/a", false)
+	decides := func(e *Engine, revision string, allow bool) {
+		t.Helper()
+		d, err := e.Decide(context.Background(), in)
+		if err != nil || d.Allow != allow || d.Revision != revision {
+			t.Fatalf("Decide = %+v, %v; want allow=%v from revision %q", d, err, allow, revision)
+		}
+	}
+
+	remote, err := ParseRemote(config, persist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Source{Remote: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing pulled yet: every request is denied.
+	if d, err := e.Decide(context.Background(), in); err == nil || d.Allow {
+		t.Fatalf("before the first bundle: Decide = %+v, %v; want a fail-closed denial", d, err)
+	}
+
+	srv.serve(t, signed("r1", true), "r1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	got := make(reloads, 64)
+	go func() { done <- e.Watch(ctx, got.record) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	got.await(t, "r1")
+	decides(e, "r1", true)
+
+	// A new revision replaces it.
+	srv.serve(t, signed("r2", false), "r2")
+	got.await(t, "r2")
+	decides(e, "r2", false)
+
+	// Refused downloads keep r2 deciding: unsigned, tampered after signing, signed with
+	// another key, and a signed bundle whose tests fail.
+	srv.serve(t, version("r3", true, bundleTest), "r3")
+	got.await(t, "missing .signatures.json")
+	decides(e, "r2", false)
+
+	tampered := signed("r4", false)
+	tampered.Data = map[string]any{"fsbroker": map[string]any{"open": true}}
+	srv.serve(t, tampered, "r4")
+	got.await(t, "digest mismatch")
+	decides(e, "r2", false)
+
+	forged := version("r5", true, bundleTest)
+	other := hs256Keys()
+	other.private = "not the fleet's key"
+	other.sign(t, &forged)
+	srv.serve(t, forged, "r5")
+	got.await(t, "invalid HMAC signature")
+	decides(e, "r2", false)
+
+	failing := version("r6", true, "package fsbroker.authz_test\n\ntest_fails if false\n")
+	keys.sign(t, &failing)
+	srv.serve(t, failing, "r6")
+	got.await(t, "test_fails")
+	decides(e, "r2", false)
+
+	// A good bundle again.
+	srv.serve(t, signed("r7", true), "r7")
+	got.await(t, "r7")
+	decides(e, "r7", true)
+
+	// A restart with the bundle server gone decides with the persisted r7.
+	srv.Close()
+	again, err := New(context.Background(), Source{Remote: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decides(again, "r7", true)
+	if files, _ := filepath.Glob(filepath.Join(persist, "authz", "*")); len(files) != 1 {
+		t.Errorf("persisted files = %q, want only bundle.tar.gz", files)
+	}
+}
+
+func TestParseRemoteRefuses(t *testing.T) {
+	for name, tc := range map[string]struct{ config, want string }{
+		"no bundle":        {`{"services": {"a": {"url": "http://x"}}}`, "no bundle is configured"},
+		"two bundles":      {`{"services": {"a": {"url": "http://x"}}, "bundles": {"b1": {"service": "a", "resource": "x"}, "b2": {"service": "a", "resource": "y"}}}`, "exactly one bundle"},
+		"unknown service":  {`{"services": {"a": {"url": "http://x"}}, "bundles": {"b": {"service": "nope", "resource": "x"}}}`, "nope"},
+		"service no url":   {`{"services": {"a": {}}, "bundles": {"b": {"service": "a"}}}`, "no url"},
+		"unknown key id":   {`{"services": {"a": {"url": "http://x"}}, "bundles": {"b": {"service": "a", "signing": {"keyid": "k"}}}}`, "key id k not found"},
+		"bad key":          {`{"keys": {"k": {"algorithm": "HS256"}}, "services": {"a": {"url": "http://x"}}, "bundles": {"b": {"service": "a"}}}`, "keys"},
+		"file resource":    {`{"bundles": {"b": {"resource": "file:///tmp/b.tar.gz"}}}`, "--bundle"},
+		"not json":         {`services: {}`, "opa configuration"},
+		"services not map": {`{"services": 3, "bundles": {"b": {}}}`, "services"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseRemote([]byte(tc.config), "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseRemote = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	// Services as an array of named services, as OPA also accepts.
+	r, err := ParseRemote([]byte(`{"services": [{"name": "a", "url": "http://x/"}], "bundles": {"b": {"service": "a", "resource": "p/b.tar.gz"}}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.String(); got != `bundle "b" from http://x/p/b.tar.gz` {
+		t.Errorf("String = %q", got)
+	}
+	var le *LoadError
+	if _, err := build(context.Background(), Source{Remote: r}, loadOptions{}); !errors.As(err, &le) {
+		t.Errorf("build of a remote source = %v, want a *LoadError", err)
+	}
+}
