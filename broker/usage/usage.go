@@ -1,0 +1,708 @@
+// Package usage keeps, per server identity and UTC day, the number of bytes
+// the server wrote, in files that outlive a session and a broker process and
+// that every broker process using the same state directory shares. It is the
+// source of the policy input's usage.bytesWrittenToday, which the default
+// quota policy compares with max_bytes_per_day: a server cannot reset its
+// quota by reconnecting, nor by the broker restarting.
+//
+// # Files
+//
+// The store lives in one directory, by convention <state-dir>/usage (see
+// DirName), created 0700. Each server identity (input.server.id: an
+// arbitrary string) has three kinds of files there, named by the lowercase
+// hex SHA-256 of the identity, so that no identity ("../x", "a/b", a very
+// long or non-ASCII one) can name a file outside the directory or collide
+// with another:
+//
+//	<sha256>.json   the count: {"server": id, "day": "YYYY-MM-DD", "bytesWritten": n}
+//	<sha256>.lock   an empty sidecar lock file, never deleted
+//	.tmp-<sha256>-* a replacement being written (left over only by a crash)
+//
+// The identity is stored in the file for a human reading it; Path names the
+// file of an identity. "day" is the UTC date the count belongs to. A count
+// whose day is before today's UTC date counts as 0: the quota starts again
+// at UTC midnight, and the file is rewritten on the server's next write.
+//
+// A count whose day is after today (the clock went back, or a broker with a
+// clock running ahead wrote it) is not reset: it stays in force, and further
+// writes add to it under its own day, until the clock passes that day. A
+// clock change thus never lowers a quota; at worst a quota is stricter, over
+// more than one day, until then. A warning is logged with the file's path;
+// an operator who knows a clock ran far ahead removes the file.
+//
+// # Concurrency
+//
+// A Store is safe for use by many goroutines, and any number of Stores, in
+// one process or in many, may share a directory. Every read and every
+// read-modify-write of a count holds the server's sidecar lock (flock(2) on
+// Linux, macOS and the BSDs, LockFileEx on Windows; shared to read,
+// exclusive to add; the lock is released by the kernel when its process
+// dies), so the Adds of every process are serialised and none is lost. A
+// new count is written to a temporary file in the same directory, synced,
+// renamed over the count, and the directory is synced: a crash at any moment
+// leaves the old count or the new one, never a torn file. A leftover
+// temporary file is never read; Open removes those whose writer is gone.
+//
+// # Failure
+//
+// A count file that cannot be parsed, is larger than 64 KiB, names another
+// server, has an invalid day or a negative count is corrupt. Today and Add
+// then return an *Error that matches ErrCorrupt (errors.Is) and carries the
+// file's path; they never read a bad file as 0, and Add leaves it untouched.
+// A file that cannot be read, a lock not obtained within the lock wait
+// (WithLockWait), or a write that fails is an *Error too. The broker fails
+// closed on any of them: a decision without a trustworthy count denies the
+// write. An operator inspects the file named in the error (Error.Path) and
+// removes it, which resets that server's count for the day, or restores it.
+//
+// When Add fails to record n, the Store keeps n in memory for the server
+// and the day: later Today results of this Store include it, and the next
+// successful Add of the server writes it along. A caller does not retry a
+// failed Add (a retry would count n twice). Bytes kept this way are lost if
+// the process exits before an Add succeeds.
+//
+// # Staleness
+//
+// Today is on the path of every decision and avoids reading the file: it
+// keeps the last count read or written in memory, and checks it with one
+// stat(2) of the count file (file identity, size and modification time;
+// every Add replaces the file, so another process's Add changes them). An Add
+// through the same Store is visible at once; an Add by another Store or
+// process is visible to the next Today after its rename. The stat cannot
+// tell two files apart when a replacement reuses the inode number of the
+// cached file and has the same size and modification time (within the file
+// system's timestamp granularity; on Windows, which has no inode number in
+// a stat, size and time alone), so Today also rereads the file when its
+// last read is older than the maximum staleness (WithMaxStale, default 1s):
+// a Today result never misses an Add that completed more than that long
+// before the call.
+//
+// Staleness aside, a decision and the Add after the write are not one atomic
+// step: two processes may both decide before either adds, so writes decided
+// at the same moment can together exceed a daily limit, by at most those
+// writes' bytes.
+package usage
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/hashicorp/go-hclog"
+)
+
+// DirName is the name of the usage directory inside the broker's state
+// directory: Open(filepath.Join(stateDir, usage.DirName)).
+const DirName = "usage"
+
+// Defaults of the options.
+const (
+	// DefaultMaxStale is how old a count Today returns can be, at most.
+	DefaultMaxStale = time.Second
+	// DefaultLockWait is how long Today and Add wait for a server's lock
+	// held by another process.
+	DefaultLockWait = 10 * time.Second
+)
+
+const (
+	dataExt    = ".json"
+	lockExt    = ".lock"
+	tempPrefix = ".tmp-"
+	// maxFileSize bounds a count file: an identity of a few hundred bytes
+	// takes at most a few KiB of JSON.
+	maxFileSize = 64 << 10
+	// lockRetry is how often a lock held by another process is tried again.
+	lockRetry = time.Millisecond
+	fileMode  = 0o600
+	dirMode   = 0o700
+)
+
+var (
+	// ErrCorrupt is matched by the error of a count file that is not a
+	// valid count: it is never read as 0.
+	ErrCorrupt = errors.New("corrupt usage file")
+	// ErrClosed is returned by a Store after Close.
+	ErrClosed = errors.New("usage store is closed")
+)
+
+// Error is the error of a Today or an Add. Path is the server's count file,
+// for an operator to inspect, restore or remove.
+type Error struct {
+	Op     string // "today" or "add"
+	Server string
+	Path   string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("usage: %s for server %q: %s: %v", e.Op, e.Server, e.Path, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogger sets the logger of warnings (a clock that went back, a
+// directory sync that failed, leftover temporary files). The default
+// discards them.
+func WithLogger(l hclog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// WithMaxStale bounds how long Today may miss another process's Add
+// (DefaultMaxStale); 0 makes every Today read the file.
+func WithMaxStale(d time.Duration) Option {
+	return func(s *Store) { s.maxStale = max(d, 0) }
+}
+
+// WithLockWait sets how long Today and Add wait for a server's lock held by
+// another process before they fail (DefaultLockWait).
+func WithLockWait(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.lockWait = d
+		}
+	}
+}
+
+// Store is a directory of per-server daily byte counts.
+type Store struct {
+	dir      string
+	log      hclog.Logger
+	maxStale time.Duration
+	lockWait time.Duration
+	dirf     *os.File // the directory, kept open to sync renames (nil on Windows)
+
+	mu      sync.Mutex
+	closed  bool
+	servers map[string]*entry
+}
+
+// entry is one server's count as this Store knows it.
+type entry struct {
+	server string
+	name   string // hex SHA-256 of server
+	path   string
+	lock   string
+	want   string // server as it reads back from JSON (invalid UTF-8 is replaced)
+
+	// io serialises this Store's file access for the server, so that its
+	// goroutines queue here rather than poll the cross-process lock.
+	io sync.Mutex
+
+	mu         sync.Mutex // guards the fields below; never held during I/O
+	loaded     bool
+	readAt     time.Time // monotonic time of the last read or write of the file
+	stamp      stamp     // the file as last read or written
+	rec        record
+	err        error // the last read's error, kept with its stamp
+	pending    int64 // bytes an Add failed to record
+	pendingDay string
+	warnedDay  string // the future day last warned about
+}
+
+// record is a count file's content; day is "" when there is no file.
+type record struct {
+	day   string
+	bytes int64
+}
+
+// stamp identifies a version of a count file without reading it.
+type stamp struct {
+	exists   bool
+	size     int64
+	modNanos int64
+	dev, ino uint64 // 0 where the platform has no inode numbers
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	dev, ino := fileID(fi)
+	return stamp{exists: true, size: fi.Size(), modNanos: fi.ModTime().UnixNano(), dev: dev, ino: ino}
+}
+
+// Open opens the store in dir, creating the directory (0700) if needed, and
+// removes temporary files left by a crashed writer.
+func Open(dir string, opts ...Option) (*Store, error) {
+	s := &Store{
+		dir:      filepath.Clean(dir),
+		log:      hclog.NewNullLogger(),
+		maxStale: DefaultMaxStale,
+		lockWait: DefaultLockWait,
+		servers:  make(map[string]*entry),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := os.MkdirAll(s.dir, dirMode); err != nil {
+		return nil, fmt.Errorf("usage: create the directory: %w", err)
+	}
+	if runtime.GOOS != "windows" { // Windows cannot sync a directory handle
+		f, err := os.Open(s.dir)
+		if err != nil {
+			return nil, fmt.Errorf("usage: open the directory: %w", err)
+		}
+		s.dirf = f
+	}
+	s.removeStaleTemps()
+	return s, nil
+}
+
+// Close releases the Store; its methods return ErrClosed afterwards. Calls
+// in progress finish.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.dirf != nil {
+		return s.dirf.Close()
+	}
+	return nil
+}
+
+// Path returns the file that holds server's count (which may not exist).
+func (s *Store) Path(server string) string {
+	return filepath.Join(s.dir, fileName(server)+dataExt)
+}
+
+func fileName(server string) string {
+	sum := sha256.Sum256([]byte(server))
+	return hex.EncodeToString(sum[:])
+}
+
+// Today returns the bytes server wrote on now's UTC day, by every process
+// sharing the directory, as of at most the maximum staleness ago (see the
+// package documentation). A missing file is 0; a corrupt or unreadable one
+// is an error, never 0.
+func (s *Store) Today(server string, now time.Time) (int64, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return 0, err
+	}
+	day, err := dayOf(now)
+	if err != nil {
+		return 0, e.fail("today", err)
+	}
+	if n, ok, err := s.cached(e, day); ok {
+		return n, err
+	}
+	e.io.Lock()
+	defer e.io.Unlock()
+	unlock, err := s.lockFile(e, false)
+	if err != nil {
+		return 0, e.fail("today", err)
+	}
+	defer unlock()
+	rec, st, err := e.read()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.install(rec, st, err)
+	if err != nil {
+		return 0, e.fail("today", err)
+	}
+	s.warnFuture(e, day)
+	return e.total(day), nil
+}
+
+// cached answers Today from memory when the file is the one last read or
+// written and that was less than the maximum staleness ago.
+func (s *Store) cached(e *entry, day string) (n int64, ok bool, err error) {
+	e.mu.Lock()
+	fresh := e.loaded && time.Since(e.readAt) < s.maxStale
+	e.mu.Unlock()
+	if !fresh {
+		return 0, false, nil
+	}
+	st, serr := statFile(e.path)
+	if serr != nil {
+		return 0, false, nil // the read reports it
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.loaded || st != e.stamp || time.Since(e.readAt) >= s.maxStale {
+		return 0, false, nil
+	}
+	if e.err != nil {
+		return 0, true, e.fail("today", e.err)
+	}
+	return e.total(day), true, nil
+}
+
+// Add adds n bytes to server's count for now's UTC day and returns the new
+// count: the total of the day by every process sharing the directory,
+// including n. The count is on disk when Add returns without error. On an
+// error n is not on disk; the Store keeps it (see the package
+// documentation), and the caller does not retry. n must not be negative;
+// counts saturate at math.MaxInt64.
+func (s *Store) Add(server string, now time.Time, n int64) (int64, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, e.fail("add", fmt.Errorf("negative byte count %d", n))
+	}
+	if n == 0 {
+		return s.Today(server, now)
+	}
+	day, err := dayOf(now)
+	if err != nil {
+		return 0, e.fail("add", err)
+	}
+	e.io.Lock()
+	defer e.io.Unlock()
+	total, err := s.add(e, day, n)
+	if err != nil {
+		e.mu.Lock()
+		eff := max(day, e.rec.day) // the day n was meant for
+		if e.pendingDay < eff {
+			e.pending, e.pendingDay = 0, eff
+		}
+		e.pending = satAdd(e.pending, n)
+		e.mu.Unlock()
+		return 0, e.fail("add", err)
+	}
+	return total, nil
+}
+
+// add is Add's read-modify-write, under e.io.
+func (s *Store) add(e *entry, day string, n int64) (int64, error) {
+	unlock, err := s.lockFile(e, true)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	rec, st, err := e.read()
+	e.mu.Lock()
+	e.install(rec, st, err)
+	pending, pendingDay := e.pending, e.pendingDay
+	if err == nil {
+		s.warnFuture(e, day)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+
+	newDay, total := day, n
+	if rec.day >= day { // today's count, or a later day's (the clock went back)
+		newDay, total = rec.day, satAdd(rec.bytes, n)
+	}
+	if pending > 0 && pendingDay >= newDay {
+		total = satAdd(total, pending)
+	}
+	nst, err := s.write(e, record{day: newDay, bytes: total})
+	if err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	e.install(record{day: newDay, bytes: total}, nst, nil)
+	e.pending, e.pendingDay = 0, ""
+	e.mu.Unlock()
+	return total, nil
+}
+
+// entry returns server's entry, creating it on first use.
+func (s *Store) entry(server string) (*entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if e := s.servers[server]; e != nil {
+		return e, nil
+	}
+	name := fileName(server)
+	e := &entry{
+		server: server,
+		name:   name,
+		path:   filepath.Join(s.dir, name+dataExt),
+		lock:   filepath.Join(s.dir, name+lockExt),
+		want:   roundTrip(server),
+	}
+	s.servers[server] = e
+	return e, nil
+}
+
+func (e *entry) fail(op string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == e.path {
+		err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return &Error{Op: op, Server: e.server, Path: e.path, Err: err}
+}
+
+// install records what a read or a write found, under e.mu.
+func (e *entry) install(rec record, st stamp, err error) {
+	e.loaded, e.readAt, e.stamp, e.err = true, time.Now(), st, err
+	if err == nil {
+		e.rec = rec
+	}
+}
+
+// total is the count of day from the entry's record, under e.mu.
+func (e *entry) total(day string) int64 {
+	var n int64
+	if e.rec.day != "" && e.rec.day >= day {
+		n = e.rec.bytes
+	}
+	if e.pending > 0 && e.pendingDay >= day {
+		n = satAdd(n, e.pending)
+	}
+	return n
+}
+
+// warnFuture logs, once per day found, a count file dated after today,
+// under e.mu.
+func (s *Store) warnFuture(e *entry, day string) {
+	if e.rec.day > day && e.warnedDay != e.rec.day {
+		e.warnedDay = e.rec.day
+		s.log.Warn("a usage file is dated after today (UTC): the clock went back or ran ahead; its count stays in force until that day passes",
+			"server", e.server, "path", e.path, "file_day", e.rec.day, "today", day)
+	}
+}
+
+// lockFile takes the server's cross-process lock, shared or exclusive,
+// waiting at most the lock wait.
+func (s *Store) lockFile(e *entry, exclusive bool) (unlock func(), err error) {
+	fl := flock.New(e.lock, flock.SetPermissions(fileMode))
+	try, tryCtx := fl.TryRLock, fl.TryRLockContext
+	if exclusive {
+		try, tryCtx = fl.TryLock, fl.TryLockContext
+	}
+	ok, err := try()
+	if err == nil && !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), s.lockWait)
+		ok, err = tryCtx(ctx, lockRetry)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+	}
+	if err != nil || !ok {
+		_ = fl.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", e.lock, err)
+		}
+		return nil, fmt.Errorf("lock %s: held by another process for more than %s", e.lock, s.lockWait)
+	}
+	return func() {
+		if err := fl.Unlock(); err != nil {
+			s.log.Warn("cannot release a usage lock", "path", e.lock, "error", err)
+			_ = fl.Close()
+		}
+	}, nil
+}
+
+// read reads the count file, under the server's lock. A missing file is
+// the zero record.
+func (e *entry) read() (record, stamp, error) {
+	f, err := os.Open(e.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return record{}, stamp{}, nil
+	}
+	if err != nil {
+		return record{}, stamp{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return record{}, stamp{}, err
+	}
+	st := stampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return record{}, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return record{}, st, err
+	}
+	if len(b) > maxFileSize {
+		return record{}, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+	}
+	rec, err := e.parse(b)
+	return rec, st, err
+}
+
+// fileIn is a count file as read: every field must be present.
+type fileIn struct {
+	Server       *string `json:"server"`
+	Day          *string `json:"day"`
+	BytesWritten *int64  `json:"bytesWritten"`
+}
+
+// fileOut is a count file as written.
+type fileOut struct {
+	Server       string `json:"server"`
+	Day          string `json:"day"`
+	BytesWritten int64  `json:"bytesWritten"`
+}
+
+func (e *entry) parse(b []byte) (record, error) {
+	var in fileIn
+	if err := json.Unmarshal(b, &in); err != nil {
+		return record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	switch {
+	case in.Server == nil || in.Day == nil || in.BytesWritten == nil:
+		return record{}, fmt.Errorf(`%w: "server", "day" and "bytesWritten" are required`, ErrCorrupt)
+	case *in.Server != e.want:
+		return record{}, fmt.Errorf("%w: it holds the count of server %q", ErrCorrupt, *in.Server)
+	case !validDay(*in.Day):
+		return record{}, fmt.Errorf("%w: day %q is not a date YYYY-MM-DD", ErrCorrupt, *in.Day)
+	case *in.BytesWritten < 0:
+		return record{}, fmt.Errorf("%w: negative bytesWritten %d", ErrCorrupt, *in.BytesWritten)
+	}
+	return record{day: *in.Day, bytes: *in.BytesWritten}, nil
+}
+
+// write replaces the count file with rec, atomically and durably, under
+// the server's exclusive lock, and returns the new file's stamp.
+func (s *Store) write(e *entry, rec record) (stamp, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fileOut{Server: e.server, Day: rec.day, BytesWritten: rec.bytes}); err != nil {
+		return stamp{}, err
+	}
+	f, err := os.CreateTemp(s.dir, tempPrefix+e.name+"-*")
+	if err != nil {
+		return stamp{}, err
+	}
+	tmp := f.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return stamp{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return stamp{}, err
+	}
+	fi, err := f.Stat() // a rename keeps the inode, size and modification time
+	if err != nil {
+		return stamp{}, err
+	}
+	if err := f.Close(); err != nil {
+		return stamp{}, err
+	}
+	if err := os.Rename(tmp, e.path); err != nil {
+		return stamp{}, err
+	}
+	committed = true
+	if s.dirf != nil {
+		// The count is in place either way; a failed sync only risks the
+		// rename after a power loss, which leaves the old count.
+		if err := s.dirf.Sync(); err != nil {
+			s.log.Warn("cannot sync the usage directory", "path", s.dir, "error", err)
+		}
+	}
+	return stampOf(fi), nil
+}
+
+// removeStaleTemps removes the temporary files whose writer is gone: a
+// writer holds its server's exclusive lock until its rename, so a temporary
+// file whose lock is free was left by a crash.
+func (s *Store) removeStaleTemps() {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.log.Warn("cannot list the usage directory", "path", s.dir, "error", err)
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		hash, ok := strings.CutPrefix(name, tempPrefix)
+		if !ok || len(hash) < 64 || !isHex(hash[:64]) {
+			continue
+		}
+		fl := flock.New(filepath.Join(s.dir, hash[:64]+lockExt), flock.SetPermissions(fileMode))
+		if ok, err := fl.TryLock(); err != nil || !ok {
+			continue // its writer may be live
+		}
+		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot remove a leftover usage file", "path", filepath.Join(s.dir, name), "error", err)
+		} else {
+			s.log.Debug("removed a leftover usage file", "path", filepath.Join(s.dir, name))
+		}
+		_ = fl.Unlock()
+	}
+}
+
+func statFile(path string) (stamp, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return stamp{}, nil
+	}
+	if err != nil {
+		return stamp{}, err
+	}
+	return stampOf(fi), nil
+}
+
+// dayOf is now's UTC date, YYYY-MM-DD; such dates order as strings.
+func dayOf(now time.Time) (string, error) {
+	if now.IsZero() {
+		return "", errors.New("no time given (the zero time)")
+	}
+	t := now.UTC()
+	if y := t.Year(); y < 1 || y > 9999 {
+		return "", fmt.Errorf("the time %s is out of range", t.Format(time.RFC3339))
+	}
+	return t.Format(time.DateOnly), nil
+}
+
+func validDay(s string) bool {
+	t, err := time.Parse(time.DateOnly, s)
+	return err == nil && t.Year() >= 1 && t.Format(time.DateOnly) == s
+}
+
+// roundTrip returns s as JSON reads it back: encoding/json replaces invalid
+// UTF-8.
+func roundTrip(s string) string {
+	b, _ := json.Marshal(s) // a string always marshals
+	var out string
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func satAdd(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
