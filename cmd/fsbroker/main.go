@@ -8,6 +8,7 @@
 //	fsbroker connect [flags] -- CMD ARGS  start an MCP server over stdio and serve it
 //	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
 //	fsbroker eval --input FILE            the decision on one policy input
+//	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
 //	fsbroker version                      print the version
 //
 // Exit status: 0 clean session end, 1 runtime failure, 2 usage or
@@ -54,6 +55,7 @@ Usage:
   fsbroker policy test [--verbose] [DIR] run the Rego tests with coverage (exit 3 compile error, 4 test failure)
   fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
+  fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
   fsbroker version                      print the version
   fsbroker help [COMMAND]               show help
 
@@ -88,6 +90,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runPolicy(ctx, rest, stdout, stderr)
 	case "eval":
 		err = runEval(ctx, rest, stdout, stderr)
+	case "audit":
+		err = runAudit(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
 	case "help", "-h", "-help", "--help":
@@ -133,6 +137,9 @@ func runHelp(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stdout, usageText)
 		return nil
+	}
+	if args[0] == "audit" {
+		return auditHelp(args[1:], stdout)
 	}
 	fs, _ := newFlagSet(args[0], stdout)
 	if fs == nil {

@@ -1,0 +1,801 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/fsbroker/fsbroker/audit"
+)
+
+// auditKeyEnv holds the audit key as 64 hex digits, for verify and hash.
+const auditKeyEnv = "FSBROKER_AUDIT_KEY"
+
+// followInterval is how often tail -f looks for new records.
+const followInterval = 200 * time.Millisecond
+
+const auditUsage = `Usage: fsbroker audit COMMAND [flags] [PATH]
+
+Check and read the audit trail. PATH is a segment file or a directory of them;
+default: --audit PATH if given, else <state-dir>/audit.
+
+Commands:
+  verify [PATH]                         prove the trail intact, or name its first bad record (needs the audit key)
+  query  [PATH] [filters]               the records that match, in time order (reads; does not verify)
+  tail   [PATH] [-n N] [-f] [filters]   the last N records; -f follows new ones
+  export --format opa [PATH] [filters]  decisions as OPA decision-log events, one JSON object a line
+  hash   PATH                           the digest that stands for PATH where paths are redacted
+
+Run "fsbroker help audit COMMAND" for a command's flags.
+`
+
+const auditVerifyHelp = `Usage: fsbroker audit verify [flags] [PATH]
+
+Check every MAC, link and checkpoint of the trail and report its first bad
+record: the file, line, seq and kind of problem (edited, removed, reordered,
+inserted, truncated, checkpoint, unknown_key), or a torn tail: the last line of
+a segment left unfinished by a broker that crashed or was killed, which is not
+tampering (every record before it verifies).
+
+The audit key is --key FILE, else $FSBROKER_AUDIT_KEY (64 hex digits), else
+<state-dir>/audit.key. Give keys used before a rotation with --old-key.
+
+The checkpoint public key defaults to the checkpoint.pub beside the trail; it is
+only as trustworthy as the log directory, so give a trusted copy with
+--checkpoint-pub.
+
+Exit status: 0 intact; 1 a problem was found (tampering, or a torn tail: the
+message says which), or there are no segments; 2 the check could not run (no
+key, unreadable trail, bad flags).
+`
+
+const auditQueryHelp = `Usage: fsbroker audit query [flags] [PATH]
+
+Print the records that match every filter given, in time order, across all the
+segments of the trail. Segment headers and checkpoint records are left out
+unless --kind names them.
+
+Query reads the trail; it does not verify it and needs no key. A trail anyone
+could have edited reads just the same: run "fsbroker audit verify" to know the
+records are the broker's.
+
+Examples:
+  fsbroker audit query --server notes --method files/write --since 24h
+  fsbroker audit query --decision deny
+  fsbroker audit query --path /home/alice/project --format json | jq .
+
+Exit status: 0 ok; 1 some lines are not records (named on stderr); 2 bad flags
+or no trail at PATH.
+`
+
+const auditTailHelp = `Usage: fsbroker audit tail [flags] [PATH]
+
+Print the last N records of the trail (those matching the filters, if any); with
+-f, keep printing new records as the broker appends them, new segments
+included, until interrupted. Like query, tail reads and does not verify.
+
+Exit status: 0 ok (and on SIGINT/SIGTERM with -f); 1 some lines are not
+records; 2 bad flags or no trail at PATH.
+`
+
+const auditExportHelp = `Usage: fsbroker audit export --format opa [flags] [PATH]
+
+Write the decisions of the trail (those matching the filters) to stdout as OPA
+decision-log events (the JSON of OPA's decision_logs plugin, EventV1 as of OPA
+v1.22.2), one a line, for a SIEM or decision-log service built for OPA. The
+operation's outcome, when the trail has it, is joined into custom.outcome; the
+record's place in the trail is in custom.audit. Export reads and does not
+verify: run "fsbroker audit verify" first.
+
+Exit status: 0 ok; 1 some lines are not records; 2 bad flags or no trail.
+`
+
+const auditHashHelp = `Usage: fsbroker audit hash [flags] PATH
+
+Print the digest that stands for PATH in a trail written with redacted paths
+(audit.redactPaths), to find its records with query --path-digest. The digest
+is an HMAC of the exact path string under the audit key (--key FILE, else
+$FSBROKER_AUDIT_KEY, else <state-dir>/audit.key).
+
+The broker hashes the canonical path: absolute, cleaned, symlinks resolved. An
+absolute PATH is hashed exactly as given, so give that form. A relative PATH is
+made absolute against the working directory first (cleaned, symlinks not
+resolved), and the path hashed is printed on stderr.
+`
+
+// runAudit runs `fsbroker audit verify|query|tail|export|hash`.
+func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return configErrorf("audit: give a command: verify, query, tail, export or hash (run \"fsbroker help audit\")")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "verify":
+		return auditVerify(rest, stdout, stderr)
+	case "query":
+		return auditQuery(ctx, rest, stdout, stderr)
+	case "tail":
+		return auditTail(ctx, rest, stdout, stderr)
+	case "export":
+		return auditExport(ctx, rest, stdout, stderr)
+	case "hash":
+		return auditHash(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return auditHelp(rest, stdout)
+	default:
+		return configErrorf("audit: unknown command %q: want verify, query, tail, export or hash", cmd)
+	}
+}
+
+// auditHelp prints the audit commands' help, or one command's flags.
+func auditHelp(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, auditUsage)
+		return nil
+	}
+	switch args[0] {
+	case "verify", "query", "tail", "export", "hash":
+		return runAudit(context.Background(), []string{args[0], "-h"}, stdout, stdout)
+	}
+	return configErrorf("audit: unknown command %q: want verify, query, tail, export or hash", args[0])
+}
+
+// newAuditFlagSet returns the flag set of `fsbroker audit NAME`, printing help and errors to
+// out.
+func newAuditFlagSet(name, help string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("fsbroker audit "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, help, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseAuditFlags parses args, flags and arguments in any order (a "--" ends the flags), and
+// returns the arguments.
+func parseAuditFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelpShown
+			}
+			return nil, &configError{msg: err.Error()}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// trailFlags locate the trail and the state directory.
+type trailFlags struct {
+	auditPath string
+	stateDir  string
+}
+
+func (t *trailFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.auditPath, "audit", "", "the trail `PATH` (a directory of segments, or one segment file) when no PATH argument is given; default <state-dir>/audit")
+	fs.StringVar(&t.stateDir, "state-dir", "", "the broker's state `DIR` (the trail and the audit key); default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+}
+
+// state returns the state directory.
+func (t *trailFlags) state() (string, error) {
+	if t.stateDir != "" {
+		return t.stateDir, nil
+	}
+	d, err := defaultStateDir()
+	if err != nil {
+		return "", configErrorf("--state-dir: %v; set one", err)
+	}
+	return d, nil
+}
+
+// path returns the trail's path: the argument, else --audit, else <state-dir>/audit. It must
+// exist.
+func (t *trailFlags) path(args []string) (string, error) {
+	var p string
+	switch {
+	case len(args) > 1:
+		return "", configErrorf("give at most one trail PATH, got %q", args)
+	case len(args) == 1:
+		p = args[0]
+	case t.auditPath != "":
+		p = t.auditPath
+	default:
+		dir, err := t.state()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(dir, "audit")
+	}
+	if _, err := os.Stat(p); err != nil {
+		var perr *fs.PathError
+		if errors.As(err, &perr) {
+			err = perr.Err
+		}
+		return "", configErrorf("audit trail %s: %v", p, err)
+	}
+	return p, nil
+}
+
+// keyFlags name the audit keys.
+type keyFlags struct {
+	key     string
+	oldKeys []string
+}
+
+func (k *keyFlags) register(fs *flag.FlagSet, old bool) {
+	fs.StringVar(&k.key, "key", "", "the audit key `FILE` (32 raw bytes, mode 0600); default $"+auditKeyEnv+" (64 hex digits), else <state-dir>/audit.key")
+	if old {
+		fs.Func("old-key", "an audit key `FILE` in use before a rotation; repeatable", func(v string) error {
+			k.oldKeys = append(k.oldKeys, v)
+			return nil
+		})
+	}
+}
+
+// load returns the audit key (from --key, the environment or the state directory) followed by
+// the old keys.
+func (k *keyFlags) load(t *trailFlags) ([][]byte, error) {
+	var key []byte
+	switch env := os.Getenv(auditKeyEnv); {
+	case k.key != "":
+		b, err := audit.LoadKey(k.key)
+		if err != nil {
+			return nil, configErrorf("--key: %v", err)
+		}
+		key = b
+	case env != "":
+		b, err := hex.DecodeString(strings.TrimSpace(env))
+		if err != nil || len(b) != audit.KeySize {
+			return nil, configErrorf("$%s: want %d hex digits (a %d-byte key)", auditKeyEnv, 2*audit.KeySize, audit.KeySize)
+		}
+		key = b
+	default:
+		dir, err := t.state()
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(dir, audit.DefaultKeyFile)
+		b, err := audit.LoadKey(p)
+		if err != nil {
+			return nil, configErrorf("no audit key: %v; give --key FILE or set $%s", err, auditKeyEnv)
+		}
+		key = b
+	}
+	keys := [][]byte{key}
+	for _, p := range k.oldKeys {
+		b, err := audit.LoadKey(p)
+		if err != nil {
+			return nil, configErrorf("--old-key: %v", err)
+		}
+		keys = append(keys, b)
+	}
+	return keys, nil
+}
+
+// filterFlags are the record filters of query, tail and export.
+type filterFlags struct {
+	f            audit.Filter
+	kind         string
+	since, until string
+}
+
+func (ff *filterFlags) register(fs *flag.FlagSet, kind bool) {
+	fs.StringVar(&ff.f.Server, "server", "", "records of the MCP server `NAME`")
+	fs.StringVar(&ff.f.Method, "method", "", "records of the `METHOD` (files/read, files/write, ...)")
+	if kind {
+		fs.StringVar(&ff.kind, "kind", "", "records of the `KIND` (decision, outcome, session_start, session_end, consent, grant, policy_reload, policy_reload_failed, key_rotation; segment_start and checkpoint are shown only when named)")
+	}
+	fs.StringVar(&ff.f.Decision, "decision", "", "decisions that were `allow|deny`")
+	fs.StringVar(&ff.f.Code, "code", "", "records with the `CODE` as their decision's code or their outcome (ok, PERMISSION_DENIED, ...)")
+	fs.StringVar(&ff.f.PathPrefix, "path", "", "records with a path at or below `PREFIX` (/a/b matches /a/b and /a/b/c, not /a/bc)")
+	fs.StringVar(&ff.f.PathDigest, "path-digest", "", "records with the path `DIGEST` (hmac-sha256:..., from fsbroker audit hash), where paths are redacted")
+	fs.StringVar(&ff.since, "since", "", "records at or after `TIME`: RFC 3339 (2026-03-01T00:00:00Z) or a duration ago (24h, 90m)")
+	fs.StringVar(&ff.until, "until", "", "records before `TIME`: RFC 3339 or a duration ago")
+	fs.StringVar(&ff.f.SessionID, "session", "", "records of the session `ID`")
+	fs.StringVar(&ff.f.DecisionID, "decision-id", "", "records of the decision `ID` (the decision and its outcome)")
+}
+
+// filter returns the filter the flags describe, with durations counted back from now.
+func (ff *filterFlags) filter(now time.Time) (audit.Filter, error) {
+	f := ff.f
+	f.Kind = audit.Kind(ff.kind)
+	var err error
+	if f.Since, err = parseWhen("--since", ff.since, now); err != nil {
+		return f, err
+	}
+	if f.Until, err = parseWhen("--until", ff.until, now); err != nil {
+		return f, err
+	}
+	if err := f.Validate(); err != nil {
+		return f, &configError{msg: strings.TrimPrefix(err.Error(), "audit: filter: ")}
+	}
+	return f, nil
+}
+
+// parseWhen parses a time flag: RFC 3339, or a Go duration meaning that long before now.
+func parseWhen(name, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, configErrorf("%s %s: a duration ago must not be negative", name, s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, configErrorf("%s %q: want RFC 3339 (2026-03-01T12:00:00Z) or a duration ago (24h)", name, s)
+	}
+	return t, nil
+}
+
+// recordPrinter prints records as an aligned table or as their JSON lines.
+type recordPrinter struct {
+	json   bool
+	out    io.Writer
+	tw     *tabwriter.Writer
+	header bool
+	err    error
+}
+
+func newRecordPrinter(format string, out io.Writer) (*recordPrinter, error) {
+	switch format {
+	case "table":
+		return &recordPrinter{out: out, tw: tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)}, nil
+	case "json":
+		return &recordPrinter{json: true, out: out}, nil
+	}
+	return nil, configErrorf("--format %q: want table or json", format)
+}
+
+// print prints one record; after a write error it prints nothing more.
+func (p *recordPrinter) print(e *audit.Entry) {
+	if p.err != nil {
+		return
+	}
+	if p.json {
+		_, p.err = fmt.Fprintf(p.out, "%s\n", e.Raw)
+		return
+	}
+	if !p.header {
+		fmt.Fprintln(p.tw, "TIME\tKIND\tSERVER\tMETHOD\tRESULT\tCODE\tPATHS\tREASONS")
+		p.header = true
+	}
+	r := &e.Record
+	result := r.Outcome
+	if r.Allow != nil {
+		result = "deny"
+		if *r.Allow {
+			result = "allow"
+		}
+	}
+	details := r.Reasons
+	if len(details) == 0 && r.Detail != "" {
+		details = []string{r.Detail}
+	}
+	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortTime(r.Time), cell(string(r.Kind)), cell(r.Server),
+		cell(r.Method), cell(result), cell(r.Code), cells(r.Paths, ", "), cells(details, "; "))
+}
+
+// flush writes out the table rows printed so far and returns the first write error.
+func (p *recordPrinter) flush() error {
+	if p.tw != nil && p.err == nil {
+		p.err = p.tw.Flush()
+	}
+	if p.err != nil {
+		return fmt.Errorf("write: %w", p.err)
+	}
+	return nil
+}
+
+// shortTime shows a record time to the millisecond.
+func shortTime(s string) string {
+	t, err := time.Parse(audit.TimeLayout, s)
+	if err != nil {
+		return cell(s)
+	}
+	return t.Format("2006-01-02T15:04:05.000Z")
+}
+
+// cell makes a value safe to print in a table: "-" when empty, and quoted with escapes when
+// it holds anything but printable characters (a server name or a path from the trail must not
+// reach the terminal as control characters, nor break the columns with a tab).
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	for _, r := range s {
+		if !unicode.IsGraphic(r) || r == '\t' {
+			return strconv.QuoteToGraphic(s)
+		}
+	}
+	return s
+}
+
+// cells joins values made safe with cell.
+func cells(vs []string, sep string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = cell(v)
+	}
+	return strings.Join(out, sep)
+}
+
+// readProblems counts the lines that could not be read, and reports each on stderr.
+type readProblems struct {
+	stderr io.Writer
+	n      int
+}
+
+// report prints a reading error.
+func (rp *readProblems) report(err error) {
+	rp.n++
+	fmt.Fprintln(rp.stderr, "fsbroker:", err)
+}
+
+// result ends a reading command: an exit status of 1 when some lines could not be read.
+func (rp *readProblems) result() error {
+	if rp.n == 0 {
+		return nil
+	}
+	fmt.Fprintf(rp.stderr, "fsbroker: %d line(s) or file(s) of the trail could not be read as records; run \"fsbroker audit verify\"\n", rp.n)
+	return &exitCodeError{code: exitFailure}
+}
+
+// auditVerify runs `fsbroker audit verify`.
+func auditVerify(args []string, stdout, stderr io.Writer) error {
+	fs := newAuditFlagSet("verify", auditVerifyHelp, stderr)
+	var (
+		tf   trailFlags
+		kf   keyFlags
+		pubs []string
+	)
+	tf.register(fs)
+	kf.register(fs, true)
+	fs.Func("checkpoint-pub", "a trusted checkpoint public key `FILE` (PEM); repeatable; default: the checkpoint.pub beside the trail", func(v string) error {
+		pubs = append(pubs, v)
+		return nil
+	})
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	path, err := tf.path(pos)
+	if err != nil {
+		return err
+	}
+	macKeys, err := kf.load(&tf)
+	if err != nil {
+		return err
+	}
+	keys := audit.VerifyKeys{MAC: macKeys}
+	if len(pubs) == 0 {
+		dir := path
+		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+			dir = filepath.Dir(path)
+		}
+		p := filepath.Join(dir, audit.PublicKeyFile)
+		pub, err := audit.LoadPublicKey(p)
+		if err != nil {
+			return configErrorf("no checkpoint public key: %v; give a trusted copy with --checkpoint-pub FILE", err)
+		}
+		keys.Checkpoint = []ed25519.PublicKey{pub}
+		if !*asJSON {
+			fmt.Fprintf(stderr, "fsbroker: note: checkpoints checked against %s, which is only as trustworthy as the log directory; give a trusted copy with --checkpoint-pub\n", p)
+		}
+	}
+	for _, p := range pubs {
+		pub, err := audit.LoadPublicKey(p)
+		if err != nil {
+			return configErrorf("--checkpoint-pub: %v", err)
+		}
+		keys.Checkpoint = append(keys.Checkpoint, pub)
+	}
+	rep, err := audit.Verify(path, keys)
+	if err != nil {
+		return configErrorf("cannot verify %s: %v", path, err)
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode the report: %w", err)
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	} else if err := printReport(stdout, path, &rep); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if !rep.OK || rep.Segments == 0 {
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
+}
+
+// printReport prints a verification report for a person.
+func printReport(w io.Writer, path string, rep *audit.Report) error {
+	var b strings.Builder
+	counts := fmt.Sprintf("%d segment(s), %d record(s) and %d checkpoint(s) verified", rep.Segments, rep.Records, rep.Checkpoints)
+	torn, tampered, unknownKey := 0, 0, false
+	for _, p := range rep.Problems {
+		if p.Kind.Tampering() {
+			tampered++
+		} else {
+			torn++
+		}
+		unknownKey = unknownKey || p.Kind == audit.ProblemUnknownKey
+	}
+	switch {
+	case rep.Segments == 0:
+		fmt.Fprintf(&b, "%s: no segment files (*.jsonl): nothing was verified\n", path)
+	case rep.OK:
+		fmt.Fprintf(&b, "%s: intact: %s\n", path, counts)
+	case tampered > 0:
+		fmt.Fprintf(&b, "%s: NOT INTACT: signs of tampering in %d segment(s) (or damage that cannot be told apart from it)\n", path, tampered)
+		fmt.Fprintf(&b, "%s\n", counts)
+		fmt.Fprintf(&b, "first bad record: %s\n", rep.Problem)
+	default:
+		fmt.Fprintf(&b, "%s: TORN TAIL: %d segment(s) end in an unfinished write, as a broker that crashed or was killed mid-write leaves it. Not tampering: every record before it verifies.\n", path, torn)
+		fmt.Fprintf(&b, "%s\n", counts)
+		fmt.Fprintf(&b, "first torn line: %s\n", rep.Problem)
+	}
+	if len(rep.Problems) > 0 {
+		fmt.Fprintf(&b, "problems (the first of each segment):\n")
+		for _, p := range rep.Problems {
+			what := "tampering"
+			if !p.Kind.Tampering() {
+				what = "torn: a crash, not tampering"
+			}
+			fmt.Fprintf(&b, "  %s [%s]\n", p, what)
+		}
+	}
+	if unknownKey {
+		fmt.Fprintf(&b, "hint: some segments are under a key that was not given: pass keys from before a rotation with --old-key FILE, and checkpoint keys with --checkpoint-pub FILE\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// auditQuery runs `fsbroker audit query`.
+func auditQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newAuditFlagSet("query", auditQueryHelp, stderr)
+	var (
+		tf trailFlags
+		ff filterFlags
+	)
+	tf.register(fs)
+	ff.register(fs, true)
+	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
+	limit := fs.Int("limit", 0, "print at most `N` records (0: all)")
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return configErrorf("--limit %d: must not be negative", *limit)
+	}
+	p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
+	if err != nil {
+		return err
+	}
+	problems := &readProblems{stderr: stderr}
+	n := 0
+	for e, err := range r.Entries() {
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			problems.report(err)
+			continue
+		}
+		p.print(&e)
+		n++
+		if n == *limit {
+			break
+		}
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintln(stderr, "fsbroker: no records match")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	return problems.result()
+}
+
+// openTrail resolves the trail, the filter and the output format of a reading command.
+func openTrail(tf *trailFlags, ff *filterFlags, pos []string, format string, stdout io.Writer) (*recordPrinter, *audit.Reader, error) {
+	p, err := newRecordPrinter(format, stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := ff.filter(time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	path, err := tf.path(pos)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := audit.NewReader(path, f)
+	if err != nil {
+		return nil, nil, configErrorf("audit trail %s: %v", path, err)
+	}
+	return p, r, nil
+}
+
+// auditTail runs `fsbroker audit tail`.
+func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newAuditFlagSet("tail", auditTailHelp, stderr)
+	var (
+		tf trailFlags
+		ff filterFlags
+	)
+	tf.register(fs)
+	ff.register(fs, true)
+	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
+	n := fs.Int("n", 10, "print the last `N` records")
+	follow := fs.Bool("f", false, "follow: print new records as they are appended, until interrupted")
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *n < 0 {
+		return configErrorf("-n %d: must not be negative", *n)
+	}
+	p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
+	if err != nil {
+		return err
+	}
+	problems := &readProblems{stderr: stderr}
+	// The last n records: a ring.
+	last := make([]audit.Entry, 0, min(*n, 4096))
+	next := 0
+	for e, err := range r.Entries() {
+		switch {
+		case err != nil:
+			problems.report(err)
+		case *n == 0:
+		case len(last) < *n:
+			last = append(last, e)
+		default:
+			last[next] = e
+			next = (next + 1) % *n
+		}
+	}
+	for i := range last {
+		p.print(&last[(next+i)%len(last)])
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if !*follow {
+		return problems.result()
+	}
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for e, err := range r.Entries() {
+			if err != nil {
+				problems.report(err)
+				continue
+			}
+			p.print(&e)
+		}
+		if err := p.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// auditExport runs `fsbroker audit export --format opa`.
+func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newAuditFlagSet("export", auditExportHelp, stderr)
+	var (
+		tf trailFlags
+		ff filterFlags
+	)
+	tf.register(fs)
+	ff.register(fs, false)
+	format := fs.String("format", "opa", "export `FORMAT`: opa (OPA decision-log events, one JSON object a line)")
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *format != "opa" {
+		return configErrorf("--format %q: want opa", *format)
+	}
+	f, err := ff.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	path, err := tf.path(pos)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	problems := &readProblems{stderr: stderr}
+	for ev, err := range audit.ExportOPA(path, audit.OPAOptions{Filter: f, Version: brokerVersion()}) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("export: %w", ctx.Err())
+		}
+		if err != nil {
+			problems.report(err)
+			continue
+		}
+		if err := enc.Encode(ev); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	return problems.result()
+}
+
+// auditHash runs `fsbroker audit hash PATH`.
+func auditHash(args []string, stdout, stderr io.Writer) error {
+	fs := newAuditFlagSet("hash", auditHashHelp, stderr)
+	var (
+		tf trailFlags
+		kf keyFlags
+	)
+	fs.StringVar(&tf.stateDir, "state-dir", "", "the broker's state `DIR`, where the audit key is; default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	kf.register(fs, false)
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return configErrorf("audit hash: give one PATH, got %q", pos)
+	}
+	p := pos[0]
+	if !filepath.IsAbs(p) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return configErrorf("audit hash: %s: %v", p, err)
+		}
+		p = abs
+		fmt.Fprintf(stderr, "fsbroker: hashing %s (the relative path made absolute; symlinks not resolved)\n", p)
+	}
+	keys, err := kf.load(&tf)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(stdout, audit.PathDigest(keys[0], p)); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
