@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,7 @@ type Writer struct {
 	priv     ed25519.PrivateKey
 	keyID    string
 	macKeyID string
+	digestFn func(string) string // PathDigest under the audit key
 	pid      int
 
 	failures atomic.Uint64
@@ -120,6 +122,7 @@ func Open(dir string, opts ...Option) (*Writer, error) {
 		priv:     priv,
 		keyID:    KeyID(priv.Public().(ed25519.PublicKey)),
 		macKeyID: MACKeyID(key),
+		digestFn: pathDigester(key),
 		pid:      os.Getpid(),
 		done:     make(chan struct{}),
 		mac:      newMAC(key),
@@ -240,6 +243,10 @@ func (w *Writer) Segment() string {
 	defer w.mu.Unlock()
 	return w.segPath(w.segID)
 }
+
+// PathDigest is [PathDigest] under the writer's audit key: what a record holds in place of a
+// path when paths are redacted.
+func (w *Writer) PathDigest(path string) string { return w.digestFn(path) }
 
 // KeyID returns the id of the checkpoint public key ([KeyID]).
 func (w *Writer) KeyID() string { return w.keyID }
@@ -578,4 +585,10 @@ func (w *Writer) Close() error {
 	close(w.done)
 	w.wg.Wait()
 	return err
+}
+
+// pathDigester returns [PathDigest] under a copy of key.
+func pathDigester(key []byte) func(string) string {
+	k := slices.Clone(key)
+	return func(p string) string { return PathDigest(k, p) }
 }

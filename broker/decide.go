@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -49,14 +48,31 @@ type Request struct {
 	Input *PolicyInput
 }
 
+// Verdict is the decision on one request.
+type Verdict struct {
+	// Allow is true when the request may go on.
+	Allow bool
+	// Code is the refusal's code (PERMISSION_DENIED or QUOTA_EXCEEDED) when
+	// Allow is false.
+	Code errcode.Code
+	// Reasons explain a refusal (and may accompany an allow).
+	Reasons []string
+	// Revision is the revision of the policy set that decided, "" when no
+	// policy did.
+	Revision string
+}
+
+// deny is a refusal with one reason.
+func deny(code errcode.Code, reason, revision string) Verdict {
+	return Verdict{Code: code, Reasons: []string{reason}, Revision: revision}
+}
+
 // Decider decides whether a request may go on, and which entries of a
-// listing or which change events a server may see. Decide returns nil to
-// allow, or the refusal (an *errcode.Error, normally PERMISSION_DENIED or
-// QUOTA_EXCEEDED). Visible returns the mountPaths of entries that may be
-// shown. A Decider that fails to decide must refuse and show nothing: the
-// broker never fails open.
+// listing or which change events a server may see. Visible returns the
+// mountPaths of entries that may be shown. A Decider that fails to decide
+// must refuse and show nothing: the broker never fails open.
 type Decider interface {
-	Decide(ctx context.Context, req Request) error
+	Decide(ctx context.Context, req Request) Verdict
 	Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
 }
 
@@ -68,15 +84,15 @@ type RootModeDecider struct{}
 var _ Decider = RootModeDecider{}
 
 // Decide implements Decider.
-func (RootModeDecider) Decide(_ context.Context, req Request) error {
+func (RootModeDecider) Decide(_ context.Context, req Request) Verdict {
 	switch req.Operation {
 	case OpRead, OpList, OpWatch:
-		return nil
+		return Verdict{Allow: true}
 	}
 	if !req.Path.Path.Root.Writable || (req.NewPath != nil && !req.NewPath.Path.Root.Writable) {
-		return errcode.New(errcode.PermissionDenied, "the root is read-only")
+		return deny(errcode.PermissionDenied, "the root is read-only", "")
 	}
-	return nil
+	return Verdict{Allow: true}
 }
 
 // Visible implements Decider: everything inside the roots may be seen.
@@ -98,24 +114,21 @@ type PolicyDecider struct {
 
 var _ Decider = PolicyDecider{}
 
-// Decide implements Decider.
-func (d PolicyDecider) Decide(ctx context.Context, req Request) error {
+// Decide implements Decider. The engine fails closed on its own (a denial
+// with a generic reason); the error behind it goes to the log.
+func (d PolicyDecider) Decide(ctx context.Context, req Request) Verdict {
 	dec, err := d.Engine.Decide(ctx, inputDoc(req.Input))
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide; denying", "method", req.Method, "error", err)
 	}
-	if dec.Allow {
-		return nil
+	v := Verdict{Allow: dec.Allow, Reasons: dec.Reasons, Revision: dec.Revision}
+	if !dec.Allow {
+		v.Code = errcode.Code(dec.Code)
+		if v.Code != errcode.QuotaExceeded {
+			v.Code = errcode.PermissionDenied
+		}
 	}
-	code := errcode.Code(dec.Code)
-	if code != errcode.QuotaExceeded {
-		code = errcode.PermissionDenied
-	}
-	reason := strings.Join(dec.Reasons, "; ")
-	if reason == "" {
-		reason = "denied by policy"
-	}
-	return errcode.New(code, reason).With("policyRevision", dec.Revision)
+	return v
 }
 
 // Visible implements Decider.

@@ -78,14 +78,14 @@ func (s *Session) fileMethods(m map[string]method) {
 	if s.exec == nil {
 		return
 	}
-	m["files/read"] = method{handle: s.filesRead}
-	m["files/write"] = method{handle: s.filesWrite}
-	m["files/list"] = method{handle: s.filesList}
-	m["files/create"] = method{handle: s.filesCreate}
-	m["files/delete"] = method{handle: s.filesDelete}
-	m["files/rename"] = method{handle: s.filesRename}
+	m["files/read"] = method{audited: true, handle: s.filesRead}
+	m["files/write"] = method{audited: true, handle: s.filesWrite}
+	m["files/list"] = method{audited: true, handle: s.filesList}
+	m["files/create"] = method{audited: true, handle: s.filesCreate}
+	m["files/delete"] = method{audited: true, handle: s.filesDelete}
+	m["files/rename"] = method{audited: true, handle: s.filesRename}
 	if s.hub != nil {
-		m["files/watch"] = method{handle: s.filesWatch}
+		m["files/watch"] = method{audited: true, handle: s.filesWatch}
 		m["files/unwatch"] = method{handle: s.filesUnwatch}
 	}
 }
@@ -134,16 +134,14 @@ func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executo
 	return t, nil
 }
 
-// decide runs the decision stage on a request, with its policy input; a
-// decider that errors without a code refuses.
+// decide runs the decision stage on a request, with its policy input, and
+// writes its decision record. It returns nil when the request may go on, else
+// the refusal.
 func (s *Session) decide(ctx context.Context, req Request) error {
 	req.Input = s.policyInput(req)
-	err := s.decider.Decide(ctx, req)
-	if err != nil && errcode.Of(err) == "" {
-		s.log.Error("the decision failed; refusing", "method", req.Method, "error", err)
-		return errcode.Wrap(errcode.PermissionDenied, "the request could not be decided", err)
-	}
-	return err
+	start := time.Now()
+	v := s.decider.Decide(ctx, req)
+	return s.recordDecision(ctx, req, v, time.Since(start))
 }
 
 type readParams struct {
@@ -188,6 +186,7 @@ func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
+	countBytes(ctx, int64(len(r.Data)))
 	content := string(r.Data)
 	if p.Encoding == "base64" {
 		content = base64.StdEncoding.EncodeToString(r.Data)
@@ -254,6 +253,7 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		var done bool
 		r, done, err = s.stages.write(ctx, s.exec, t, data, p.Offset, final, opts)
 		if err == nil && !done {
+			countBytes(ctx, int64(len(data)))
 			s.bytesWritten.add(time.Now(), int64(len(data)))
 			return writeResult{Path: t.Path.MountPath(), Size: r.Size, Created: false}, nil
 		}
@@ -261,6 +261,7 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
+	countBytes(ctx, int64(len(data)))
 	s.bytesWritten.add(time.Now(), int64(len(data)))
 	return writeResult{Path: r.Path.MountPath(), Size: r.Size, ETag: r.ETag, Created: r.Created}, nil
 }

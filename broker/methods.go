@@ -18,7 +18,12 @@ type method struct {
 	// beforeInit is true for the methods allowed before initialization
 	// (only ping).
 	beforeInit bool
-	handle     func(ctx context.Context, params json.RawMessage) (any, error)
+	// audited is true for the methods that are decided, and so leave a
+	// decision record (and an outcome record when allowed) in the audit
+	// trail: roots/list and files/*, but files/unwatch (it only ends what
+	// files/watch started).
+	audited bool
+	handle  func(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 // aliases maps the draft's fs.* spellings to the canonical method names.
@@ -47,7 +52,7 @@ func CanonicalMethod(name string) string {
 func (s *Session) methodTable() map[string]method {
 	m := map[string]method{
 		"ping":       {beforeInit: true, handle: func(context.Context, json.RawMessage) (any, error) { return struct{}{}, nil }},
-		"roots/list": {handle: s.listRoots},
+		"roots/list": {audited: true, handle: s.listRoots},
 	}
 	s.fileMethods(m)
 	return m
@@ -60,46 +65,72 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	m, known := s.methods[name]
 	if !s.initialized.Load() && !(known && m.beforeInit) {
 		return nil, toRPC(errcode.New(errcode.NotInitialized,
-			"the session is not initialized yet: only ping is answered before notifications/initialized"))
+			"the session is not initialized yet: only ping is answered before notifications/initialized"), "")
 	}
 	if !known {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
 	}
+	var c *call
+	if m.audited {
+		c = s.newCall(name)
+		ctx = withCall(ctx, c)
+	}
+	result, err := s.handleKnown(ctx, name, m, req)
+	if c != nil {
+		switch {
+		case !c.decided:
+			s.recordRefusal(ctx, c, req.Params, err)
+		case c.allowed:
+			s.recordOutcome(ctx, c, err)
+		}
+	}
+	if err != nil {
+		s.log.Debug("request failed", "method", name, "id", string(req.ID), "code", errcode.Of(err))
+		decisionID := ""
+		if c != nil {
+			decisionID = c.id
+		}
+		return nil, toRPC(err, decisionID)
+	}
+	s.log.Debug("request answered", "method", name, "id", string(req.ID))
+	return result, nil
+}
+
+// handleKnown validates a known method's params and runs its handler under
+// the operation's deadline.
+func (s *Session) handleKnown(ctx context.Context, name string, m method, req *jsonrpc.Message) (any, error) {
 	if err := s.validator.ValidateParams(name, req.Params); err != nil {
 		var verr *schema.Error
 		if errors.As(err, &verr) {
-			return nil, toRPC(errcode.New(errcode.InvalidParams, "params do not match the schema of "+name).
-				With("errors", verr.Errors))
+			return nil, errcode.New(errcode.InvalidParams, "params do not match the schema of "+name).
+				With("errors", verr.Errors)
 		}
 		return nil, err // no schema for a method in the table: a programming error, answered as internal
 	}
 	// The operation's deadline covers every stage, path resolution included.
 	ctx, cancel := context.WithTimeout(ctx, s.limits.OperationTimeout)
 	defer cancel()
-	result, err := m.handle(ctx, req.Params)
-	if err != nil {
-		s.log.Debug("request failed", "method", name, "id", string(req.ID), "code", errcode.Of(err))
-		return nil, toRPC(err)
-	}
-	s.log.Debug("request answered", "method", name, "id", string(req.ID))
-	return result, nil
+	return m.handle(ctx, req.Params)
 }
 
 // toRPC turns a stage's error into the JSON-RPC error sent to the server.
-// A brokered failure keeps its code, reason and details; anything else is
-// returned as it is (the connection answers it as a generic internal error
-// and logs it).
-func toRPC(err error) error {
+// A brokered failure keeps its code, reason and details, plus the decision id
+// of an audited request (data.decisionId); anything else is returned as it
+// is (the connection answers it as a generic internal error and logs it).
+func toRPC(err error, decisionID string) error {
 	var e *errcode.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	data := make(map[string]any, len(e.Details)+2)
+	data := make(map[string]any, len(e.Details)+3)
 	for k, v := range e.Details {
 		data[k] = v
 	}
 	data["code"] = string(e.Code)
 	data["reason"] = e.Reason
+	if decisionID != "" {
+		data["decisionId"] = decisionID
+	}
 	return &jsonrpc.Error{Code: e.Code.RPC(), Message: messages[e.Code], Data: data}
 }
 

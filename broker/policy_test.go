@@ -43,7 +43,7 @@ func (d *checkedDecider) check(in *PolicyInput) {
 	d.mu.Unlock()
 }
 
-func (d *checkedDecider) Decide(ctx context.Context, req Request) error {
+func (d *checkedDecider) Decide(ctx context.Context, req Request) Verdict {
 	d.check(req.Input)
 	return d.PolicyDecider.Decide(ctx, req)
 }

@@ -82,7 +82,7 @@ type InputTime struct {
 func NewInputPath(requested string, t executor.Target) InputPath {
 	p := InputPath{
 		Requested: requested,
-		Canonical: t.Path.Root.Path,
+		Canonical: canonicalPath(t),
 		Root:      t.Path.Root.Path,
 		Mount:     t.Path.Root.Mount,
 		Relative:  t.Path.Rel,
@@ -91,13 +91,18 @@ func NewInputPath(requested string, t executor.Target) InputPath {
 		Exists:    t.Exists,
 		Hidden:    isHidden(t.Path.Rel),
 	}
-	if t.Path.Rel != "" {
-		p.Canonical = strings.TrimSuffix(t.Path.Root.Path, "/") + "/" + t.Path.Rel
-	}
 	if t.Exists {
 		p.Type, p.Size, p.Nlink = t.Info.Type, max(t.Info.Size, 0), t.Info.Nlink
 	}
 	return p
+}
+
+// canonicalPath is the absolute canonical path of a resolved target.
+func canonicalPath(t executor.Target) string {
+	if t.Path.Rel == "" {
+		return t.Path.Root.Path
+	}
+	return strings.TrimSuffix(t.Path.Root.Path, "/") + "/" + t.Path.Rel
 }
 
 // isHidden reports whether any segment of a relative path starts with a dot.
@@ -134,10 +139,7 @@ func NewInputTime(t time.Time) InputTime {
 // otherwise.
 func (s *Session) policyInput(req Request) *PolicyInput {
 	info := s.Server()
-	id, pinned := info.Name, false
-	if s.pinnedID != "" {
-		id, pinned = s.pinnedID, true
-	}
+	id, pinned := s.serverID()
 	in := &PolicyInput{
 		Version:   1,
 		Method:    req.Method,

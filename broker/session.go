@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
@@ -126,6 +127,9 @@ type Session struct {
 	pinnedID     string
 	started      time.Time
 	bytesWritten dailyCounter
+	trail        *audit.Writer
+	redactPaths  bool
+	decisions    atomic.Uint64 // decision ids issued
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -191,7 +195,13 @@ func (s *Session) Run(ctx context.Context) error {
 	if s.pingInterval > 0 {
 		go s.keepAlive(serveCtx)
 	}
-	return <-served
+	err := <-served
+	detail := "ended"
+	if err != nil {
+		detail = "ended: " + err.Error()
+	}
+	s.recordSession(ctx, audit.KindSessionEnd, detail)
+	return err
 }
 
 // initialize performs the MCP handshake in the client role.
@@ -240,6 +250,7 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	s.log.Info("session initialized", "server", info.Name, "serverVersion", info.Version,
 		"protocolVersion", info.ProtocolVersion, "roots", s.roots().Len())
+	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
 	return nil
 }
 

@@ -1,0 +1,215 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+)
+
+// reasonAuditUnavailable is data.reason of a request refused because its
+// decision record could not be written (PROTOCOL.md, the audit stage).
+const reasonAuditUnavailable = "audit unavailable"
+
+// WithAudit writes the session's audit trail to w: its start and end, a
+// decision record for every audited request (written before anything touches
+// the disk; a request whose record cannot be written is refused with IO_ERROR
+// and data.reason "audit unavailable") and an outcome record after every
+// allowed one. With redactPaths, paths are recorded as w.PathDigest of the
+// canonical path. The caller owns w and closes it after the session.
+func WithAudit(w *audit.Writer, redactPaths bool) Option {
+	return func(s *Session) { s.trail, s.redactPaths = w, redactPaths }
+}
+
+// call is one audited request on its way through the pipeline. The request's
+// context carries it (callFrom), so that the decision stage, deep in a
+// method's handler, can record the decision and the handler can count bytes.
+type call struct {
+	id        string // the decision id, returned in data.decisionId
+	method    string
+	decided   bool // the decision stage ran
+	allowed   bool
+	decidedAt time.Time
+	bytes     atomic.Int64 // bytes read or written, for the outcome record
+}
+
+type callKey struct{}
+
+// withCall returns ctx carrying c.
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// callFrom returns the audited request ctx carries, or nil.
+func callFrom(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// countBytes adds n to the bytes the request in ctx read or wrote.
+func countBytes(ctx context.Context, n int64) {
+	if c := callFrom(ctx); c != nil {
+		c.bytes.Add(n)
+	}
+}
+
+// newCall starts an audited request.
+func (s *Session) newCall(method string) *call {
+	return &call{id: s.id + "-" + strconv.FormatUint(s.decisions.Add(1), 10), method: method}
+}
+
+// serverID is the server's identity: the pinned id, else its declared name.
+func (s *Session) serverID() (id string, pinned bool) {
+	if s.pinnedID != "" {
+		return s.pinnedID, true
+	}
+	return s.Server().Name, false
+}
+
+// auditPath is how a path appears in the trail.
+func (s *Session) auditPath(p string) string {
+	if s.redactPaths && s.trail != nil {
+		return s.trail.PathDigest(p)
+	}
+	return p
+}
+
+// appendAudit appends one record; without a trail it does nothing.
+func (s *Session) appendAudit(ctx context.Context, rec audit.Record) error {
+	if s.trail == nil {
+		return nil
+	}
+	server, _ := s.serverID()
+	rec.Server, rec.SessionID = server, s.id
+	if _, err := s.trail.Append(ctx, rec); err != nil {
+		s.log.Error("cannot write the audit record", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
+		return err
+	}
+	return nil
+}
+
+// recordDecision writes the decision record of a request, before anything
+// touches the disk. It returns the error that refuses the request: the
+// verdict's own refusal, or "audit unavailable" for an allowed request whose
+// record could not be written.
+func (s *Session) recordDecision(ctx context.Context, req Request, v Verdict, took time.Duration) error {
+	var refusal error
+	if !v.Allow {
+		reason := strings.Join(v.Reasons, "; ")
+		if reason == "" {
+			reason = "denied by policy"
+		}
+		e := errcode.New(v.Code, reason)
+		if v.Revision != "" {
+			e.With("policyRevision", v.Revision)
+		}
+		refusal = e
+	}
+	c := callFrom(ctx)
+	if c == nil {
+		return refusal
+	}
+	c.decided, c.allowed, c.decidedAt = true, v.Allow, time.Now()
+	rec := audit.Record{
+		Kind:           audit.KindDecision,
+		DecisionID:     c.id,
+		Method:         req.Method,
+		Operation:      req.Operation,
+		Allow:          audit.Bool(v.Allow),
+		Code:           string(v.Code),
+		Reasons:        v.Reasons,
+		PolicyRevision: v.Revision,
+		LatencyUs:      took.Microseconds(),
+	}
+	if req.Method != "roots/list" {
+		rec.Paths = append(rec.Paths, s.auditPath(canonicalPath(req.Path)))
+	}
+	if req.NewPath != nil {
+		rec.Paths = append(rec.Paths, s.auditPath(canonicalPath(*req.NewPath)))
+	}
+	if err := s.appendAudit(ctx, rec); err != nil && v.Allow {
+		c.allowed = false
+		return errcode.Wrap(errcode.IOError, reasonAuditUnavailable, err)
+	}
+	return refusal
+}
+
+// recordRefusal writes the decision record of a request refused before the
+// decision stage (invalid params, an invalid or missing path, a limit), so
+// that probing a broker leaves a trace too. The path as the server wrote it
+// goes in the detail, shortened.
+func (s *Session) recordRefusal(ctx context.Context, c *call, params json.RawMessage, err error) {
+	code := errcode.Of(err)
+	reason := "internal error"
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		reason = e.Reason
+	} else {
+		code = "INTERNAL_ERROR"
+	}
+	detail := "refused before the policy decision: " + reason
+	var p struct {
+		Path    string `json:"path"`
+		NewPath string `json:"newPath"`
+	}
+	if json.Unmarshal(params, &p) == nil {
+		for _, x := range []struct{ name, value string }{{"path", p.Path}, {"newPath", p.NewPath}} {
+			if x.value != "" {
+				detail += fmt.Sprintf("; %s %q", x.name, truncate(s.auditPath(x.value), 256))
+			}
+		}
+	}
+	s.appendAudit(ctx, audit.Record{
+		Kind:       audit.KindDecision,
+		DecisionID: c.id,
+		Method:     c.method,
+		Allow:      audit.Bool(false),
+		Code:       string(code),
+		Detail:     truncate(detail, audit.MaxDetail-8),
+	})
+}
+
+// recordOutcome writes the outcome record of an allowed request.
+func (s *Session) recordOutcome(ctx context.Context, c *call, err error) {
+	rec := audit.Record{
+		Kind:       audit.KindOutcome,
+		DecisionID: c.id,
+		Method:     c.method,
+		Outcome:    "ok",
+		Bytes:      c.bytes.Load(),
+		DurationUs: time.Since(c.decidedAt).Microseconds(),
+	}
+	if err != nil {
+		rec.Outcome = string(errcode.Of(err))
+		if rec.Outcome == "" {
+			rec.Outcome = "INTERNAL_ERROR"
+		}
+		var e *errcode.Error
+		if errors.As(err, &e) {
+			if errno, ok := e.Details["errno"].(string); ok {
+				rec.Detail = "errno " + errno
+			}
+		}
+	}
+	// The operation has happened: a failure here is logged and counted by the
+	// writer, and the reply still goes out.
+	s.appendAudit(context.WithoutCancel(ctx), rec)
+}
+
+// recordSession writes a session_start or session_end record.
+func (s *Session) recordSession(ctx context.Context, kind audit.Kind, detail string) {
+	info := s.Server()
+	s.appendAudit(context.WithoutCancel(ctx), audit.Record{
+		Kind:            kind,
+		ProtocolVersion: info.ProtocolVersion,
+		Transport:       s.transport,
+		Detail:          truncate(detail, audit.MaxDetail-8),
+	})
+}

@@ -1,0 +1,245 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fsbroker/fsbroker/audit"
+)
+
+// testTrail is a real audit writer in a temporary directory, with the keys
+// that verify it.
+type testTrail struct {
+	*audit.Writer
+	keys audit.VerifyKeys
+}
+
+// openTrail opens a real audit writer in a temporary directory.
+func openTrail(t *testing.T) *testTrail {
+	t.Helper()
+	key := make([]byte, audit.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := audit.Open(t.TempDir(), audit.WithKey(key), audit.WithCheckpointKey(priv), audit.WithSync(audit.SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return &testTrail{Writer: w, keys: audit.VerifyKeys{MAC: [][]byte{key}, Checkpoint: []ed25519.PublicKey{pub}}}
+}
+
+// trailRecords reads every record of the trail's segments, in file order
+// (one writer: one chain), without the writer's own headers and
+// checkpoints. It also returns the raw bytes of every segment.
+func trailRecords(t *testing.T, w *testTrail) ([]audit.Record, []byte) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(w.Dir(), "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("segments: %v %v", files, err)
+	}
+	var recs []audit.Record
+	var raw []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var r audit.Record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %v: %s", f, err, sc.Bytes())
+			}
+			if r.Kind != audit.KindSegmentStart && r.Kind != audit.KindCheckpoint {
+				recs = append(recs, r)
+			}
+		}
+	}
+	return recs, raw
+}
+
+// byDecision returns the decision and the outcome record of a decision id.
+func byDecision(recs []audit.Record, id string) (decision, outcome *audit.Record) {
+	for i := range recs {
+		if recs[i].DecisionID != id {
+			continue
+		}
+		switch recs[i].Kind {
+		case audit.KindDecision:
+			decision = &recs[i]
+		case audit.KindOutcome:
+			outcome = &recs[i]
+		}
+	}
+	return decision, outcome
+}
+
+// lastDecision is the newest decision record.
+func lastDecision(t *testing.T, recs []audit.Record) audit.Record {
+	t.Helper()
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Kind == audit.KindDecision {
+			return recs[i]
+		}
+	}
+	t.Fatal("no decision record")
+	return audit.Record{}
+}
+
+func TestAuditRecordsEveryDecisionAndOutcome(t *testing.T) {
+	w := openTrail(t)
+	f := startFiles(t, WithAudit(w.Writer, false))
+	const marker = "MARKER-a8f3e-never-in-the-trail"
+
+	// An allowed read: a decision and an outcome with the bytes read.
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	// An allowed write whose content must never reach the trail.
+	f.call("files/write", map[string]any{"path": "rw/new.txt", "content": marker})
+	// A refusal by the decision stage (read-only root): its id comes back.
+	denied := f.mustFail("files/write", map[string]any{"path": "ro/a.txt", "content": marker}, -32002, "PERMISSION_DENIED")
+	// Refusals before the decision: a path that escapes, bad params.
+	invalid := f.mustFail("files/read", map[string]any{"path": "ro/../../etc/passwd"}, -32002, "PERMISSION_DENIED")
+	badParams := f.mustFail("files/read", map[string]any{"path": "ro/a.txt", "bogus": 1}, -32602, "INVALID_PARAMS")
+	// An allowed operation that fails.
+	missing := f.mustFail("files/delete", map[string]any{"path": "rw/nope.txt"}, -32001, "FILE_NOT_FOUND")
+	f.call("roots/list", nil)
+
+	recs, raw := trailRecords(t, w)
+	if bytes.Contains(raw, []byte(marker)) {
+		t.Fatal("file content reached the audit trail")
+	}
+	if recs[0].Kind != audit.KindSessionStart || recs[0].ProtocolVersion != "2025-11-25" || recs[0].Transport != "stdio" {
+		t.Errorf("first record = %+v, want the session start", recs[0])
+	}
+
+	var reads, writes int
+	for _, r := range recs {
+		if r.Kind != audit.KindDecision || r.Allow == nil || !*r.Allow {
+			continue
+		}
+		d, o := byDecision(recs, r.DecisionID)
+		if o == nil {
+			t.Errorf("allowed decision %s (%s) has no outcome", r.DecisionID, r.Method)
+			continue
+		}
+		if r.SessionID == "" || r.Server == "" {
+			t.Errorf("decision %+v: no session or server", r)
+		}
+		switch d.Method {
+		case "files/read":
+			reads++
+			want := filepath.Join(f.ro, "a.txt")
+			if len(d.Paths) != 1 || d.Paths[0] != want || d.Operation != "read" || o.Outcome != "ok" || o.Bytes != int64(len("hello, wörld\n")) {
+				t.Errorf("read: decision %+v outcome %+v; want path %s and the bytes read", d, o, want)
+			}
+		case "files/write":
+			writes++
+			if o.Outcome != "ok" || o.Bytes != int64(len(marker)) {
+				t.Errorf("write outcome %+v", o)
+			}
+		}
+	}
+	if reads != 1 || writes != 1 {
+		t.Errorf("allowed reads %d, writes %d; want 1 and 1", reads, writes)
+	}
+
+	for name, data := range map[string]map[string]any{"denied": denied, "invalid": invalid, "bad params": badParams, "missing": missing} {
+		id, _ := data["decisionId"].(string)
+		d, o := byDecision(recs, id)
+		if id == "" || d == nil {
+			t.Errorf("%s: data.decisionId %q names no decision record", name, data["decisionId"])
+			continue
+		}
+		if name == "missing" {
+			// Deleting what is not there is allowed, and fails.
+			if !*d.Allow || o == nil || o.Outcome != "FILE_NOT_FOUND" {
+				t.Errorf("missing: decision %+v, outcome %+v; want allowed, then FILE_NOT_FOUND", d, o)
+			}
+			continue
+		}
+		if *d.Allow || d.Code != data["code"] || o != nil {
+			t.Errorf("%s: decision %+v, outcome %+v; want a refusal with code %v and no outcome", name, d, o, data["code"])
+		}
+	}
+	if d, _ := byDecision(recs, denied["decisionId"].(string)); d.Reasons[0] != "the root is read-only" || len(d.Paths) != 1 {
+		t.Errorf("denied: %+v", d)
+	}
+	if d, _ := byDecision(recs, invalid["decisionId"].(string)); !strings.Contains(d.Detail, `"ro/../../etc/passwd"`) {
+		t.Errorf("invalid path refusal detail %q, want the path as written", d.Detail)
+	}
+	if last := lastDecision(t, recs); last.Method != "roots/list" || !*last.Allow {
+		t.Errorf("last decision %+v, want roots/list allowed", last)
+	}
+
+	// The session end, and a trail that verifies.
+	f.cancel()
+	<-f.ran
+	f.ran <- nil // for the fixture's cleanup
+	recs, _ = trailRecords(t, w)
+	if recs[len(recs)-1].Kind != audit.KindSessionEnd {
+		t.Errorf("last record %+v, want the session end", recs[len(recs)-1])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(w.Dir(), w.keys)
+	if err != nil || !rep.OK {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+}
+
+func TestAuditRedactsPaths(t *testing.T) {
+	w := openTrail(t)
+	f := startFiles(t, WithAudit(w.Writer, true))
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	f.mustFail("files/read", map[string]any{"path": "ro/missing-secret-name.txt"}, -32001, "FILE_NOT_FOUND")
+	recs, raw := trailRecords(t, w)
+	if bytes.Contains(raw, []byte(f.ro)) || bytes.Contains(raw, []byte("missing-secret-name")) {
+		t.Fatalf("a path reached the redacted trail:\n%s", raw)
+	}
+	var found bool
+	for _, r := range recs {
+		if r.Kind == audit.KindDecision && r.Method == "files/read" && len(r.Paths) == 1 {
+			found = found || r.Paths[0] == w.PathDigest(filepath.Join(f.ro, "a.txt"))
+		}
+	}
+	if !found {
+		t.Error("no decision record holds the digest of ro/a.txt")
+	}
+}
+
+// TestAuditFailsClosed: when the decision record cannot be written, the
+// request is refused with IO_ERROR "audit unavailable" and nothing is
+// touched; a refusal stays a refusal.
+func TestAuditFailsClosed(t *testing.T) {
+	w := openTrail(t)
+	f := startFiles(t, WithAudit(w.Writer, false))
+	if err := w.Close(); err != nil { // every Append fails from now on
+		t.Fatal(err)
+	}
+	data := f.mustFail("files/write", map[string]any{"path": "rw/b.txt", "content": "x"}, -32004, "IO_ERROR")
+	if data["reason"] != "audit unavailable" || data["decisionId"] == "" {
+		t.Errorf("data = %v", data)
+	}
+	if _, err := os.Stat(filepath.Join(f.rw, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("the file was written without its audit record: %v", err)
+	}
+	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32004, "IO_ERROR")
+	f.mustFail("files/write", map[string]any{"path": "ro/a.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
+	// The session goes on.
+	f.call("ping", map[string]any{})
+}
