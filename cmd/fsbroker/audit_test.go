@@ -339,7 +339,7 @@ func TestAuditQuery(t *testing.T) {
 	}
 
 	t.Run("json lines are the trail's lines", func(t *testing.T) {
-		out, _, _ := runCmd(t, "audit", "query", "--format", "json", "--decision-id", "d2", tr.dir)
+		out, _, _ := runCmd(t, "audit", "query", "--format", "json", "--decision-id", "d2", "--audit", tr.dir)
 		file, line := findLine(t, tr.dir, `"decisionId":"d2"`)
 		b, _ := os.ReadFile(file)
 		if want := strings.Split(string(b), "\n")[line-1] + "\n"; out != want {
