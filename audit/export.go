@@ -2,6 +2,7 @@ package audit
 
 import (
 	"cmp"
+	"context"
 	"iter"
 	"time"
 )
@@ -145,7 +146,7 @@ type OPAOptions struct {
 // ExportOPA reads the trail at path (a segment file or a directory) and returns its decisions
 // as OPA decision-log events, in time order; see [OPAEvents]. Like [Records], it needs no key
 // and does not verify.
-func ExportOPA(path string, opts OPAOptions) iter.Seq2[OPAEvent, error] {
+func ExportOPA(ctx context.Context, path string, opts OPAOptions) iter.Seq2[OPAEvent, error] {
 	return func(yield func(OPAEvent, error) bool) {
 		// Outcomes come after their decisions, so the since bound is safe to read with.
 		r, err := NewReader(path, Filter{Since: opts.Filter.Since})
@@ -153,7 +154,7 @@ func ExportOPA(path string, opts OPAOptions) iter.Seq2[OPAEvent, error] {
 			yield(OPAEvent{}, err)
 			return
 		}
-		for ev, err := range OPAEvents(r.Entries(), opts) {
+		for ev, err := range OPAEvents(r.Entries(ctx), opts) {
 			if !yield(ev, err) {
 				return
 			}

@@ -16,7 +16,7 @@ import (
 func exportAll(t *testing.T, path string, opts OPAOptions) []OPAEvent {
 	t.Helper()
 	var out []OPAEvent
-	for ev, err := range ExportOPA(path, opts) {
+	for ev, err := range ExportOPA(context.Background(), path, opts) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestExportOPAOutcomeWindow(t *testing.T) {
 	if len(evs) != 2 || evs[0].Custom.Outcome == nil || evs[0].Custom.Outcome.Time != at(101) {
 		t.Errorf("with the default window the late outcome is not joined: %+v", evs)
 	}
-	for _, err := range ExportOPA(dir, OPAOptions{Filter: Filter{Decision: "maybe"}}) {
+	for _, err := range ExportOPA(context.Background(), dir, OPAOptions{Filter: Filter{Decision: "maybe"}}) {
 		if err == nil {
 			t.Error("a bad filter exports events")
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -225,14 +226,14 @@ func NewReader(path string, f Filter) (*Reader, error) {
 
 // Records returns the records at path (a segment file or a directory of segments) that match
 // f, in time order; see [Reader.Entries]. It needs no key: it reads, it does not verify.
-func Records(path string, f Filter) iter.Seq2[Record, error] {
+func Records(ctx context.Context, path string, f Filter) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		r, err := NewReader(path, f)
 		if err != nil {
 			yield(Record{}, err)
 			return
 		}
-		for e, err := range r.Entries() {
+		for e, err := range r.Entries(ctx) {
 			if !yield(e.Record, err) {
 				return
 			}
@@ -248,11 +249,12 @@ func Records(path string, f Filter) iter.Seq2[Record, error] {
 // A last line without its newline (a torn write, or one being written) is left for the next
 // call, never yielded or reported. A complete line that is not a record yields a *ReadError
 // wrapping [ErrNotRecord]; a file that cannot be read yields a *ReadError; reading goes on
-// after both. Stopping early leaves the records not yielded for the next call.
+// after both. Stopping early leaves the records not yielded for the next call. When ctx
+// ends, Entries yields an error wrapping ctx's and stops.
 //
 // Entries holds open only the segments whose time range overlaps the records being merged,
 // about one per concurrent writer, however many segments the directory holds.
-func (r *Reader) Entries() iter.Seq2[Entry, error] {
+func (r *Reader) Entries(ctx context.Context) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		pending, ok := r.changed(yield)
 		if !ok {
@@ -281,7 +283,7 @@ func (r *Reader) Entries() iter.Seq2[Entry, error] {
 					}
 					continue
 				}
-				if !r.advance(c, yield) {
+				if !r.advance(ctx, c, yield) {
 					c.unread()
 					c.close()
 					stopped(nil)
@@ -302,7 +304,7 @@ func (r *Reader) Entries() iter.Seq2[Entry, error] {
 				stopped(c)
 				return
 			}
-			if !r.advance(c, yield) {
+			if !r.advance(ctx, c, yield) {
 				stopped(c)
 				return
 			}
@@ -375,10 +377,14 @@ func (r *Reader) changed(yield func(Entry, error) bool) ([]*cursor, bool) {
 
 // advance reads c's next matching record into c.next (nil at the end of the file, where a
 // partial line is left unread). It yields the ReadErrors it meets and returns false when yield
-// asked to stop.
-func (r *Reader) advance(c *cursor, yield func(Entry, error) bool) bool {
+// asked to stop, or after yielding ctx's error when ctx ended.
+func (r *Reader) advance(ctx context.Context, c *cursor, yield func(Entry, error) bool) bool {
 	c.next = nil
 	for {
+		if err := ctx.Err(); err != nil {
+			yield(Entry{}, fmt.Errorf("audit: read: %w", err))
+			return false
+		}
 		start, startLine := c.st.off, c.st.line
 		raw, n, partial, tooLong, err := readLine(c.br)
 		if err != nil {

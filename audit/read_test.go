@@ -43,7 +43,7 @@ func at(s int) string {
 func collect(t *testing.T, r *Reader) []Entry {
 	t.Helper()
 	var out []Entry
-	for e, err := range r.Entries() {
+	for e, err := range r.Entries(context.Background()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestReadSkipsTornTailAndReportsBadLines(t *testing.T) {
 	}
 	var kinds []Kind
 	var errs []error
-	for e, err := range r.Entries() {
+	for e, err := range r.Entries(context.Background()) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -277,7 +277,7 @@ func TestReadIsIncremental(t *testing.T) {
 	}
 	// Stopping early leaves the rest, the records read ahead from other segments included.
 	var first []string
-	for e, err := range r.Entries() {
+	for e, err := range r.Entries(context.Background()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func TestFilter(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []uint64
-			for rec, err := range Records(dir, c.f) {
+			for rec, err := range Records(context.Background(), dir, c.f) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -380,5 +380,39 @@ func TestFilterValidate(t *testing.T) {
 	}
 	if _, err := NewReader(filepath.Join(t.TempDir(), "missing"), Filter{}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing trail: %v, want ErrNotExist", err)
+	}
+}
+
+// TestReadStopsWhenContextEnds: an ended context stops reading with its error, and what was
+// not yielded is read by the next call.
+func TestReadStopsWhenContextEnds(t *testing.T) {
+	dir := t.TempDir()
+	seg := filepath.Join(dir, "s.jsonl")
+	appendRecords(t, seg,
+		Record{Kind: KindSegmentStart, Time: at(0), Segment: "s"},
+		Record{Seq: 1, Kind: KindSessionStart, Time: at(1)},
+		Record{Seq: 2, Kind: KindSessionEnd, Time: at(2)},
+	)
+	r, err := NewReader(dir, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []Kind
+	var errs []error
+	for e, err := range r.Entries(ctx) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		got = append(got, e.Record.Kind)
+		cancel()
+	}
+	if !slices.Equal(got, []Kind{KindSessionStart}) || len(errs) != 1 || !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("after cancel: records %v, errors %v; want one record, then context.Canceled", got, errs)
+	}
+	if rest := collect(t, r); len(rest) != 1 || rest[0].Record.Kind != KindSessionEnd {
+		t.Errorf("the next read gives %d entries, want the session_end not yielded before", len(rest))
 	}
 }

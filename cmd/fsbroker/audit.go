@@ -123,7 +123,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "verify":
-		return auditVerify(rest, stdout, stderr)
+		return auditVerify(ctx, rest, stdout, stderr)
 	case "query":
 		return auditQuery(ctx, rest, stdout, stderr)
 	case "tail":
@@ -452,10 +452,16 @@ type readProblems struct {
 	n      int
 }
 
-// report prints a reading error.
-func (rp *readProblems) report(err error) {
+// report prints a line or file of the trail that could not be read, and returns nil; any
+// other error means the reading stopped (ctx ended), and is returned.
+func (rp *readProblems) report(err error) error {
+	var rerr *audit.ReadError
+	if !errors.As(err, &rerr) {
+		return err
+	}
 	rp.n++
 	fmt.Fprintln(rp.stderr, "fsbroker:", err)
+	return nil
 }
 
 // result ends a reading command: an exit status of 1 when some lines could not be read.
@@ -468,7 +474,7 @@ func (rp *readProblems) result() error {
 }
 
 // auditVerify runs `fsbroker audit verify`.
-func auditVerify(args []string, stdout, stderr io.Writer) error {
+func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newAuditFlagSet("verify", auditVerifyHelp, stderr)
 	var (
 		tf   trailFlags
@@ -517,7 +523,10 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 		}
 		keys.Checkpoint = append(keys.Checkpoint, pub)
 	}
-	rep, err := audit.Verify(path, keys)
+	rep, err := verifyInterruptibly(ctx, path, keys)
+	if ctx.Err() != nil {
+		return fmt.Errorf("verify: %w", ctx.Err())
+	}
 	if err != nil {
 		return configErrorf("cannot verify %s: %v", path, err)
 	}
@@ -536,6 +545,27 @@ func auditVerify(args []string, stdout, stderr io.Writer) error {
 		return &exitCodeError{code: exitFailure}
 	}
 	return nil
+}
+
+// verifyInterruptibly runs audit.Verify, which takes no context, and returns early when ctx
+// ends (SIGINT or SIGTERM) so a long verification can be stopped; the process then exits
+// without waiting for it.
+func verifyInterruptibly(ctx context.Context, path string, keys audit.VerifyKeys) (audit.Report, error) {
+	type result struct {
+		rep audit.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := audit.Verify(path, keys)
+		done <- result{rep, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return audit.Report{}, ctx.Err()
+	case r := <-done:
+		return r.rep, r.err
+	}
 }
 
 // printReport prints a verification report for a person.
@@ -606,28 +636,28 @@ func auditQuery(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	problems := &readProblems{stderr: stderr}
 	n := 0
-	for e, err := range r.Entries() {
-		if ctx.Err() != nil {
-			break
-		}
+	var stopped error
+	for e, err := range r.Entries(ctx) {
 		if err != nil {
-			problems.report(err)
+			if stopped = problems.report(err); stopped != nil {
+				break
+			}
 			continue
 		}
 		p.print(&e)
 		n++
-		if n == *limit {
+		if n == *limit || p.err != nil {
 			break
 		}
 	}
 	if err := p.flush(); err != nil {
 		return err
 	}
+	if stopped != nil {
+		return fmt.Errorf("query: %w", stopped)
+	}
 	if n == 0 {
 		fmt.Fprintln(stderr, "fsbroker: no records match")
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("query: %w", err)
 	}
 	return problems.result()
 }
@@ -680,10 +710,11 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// The last n records: a ring.
 	last := make([]audit.Entry, 0, min(*n, 4096))
 	next := 0
-	for e, err := range r.Entries() {
+	var stopped error
+	for e, err := range r.Entries(ctx) {
 		switch {
 		case err != nil:
-			problems.report(err)
+			stopped = problems.report(err)
 		case *n == 0:
 		case len(last) < *n:
 			last = append(last, e)
@@ -691,6 +722,15 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			last[next] = e
 			next = (next + 1) % *n
 		}
+		if stopped != nil {
+			break
+		}
+	}
+	if stopped != nil {
+		if *follow {
+			return nil // interrupted
+		}
+		return fmt.Errorf("tail: %w", stopped)
 	}
 	for i := range last {
 		p.print(&last[(next+i)%len(last)])
@@ -709,12 +749,16 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return nil
 		case <-tick.C:
 		}
-		for e, err := range r.Entries() {
+		for e, err := range r.Entries(ctx) {
 			if err != nil {
-				problems.report(err)
+				if problems.report(err) != nil {
+					return nil // interrupted
+				}
 				continue
 			}
-			p.print(&e)
+			if p.print(&e); p.err != nil {
+				break
+			}
 		}
 		if err := p.flush(); err != nil {
 			return err
@@ -750,12 +794,11 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	problems := &readProblems{stderr: stderr}
-	for ev, err := range audit.ExportOPA(path, audit.OPAOptions{Filter: f, Version: brokerVersion()}) {
-		if ctx.Err() != nil {
-			return fmt.Errorf("export: %w", ctx.Err())
-		}
+	for ev, err := range audit.ExportOPA(ctx, path, audit.OPAOptions{Filter: f, Version: brokerVersion()}) {
 		if err != nil {
-			problems.report(err)
+			if stopped := problems.report(err); stopped != nil {
+				return fmt.Errorf("export: %w", stopped)
+			}
 			continue
 		}
 		if err := enc.Encode(ev); err != nil {

@@ -203,7 +203,7 @@ func TestAuditVerify(t *testing.T) {
 		dir := tr.copy(t)
 		// The newest segment of a writer: one that no other segment follows.
 		followed := map[string]bool{}
-		for rec, err := range audit.Records(dir, audit.Filter{Kind: audit.KindSegmentStart}) {
+		for rec, err := range audit.Records(context.Background(), dir, audit.Filter{Kind: audit.KindSegmentStart}) {
 			if err != nil {
 				t.Fatal(err)
 			}
