@@ -138,6 +138,11 @@ func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executo
 // writes its decision record. It returns nil when the request may go on, else
 // the refusal.
 func (s *Session) decide(ctx context.Context, req Request) error {
+	if req.Operation == OpWrite {
+		if err := s.checkUsage(time.Now()); err != nil {
+			return err
+		}
+	}
 	req.Input = s.policyInput(req)
 	start := time.Now()
 	v := s.decider.Decide(ctx, req)
@@ -254,7 +259,7 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		r, done, err = s.stages.write(ctx, s.exec, t, data, p.Offset, final, opts)
 		if err == nil && !done {
 			countBytes(ctx, int64(len(data)))
-			s.bytesWritten.add(time.Now(), int64(len(data)))
+			s.addWritten(time.Now(), int64(len(data)))
 			return writeResult{Path: t.Path.MountPath(), Size: r.Size, Created: false}, nil
 		}
 	}
@@ -262,7 +267,7 @@ func (s *Session) filesWrite(ctx context.Context, params json.RawMessage) (any, 
 		return nil, err
 	}
 	countBytes(ctx, int64(len(data)))
-	s.bytesWritten.add(time.Now(), int64(len(data)))
+	s.addWritten(time.Now(), int64(len(data)))
 	return writeResult{Path: r.Path.MountPath(), Size: r.Size, ETag: r.ETag, Created: r.Created}, nil
 }
 

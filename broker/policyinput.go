@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/usage"
 )
 
 // PolicyInput is the document every policy query receives. Its contract is
@@ -149,7 +151,7 @@ func (s *Session) policyInput(req Request) *PolicyInput {
 		Params:    paramsWithoutContent(req.Params),
 		Bytes:     req.Bytes,
 		Grants:    s.grants(),
-		Usage:     InputUsage{BytesWrittenToday: s.bytesWritten.today(time.Now()), Watches: s.watches.count()},
+		Usage:     InputUsage{BytesWrittenToday: s.writtenToday(time.Now()), Watches: s.watches.count()},
 		Time:      NewInputTime(time.Now()),
 	}
 	if req.Method != "roots/list" {
@@ -177,6 +179,50 @@ func (s *Session) grants() []InputGrant {
 		out = append(out, InputGrant{Access: access, Path: r.Mount, Granted: granted, Expires: ""})
 	}
 	return out
+}
+
+// WithUsage keeps the bytes each server writes per UTC day in a store shared
+// by every session and broker process on the state directory (so the daily
+// quota survives reconnects and restarts), instead of per session in memory.
+func WithUsage(st *usage.Store) Option { return func(s *Session) { s.usage = st } }
+
+// writtenToday is what the server wrote today: from the shared store when
+// there is one (a store that cannot be read makes a write fail closed in
+// checkUsage; other requests go on with the session's own count), else the
+// session's count.
+func (s *Session) writtenToday(now time.Time) int64 {
+	if s.usage != nil {
+		id, _ := s.serverID()
+		if n, err := s.usage.Today(id, now); err == nil {
+			return max(n, s.bytesWritten.today(now))
+		}
+	}
+	return s.bytesWritten.today(now)
+}
+
+// checkUsage refuses a write when the shared usage store cannot be read: the
+// daily quota could not be enforced.
+func (s *Session) checkUsage(now time.Time) error {
+	if s.usage == nil {
+		return nil
+	}
+	id, _ := s.serverID()
+	if _, err := s.usage.Today(id, now); err != nil {
+		s.log.Error("cannot read the server's usage; refusing the write", "error", err)
+		return errcode.Wrap(errcode.IOError, "the daily write quota cannot be checked", err)
+	}
+	return nil
+}
+
+// addWritten counts n bytes written by the server now.
+func (s *Session) addWritten(now time.Time, n int64) {
+	s.bytesWritten.add(now, n)
+	if s.usage != nil {
+		id, _ := s.serverID()
+		if _, err := s.usage.Add(id, now, n); err != nil {
+			s.log.Error("cannot record the server's usage", "bytes", n, "error", err)
+		}
+	}
 }
 
 // dailyCounter counts bytes for the current UTC day; it starts again at

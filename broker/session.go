@@ -25,6 +25,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/usage"
 	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/schema"
 )
@@ -126,7 +127,8 @@ type Session struct {
 	transport    string
 	pinnedID     string
 	started      time.Time
-	bytesWritten dailyCounter
+	bytesWritten dailyCounter // this session's writes, today
+	usage        *usage.Store // every process's writes, per server, today
 	trail        *audit.Writer
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued

@@ -3,15 +3,19 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/usage"
 )
 
 // testTrail is a real audit writer in a temporary directory, with the keys
@@ -242,4 +246,53 @@ func TestAuditFailsClosed(t *testing.T) {
 	f.mustFail("files/write", map[string]any{"path": "ro/a.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
 	// The session goes on.
 	f.call("ping", map[string]any{})
+}
+
+// usageDecider records the bytesWrittenToday of every write it allows.
+type usageDecider struct {
+	RootModeDecider
+	mu   sync.Mutex
+	seen []int64
+}
+
+func (d *usageDecider) Decide(ctx context.Context, req Request) Verdict {
+	if req.Operation == OpWrite {
+		d.mu.Lock()
+		d.seen = append(d.seen, req.Input.Usage.BytesWrittenToday)
+		d.mu.Unlock()
+	}
+	return d.RootModeDecider.Decide(ctx, req)
+}
+
+// TestUsageIsSharedAcrossSessions: the bytes a server wrote in one session
+// count in the next (a reconnect does not reset the daily quota), and a usage
+// store that cannot be read refuses writes but not reads.
+func TestUsageIsSharedAcrossSessions(t *testing.T) {
+	st, err := usage.Open(filepath.Join(t.TempDir(), usage.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d1, d2 := &usageDecider{}, &usageDecider{}
+	f1 := startFiles(t, WithUsage(st), WithDecider(d1))
+	f1.call("files/write", map[string]any{"path": "rw/a.txt", "content": "12345"})
+	f1.call("files/write", map[string]any{"path": "rw/b.txt", "content": "123"})
+	f2 := startFiles(t, WithUsage(st), WithDecider(d2))
+	f2.call("files/write", map[string]any{"path": "rw/c.txt", "content": "1"})
+	if !slices.Equal(d1.seen, []int64{0, 5}) || !slices.Equal(d2.seen, []int64{8}) {
+		t.Errorf("bytesWrittenToday seen by session 1 %v, session 2 %v; want [0 5] and [8]", d1.seen, d2.seen)
+	}
+
+	id := f2.sess.Server().Name
+	if err := os.WriteFile(st.Path(id), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := f2.mustFail("files/write", map[string]any{"path": "rw/d.txt", "content": "x"}, -32004, "IO_ERROR")
+	if !strings.Contains(data["reason"].(string), "quota") {
+		t.Errorf("reason %q", data["reason"])
+	}
+	if _, err := os.Stat(filepath.Join(f2.rw, "d.txt")); !os.IsNotExist(err) {
+		t.Errorf("d.txt written while the quota could not be checked: %v", err)
+	}
+	f2.call("files/read", map[string]any{"path": "ro/a.txt"})
 }
