@@ -27,7 +27,13 @@ type fileConfig struct {
 	Policies string       `json:"policies"`
 	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
 	// from a bundle server.
-	OPA json.RawMessage `json:"opa"`
+	OPA   json.RawMessage `json:"opa"`
+	Audit struct {
+		Dir             string `json:"dir"`
+		Sync            string `json:"sync"`
+		RedactPaths     bool   `json:"redactPaths"`
+		MaxSegmentBytes int64  `json:"maxSegmentBytes"`
+	} `json:"audit"`
 	Log struct {
 		Level  string `json:"level"`
 		Format string `json:"format"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,10 +17,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/open-policy-agent/opa/v1/bundle"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/usage"
 	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
@@ -49,6 +52,10 @@ type options struct {
 	bundleKey       string
 	bundleKeyAlg    string
 	bundleKeyID     string
+	auditDir        string
+	auditSync       string
+	redactPaths     bool
+	auditSegment    int64
 	opaConfig       json.RawMessage // the config file's opa member
 	opaBundles      bool            // pull the policy set as opaConfig says
 
@@ -119,6 +126,10 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
+	fs.StringVar(&o.auditDir, "audit", "", "audit trail `DIR`, where this process writes its own segment files; default <state-dir>/audit")
+	fs.StringVar(&o.auditSync, "audit-sync", "batch", "audit durability `MODE`: batch (fsync within 10 ms), always (fsync before the operation) or none")
+	fs.BoolVar(&o.redactPaths, "audit-redact-paths", false, "record paths in the audit trail as keyed digests (see fsbroker audit hash)")
+	fs.Int64Var(&o.auditSegment, "audit-segment-bytes", audit.DefaultMaxSegmentBytes, "start a new audit segment file after `BYTES`")
 	return fs, o
 }
 
@@ -148,6 +159,49 @@ type setup struct {
 	exec      *executor.Executor
 	hub       *watch.Hub
 	engine    *engine.Engine
+	trail     *audit.Writer
+	usage     *usage.Store
+}
+
+// close releases what prepare opened: the audit trail is flushed and its
+// last checkpoint written.
+func (s *setup) close() {
+	if s.usage != nil {
+		s.usage.Close()
+	}
+	if s.trail != nil {
+		if err := s.trail.Close(); err != nil {
+			s.log.Error("closing the audit trail", "error", err)
+		}
+	}
+}
+
+// openAudit opens this process's audit writer.
+func openAudit(o *options) (*audit.Writer, error) {
+	mode, err := audit.ParseSyncMode(o.auditSync)
+	if err != nil {
+		return nil, configErrorf("--audit-sync %q: want batch, always or none", o.auditSync)
+	}
+	if o.auditSegment < 4096 {
+		return nil, configErrorf("--audit-segment-bytes %d: must be at least 4096", o.auditSegment)
+	}
+	dir := o.auditDir
+	if dir == "" {
+		dir = filepath.Join(o.stateDir, "audit")
+	}
+	opts := []audit.Option{audit.WithSync(mode), audit.WithStateDir(o.stateDir), audit.WithMaxSegmentBytes(o.auditSegment)}
+	if hexKey := os.Getenv(auditKeyEnv); hexKey != "" {
+		key, err := hex.DecodeString(hexKey)
+		if err != nil || len(key) != audit.KeySize {
+			return nil, configErrorf("%s: want %d hex digits", auditKeyEnv, 2*audit.KeySize)
+		}
+		opts = append(opts, audit.WithKey(key))
+	}
+	w, err := audit.Open(dir, opts...)
+	if err != nil {
+		return nil, configErrorf("--audit %s: %v", dir, err)
+	}
+	return w, nil
 }
 
 // loadPolicies loads the policy set: --policies DIR (its tests run before it
@@ -261,6 +315,13 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
 		return nil, err
 	}
+	if s.usage, err = usage.Open(filepath.Join(o.stateDir, usage.DirName), usage.WithLogger(s.log.Named("usage"))); err != nil {
+		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
+	}
+	if s.trail, err = openAudit(o); err != nil {
+		s.usage.Close()
+		return nil, err
+	}
 	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
 		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
@@ -330,6 +391,21 @@ func (o *options) mergeConfig(c *fileConfig) error {
 			return configErrorf("%s: /policies and /opa/bundles: give one policy source", o.configPath)
 		}
 		o.opaConfig, o.opaBundles = c.OPA, !o.set["policies"] && !o.set["bundle"]
+	}
+	if c.Audit.Dir != "" && !o.set["audit"] {
+		o.auditDir = c.Audit.Dir
+		if !filepath.IsAbs(o.auditDir) {
+			o.auditDir = filepath.Join(filepath.Dir(o.configPath), o.auditDir)
+		}
+	}
+	if c.Audit.Sync != "" && !o.set["audit-sync"] {
+		o.auditSync = c.Audit.Sync
+	}
+	if c.Audit.RedactPaths && !o.set["audit-redact-paths"] {
+		o.redactPaths = true
+	}
+	if c.Audit.MaxSegmentBytes != 0 && !o.set["audit-segment-bytes"] {
+		o.auditSegment = c.Audit.MaxSegmentBytes
 	}
 	if c.StateDir != "" && !o.set["state-dir"] {
 		o.stateDir = c.StateDir

@@ -38,7 +38,37 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if limit := os.Getenv(fileSizeLimitEnv); limit != "" {
+		execWithFileSizeLimit(limit)
+	}
 	os.Exit(testMain(m))
+}
+
+// fileSizeLimitEnv makes the test binary a wrapper: it sets RLIMIT_FSIZE to
+// that many bytes and executes its arguments (see startLimited).
+const fileSizeLimitEnv = "FSBROKER_TEST_FSIZE"
+
+// execWithFileSizeLimit replaces this process with os.Args[1:] under a file
+// size limit: every write past limit bytes of a file fails with EFBIG.
+func execWithFileSizeLimit(limit string) {
+	n, err := strconv.ParseUint(limit, 10, 64)
+	if err == nil {
+		err = syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: n, Max: n})
+	}
+	if err == nil && len(os.Args) > 1 {
+		err = syscall.Exec(os.Args[1], os.Args[1:], os.Environ())
+	}
+	fmt.Fprintln(os.Stderr, "file size limit wrapper:", err)
+	os.Exit(1)
+}
+
+// startLimited starts fsbroker with args under a file size limit of limit
+// bytes.
+func startLimited(t *testing.T, limit int, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{brokerBin}, args...)...)
+	p := startProcEnv(t, cmd, fileSizeLimitEnv+"="+strconv.Itoa(limit))
+	return p
 }
 
 func testMain(m *testing.M) int {
@@ -202,6 +232,21 @@ type proc struct {
 // when empty).
 func startBroker(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	cmd := exec.Command(brokerBin, args...)
+	cmd.Dir = dir
+	return startProc(t, cmd)
+}
+
+// startProc starts cmd (fsbroker, possibly behind a wrapper that sets limits
+// first) with the broker's environment, wired to pipes.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	return startProcEnv(t, cmd)
+}
+
+// startProcEnv is startProc with more environment variables.
+func startProcEnv(t *testing.T, cmd *exec.Cmd, env ...string) *proc {
+	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +259,7 @@ func startBroker(t *testing.T, dir string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(brokerBin, args...)
-	cmd.Dir = dir
-	cmd.Env = brokerEnv()
+	cmd.Env = append(brokerEnv(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start fsbroker: %v", err)
@@ -547,9 +590,10 @@ func (p *proc) waitLogCount(s string, n int) {
 
 // dataOf decodes an error's data.
 type errorData struct {
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-	Errors []struct {
+	Code       string `json:"code"`
+	Reason     string `json:"reason"`
+	DecisionID string `json:"decisionId"`
+	Errors     []struct {
 		Pointer string `json:"pointer"`
 		Message string `json:"message"`
 	} `json:"errors"`

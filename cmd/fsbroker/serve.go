@@ -6,9 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/child"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
@@ -33,6 +35,7 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	defer s.close()
 	stream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
 	s.log.Info("serving on stdio", "roots", s.roots.Len())
 	err = s.serve(ctx, stream)
@@ -53,6 +56,7 @@ func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer s.close()
 	proc, err := child.Start(rest[0], rest[1:], s.log.Named("server"))
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
@@ -124,6 +128,8 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithExecutor(s.exec),
 		broker.WithWatchHub(s.hub, s.opts.maxWatches),
 		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
+		broker.WithAudit(s.trail, s.opts.redactPaths),
+		broker.WithUsage(s.usage),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
@@ -146,9 +152,12 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 			err := s.engine.Watch(watchCtx, func(revision string, err error) {
 				if err != nil {
 					s.log.Warn("policy reload failed; the previous policies keep deciding", "error", err)
+					s.recordReload(watchCtx, audit.Record{Kind: audit.KindPolicyReloadFailed,
+						PolicyRevision: s.engine.Revision(), Detail: truncateDetail(err.Error())})
 					return
 				}
 				s.log.Info("policies reloaded", "revision", revision)
+				s.recordReload(watchCtx, audit.Record{Kind: audit.KindPolicyReload, PolicyRevision: revision})
 			})
 			if err != nil && watchCtx.Err() == nil {
 				s.log.Warn("the policy directory will not be reloaded on change", "error", err)
@@ -192,6 +201,21 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 	}
 	s.log.Info("session ended")
 	return nil
+}
+
+// recordReload writes a policy reload (or reload failure) to the audit trail.
+func (s *setup) recordReload(ctx context.Context, rec audit.Record) {
+	if _, err := s.trail.Append(context.WithoutCancel(ctx), rec); err != nil {
+		s.log.Error("cannot write the policy reload to the audit trail", "error", err)
+	}
+}
+
+// truncateDetail shortens a message to fit an audit record's detail.
+func truncateDetail(msg string) string {
+	if len(msg) <= audit.MaxDetail {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:audit.MaxDetail-3], "") + "..."
 }
 
 // removeStaleTemps clears what crashed brokers left in the roots, in the

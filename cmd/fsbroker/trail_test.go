@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+)
+
+// trailKeys loads the keys of the trail a broker wrote with --state-dir state
+// and --audit dir.
+func trailKeys(t *testing.T, state, dir string) audit.VerifyKeys {
+	t.Helper()
+	key, err := audit.LoadKey(filepath.Join(state, audit.DefaultKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := audit.LoadPublicKey(filepath.Join(dir, audit.PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audit.VerifyKeys{MAC: [][]byte{key}, Checkpoint: []ed25519.PublicKey{pub}}
+}
+
+// trailDecisions counts the decision records in the segments of dir.
+func trailDecisions(t *testing.T, dir string) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var r audit.Record
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == audit.KindDecision {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestAuditFailsClosedOnAWriteFailure runs the broker under a file size
+// limit (RLIMIT_FSIZE) of 600 bytes: a segment header fits, a header and a
+// decision record do not, so every append of a decision record really fails
+// (EFBIG, or a short write) while the broker, its keys and the files it is
+// asked to write stay under the limit. Every request must be refused with
+// "audit unavailable", nothing may be written, the failures are logged, the
+// session goes on, and what reached the trail shows no tampering.
+func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "old.txt"), "old content")
+	p := startLimited(t, 600, "stdio", "--root", root+":rw", "--state-dir", state, "--audit", trail, "--audit-sync", "always")
+	p.handshake("2025-11-25")
+
+	for i := range 20 {
+		name := fmt.Sprintf("f-%02d.txt", i)
+		r := p.call(i+1, "files/write", map[string]any{"path": "proj/" + name, "content": "new"})
+		if r.Error == nil {
+			t.Fatalf("write %d acknowledged although its decision record cannot be written", i)
+		}
+		d := dataOf(t, r)
+		if d.Code != "IO_ERROR" || d.Reason != "audit unavailable" || d.DecisionID == "" {
+			t.Fatalf("write %d: %s, want IO_ERROR audit unavailable with a decision id", i, r.raw)
+		}
+		if _, err := os.Stat(filepath.Join(root, name)); !os.IsNotExist(err) {
+			t.Fatalf("write %d was refused but %s exists (%v)", i, name, err)
+		}
+	}
+	for i, c := range []struct{ method, path string }{
+		{"files/write", "proj/old.txt"}, {"files/delete", "proj/old.txt"}, {"files/rename", "proj/old.txt"},
+	} {
+		params := map[string]any{"path": c.path, "content": "overwritten"}
+		if c.method == "files/rename" {
+			params = map[string]any{"oldPath": c.path, "newPath": "proj/renamed.txt"}
+		} else if c.method == "files/delete" {
+			params = map[string]any{"path": c.path}
+		}
+		if r := p.call(50+i, c.method, params); r.Error == nil || dataOf(t, r).Reason != "audit unavailable" {
+			t.Fatalf("%s: %s, want audit unavailable", c.method, r.raw)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "old.txt")); err != nil || string(b) != "old content" {
+		t.Errorf("old.txt = %q, %v; want it untouched", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "renamed.txt")); !os.IsNotExist(err) {
+		t.Errorf("renamed.txt exists: %v", err)
+	}
+	if p.countLog("cannot write the audit record") == 0 {
+		t.Error("the audit failures were not logged")
+	}
+	if r := p.call(100, "ping", nil); r.Error != nil {
+		t.Errorf("ping: %s", r.raw)
+	}
+	p.closeStdin()
+	p.waitExit()
+
+	rep, err := audit.Verify(trail, trailKeys(t, state, trail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Problem != nil && rep.Problem.Kind.Tampering() {
+		t.Errorf("the trail of a failing disk reads as tampered: %+v", rep)
+	}
+	if n := trailDecisions(t, trail); n != 0 {
+		t.Errorf("%d decision records made it into segments that could not hold one", n)
+	}
+}
+
+// TestAuditSurvivesSIGKILL kills a busy broker: the trail it leaves verifies
+// up to, at most, a torn last line, and holds a decision record for every
+// request that was answered.
+func TestAuditSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "a.txt"), "hello")
+	p := startBroker(t, "", "stdio", "--root", root+":rw", "--state-dir", state, "--audit", trail)
+	p.handshake("2025-11-25")
+	const n = 400
+	for i := range n {
+		method, params := "files/read", map[string]any{"path": "proj/a.txt"}
+		if i%2 == 1 {
+			method, params = "files/write", map[string]any{"path": fmt.Sprintf("proj/w-%d.txt", i%20), "content": "x"}
+		}
+		p.send(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": method, "params": params})
+	}
+	// Kill it once some of the requests were answered.
+	p.waitReplies(n / 4)
+	answered := p.replies()
+	p.signal(syscall.SIGKILL)
+	p.waitExit()
+
+	rep, err := audit.Verify(trail, trailKeys(t, state, trail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Problem != nil && rep.Problem.Kind != audit.ProblemTorn {
+		t.Fatalf("after SIGKILL: %+v, want intact or torn at the end", rep)
+	}
+	if got := trailDecisions(t, trail); got < answered {
+		t.Errorf("%d decision records, but %d requests were answered", got, answered)
+	}
+	t.Logf("%d answered before SIGKILL; trail: %d records, problem %v", answered, rep.Records, rep.Problem)
+}
+
+// replies counts the replies the broker has sent so far.
+func (p *proc) replies() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.msgs {
+		if m.Method == "" && len(m.ID) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// waitReplies waits until the broker has sent at least n replies.
+func (p *proc) waitReplies(n int) {
+	p.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		if p.replies() >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			p.t.Fatalf("%d replies within %s, want %d", p.replies(), waitLimit, n)
+		}
+	}
+}
