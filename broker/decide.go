@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -110,6 +111,9 @@ func (RootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath
 type PolicyDecider struct {
 	Engine *engine.Engine
 	Log    hclog.Logger
+	// DecisionLog, when set, also ships every decision to an OPA
+	// decision-log service, under the audit trail's decision id.
+	DecisionLog *engine.DecisionLogger
 }
 
 var _ Decider = PolicyDecider{}
@@ -117,9 +121,19 @@ var _ Decider = PolicyDecider{}
 // Decide implements Decider. The engine fails closed on its own (a denial
 // with a generic reason); the error behind it goes to the log.
 func (d PolicyDecider) Decide(ctx context.Context, req Request) Verdict {
+	start := time.Now()
 	dec, err := d.Engine.Decide(ctx, inputDoc(req.Input))
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide; denying", "method", req.Method, "error", err)
+	}
+	if d.DecisionLog != nil {
+		id := ""
+		if c := callFrom(ctx); c != nil {
+			id = c.id
+		}
+		if err := d.DecisionLog.LogDecision(ctx, id, req.Input, dec, time.Since(start)); err != nil && d.Log != nil {
+			d.Log.Warn("cannot queue the decision for the decision log", "error", err)
+		}
 	}
 	v := Verdict{Allow: dec.Allow, Reasons: dec.Reasons, Revision: dec.Revision}
 	if !dec.Allow {

@@ -161,11 +161,17 @@ type setup struct {
 	engine    *engine.Engine
 	trail     *audit.Writer
 	usage     *usage.Store
+	decisions *engine.DecisionLogger
 }
 
 // close releases what prepare opened: the audit trail is flushed and its
 // last checkpoint written.
 func (s *setup) close() {
+	if s.decisions != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
+		s.decisions.Close(ctx) // uploads what is buffered
+		cancel()
+	}
 	if s.usage != nil {
 		s.usage.Close()
 	}
@@ -322,6 +328,14 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		s.usage.Close()
 		return nil, err
 	}
+	if len(o.opaConfig) > 0 {
+		host, _ := os.Hostname()
+		id := fmt.Sprintf("fsbroker-%s-%d", host, os.Getpid())
+		if s.decisions, err = engine.NewDecisionLogger(context.Background(), o.opaConfig, id, brokerVersion()); err != nil {
+			s.close()
+			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
+		}
+	}
 	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
 		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
@@ -386,11 +400,12 @@ func (o *options) mergeConfig(c *fileConfig) error {
 			o.policiesDir = filepath.Join(filepath.Dir(o.configPath), o.policiesDir)
 		}
 	}
+	o.opaConfig = c.OPA
 	if opaBundles(c.OPA) {
 		if c.Policies != "" {
 			return configErrorf("%s: /policies and /opa/bundles: give one policy source", o.configPath)
 		}
-		o.opaConfig, o.opaBundles = c.OPA, !o.set["policies"] && !o.set["bundle"]
+		o.opaBundles = !o.set["policies"] && !o.set["bundle"]
 	}
 	if c.Audit.Dir != "" && !o.set["audit"] {
 		o.auditDir = c.Audit.Dir

@@ -127,7 +127,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithPingInterval(s.opts.pingInterval),
 		broker.WithExecutor(s.exec),
 		broker.WithWatchHub(s.hub, s.opts.maxWatches),
-		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
+		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy"), DecisionLog: s.decisions}),
 		broker.WithAudit(s.trail, s.opts.redactPaths),
 		broker.WithUsage(s.usage),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
