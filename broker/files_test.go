@@ -24,7 +24,7 @@ type filesFixture struct {
 	next   atomic.Int64
 }
 
-func startFiles(t *testing.T, opts ...Option) *filesFixture {
+func startFiles(t testing.TB, opts ...Option) *filesFixture {
 	t.Helper()
 	base := t.TempDir()
 	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")

@@ -24,7 +24,7 @@ const wait = 10 * time.Second
 
 // peer plays the MCP server over real pipes against a Session.
 type peer struct {
-	t      *testing.T
+	t      testing.TB
 	toB    *os.File // the peer writes here; the broker reads
 	fromB  *bufio.Reader
 	sess   *Session
@@ -36,7 +36,7 @@ type peer struct {
 }
 
 // startPeer starts a Session over pipes. It does not answer initialize.
-func startPeer(t *testing.T, set *roots.Set, opts ...Option) *peer {
+func startPeer(t testing.TB, set *roots.Set, opts ...Option) *peer {
 	t.Helper()
 	bIn, pOut, err := os.Pipe() // peer -> broker
 	if err != nil {
@@ -140,7 +140,7 @@ func str(raw json.RawMessage) string {
 }
 
 // errorOf decodes a reply's error object.
-func errorOf(t *testing.T, m map[string]json.RawMessage) (code int, dataCode string, data map[string]any) {
+func errorOf(t testing.TB, m map[string]json.RawMessage) (code int, dataCode string, data map[string]any) {
 	t.Helper()
 	var e struct {
 		Code int            `json:"code"`
