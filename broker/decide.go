@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -122,7 +123,8 @@ var _ Decider = PolicyDecider{}
 // with a generic reason); the error behind it goes to the log.
 func (d PolicyDecider) Decide(ctx context.Context, req Request) Verdict {
 	start := time.Now()
-	dec, err := d.Engine.Decide(ctx, inputDoc(req.Input))
+	doc := inputDoc(req.Input)
+	dec, err := d.Engine.DecideCached(ctx, cacheKey(doc), doc)
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide; denying", "method", req.Method, "error", err)
 	}
@@ -154,6 +156,17 @@ func (d PolicyDecider) Visible(ctx context.Context, req Request, entries []Input
 		d.Log.Error("the policy could not decide visibility; hiding the entries", "method", req.Method, "error", err)
 	}
 	return vis, err
+}
+
+// cacheKey is the decision cache's key for an encoded policy input: the
+// document without its time member, which PolicyInput encodes last. "" (no
+// caching) if it is not there.
+func cacheKey(doc json.RawMessage) string {
+	i := bytes.LastIndex(doc, []byte(`,"time":{`))
+	if i < 0 {
+		return ""
+	}
+	return string(doc[:i])
 }
 
 // inputDoc encodes a policy input for the engine.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/watch"
@@ -245,5 +246,28 @@ visible contains e.mountPath if {
 	got := res["roots"].([]any)
 	if len(got) != 1 || got[0].(map[string]any)["name"] != "ro" {
 		t.Errorf("roots/list = %v, want only ro", got)
+	}
+}
+
+// TestCacheKeyIsTheInputWithoutTime: the decision cache's key leaves out the
+// time, and only the time.
+func TestCacheKeyIsTheInputWithoutTime(t *testing.T) {
+	in := &PolicyInput{Version: 1, Method: "files/read", Operation: OpRead,
+		Params: map[string]any{"nested": map[string]any{"a": 1, "time": map[string]any{"x": 1}}},
+		Time:   NewInputTime(time.Unix(1, 0))}
+	doc1 := inputDoc(in)
+	in.Time = NewInputTime(time.Unix(2, 0))
+	doc2 := inputDoc(in)
+	k1, k2 := cacheKey(doc1), cacheKey(doc2)
+	if k1 == "" || k1 != k2 {
+		t.Fatalf("keys %q and %q, want equal and not empty", k1, k2)
+	}
+	var rest map[string]any
+	if err := json.Unmarshal([]byte("{"+string(doc1[len(k1)+1:])), &rest); err != nil || len(rest) != 1 || rest["time"] == nil {
+		t.Errorf("what the key leaves out: %s (%v)", doc1[len(k1):], err)
+	}
+	in.Usage.BytesWrittenToday = 1
+	if cacheKey(inputDoc(in)) == k1 {
+		t.Error("a change of usage left the key as it was")
 	}
 }

@@ -272,6 +272,28 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		})
 
+		// The same decision again, from the set's decision cache (the broker's key: the
+		// input's JSON without its time member).
+		b.Run(tc.name+"/rego-cached", func(b *testing.B) {
+			e, err := New(ctx, Source{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if e.current().cache == nil {
+				b.Skip("this policy set is not cacheable")
+			}
+			doc, err := json.Marshal(in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := string(doc)
+			percentiles(b, func() {
+				if d, err := e.DecideCached(ctx, key, in); err != nil || !d.Allow {
+					b.Fatalf("DecideCached = %#v, %v", d, err)
+				}
+			})
+		})
+
 		b.Run(tc.name+"/sdk", func(b *testing.B) {
 			opa := newSDK(b, tc.files)
 			decide := func() (Decision, error) {

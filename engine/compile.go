@@ -38,6 +38,7 @@ type policySet struct {
 	decision   rego.PreparedEvalQuery
 	visible    rego.PreparedEvalQuery
 	hasVisible bool
+	cache      *decisionCache // nil unless the set is cacheable
 	modules    int
 	tests      int
 }
@@ -87,6 +88,14 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	}
 
 	set := &policySet{revision: raw.revision, modules: len(raw.modules), tests: len(raw.tests)}
+	if ok, readsTime, why := cacheable(c.Modules); ok {
+		set.cache = &decisionCache{}
+		if readsTime {
+			set.cache.ttl = timeTTL
+		}
+	} else {
+		opts.logger.Debug("decisions of this policy set are not cached", "why", why)
+	}
 	set.hasVisible = len(c.GetRulesExact(ast.MustParseRef(visibleQuery))) > 0
 	hook := printHook{logger: opts.logger}
 	if set.decision, err = prepare(ctx, c, store, decisionQuery, hook); err != nil {

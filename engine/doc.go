@@ -56,4 +56,10 @@
 // machines OPA's evaluator spends about 3 to 5 us per rule evaluated, and converting input
 // about 0.8 us per grant and 2.5 us per listing entry, with either API. GC makes the p99: with
 // GOGC=400 the realistic p99 halves while the p50 does not move.
+//
+// [Engine.DecideCached] meets it for repeated requests: a set whose decisions depend only on
+// its input and data (checked at load: no nondeterministic or clock-reading built-in, no read of
+// the input as a whole or by a computed key) keeps up to 4,096 decisions by a caller's key (the
+// broker's is the input without its time), dropped with the set on reload; when a rule reads
+// input.time a decision is reused for at most a second. A hit takes about 0.1 us.
 package engine

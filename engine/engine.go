@@ -202,7 +202,11 @@ func (e *Engine) Revision() string {
 // no other key, it returns a denial with code PERMISSION_DENIED and a generic reason, together
 // with the error for the caller to log. A policy denial without a code gets PERMISSION_DENIED.
 func (e *Engine) Decide(ctx context.Context, input any) (Decision, error) {
-	set := e.current()
+	return e.decideWith(ctx, e.current(), input)
+}
+
+// decideWith is Decide with a given policy set (nil: none is loaded).
+func (e *Engine) decideWith(ctx context.Context, set *policySet, input any) (Decision, error) {
 	if set == nil {
 		return deny("", reasonNoPolicy), fmt.Errorf("engine: %w", errNoPolicy)
 	}
