@@ -7,7 +7,7 @@ FUZZTIME ?= 15s
 # Every fuzz target as DIR:NAME, found in the _test.go files.
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
-.PHONY: all build test bench fuzz lint demo clean
+.PHONY: demo-sdk all build test bench fuzz lint demo clean
 
 all: lint test
 
@@ -42,9 +42,14 @@ lint:
 	GOOS=darwin  GOARCH=arm64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 
-## demo: a real session: fsbroker serves the example MCP server (official Go
-## SDK), which lists its roots and exits; the session is in the log
+## demo: a guided session on built-in defaults: a scripted MCP server's
+## requests allowed and denied, then the audit trail and its verification
 demo: build
+	$(BIN)/fsbroker demo
+
+## demo-sdk: fsbroker serves the example MCP server (official Go SDK), which
+## lists its roots and exits; the session is in the log
+demo-sdk: build
 	$(BIN)/fsbroker connect --root . --log-level debug -- $(BIN)/example-server -exit-after-roots
 
 clean:

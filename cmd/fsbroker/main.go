@@ -9,6 +9,7 @@
 //	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
 //	fsbroker eval --input FILE            the decision on one policy input
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
+//	fsbroker demo [--dir DIR]             a guided session on built-in defaults
 //	fsbroker version                      print the version
 //
 // Exit status: 0 clean session end, 1 runtime failure, 2 usage or
@@ -56,6 +57,7 @@ Usage:
   fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
+  fsbroker demo [--dir DIR]             a guided session on built-in defaults: decisions and the audit trail
   fsbroker version                      print the version
   fsbroker help [COMMAND]               show help
 
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runEval(ctx, rest, stdout, stderr)
 	case "audit":
 		err = runAudit(ctx, rest, stdout, stderr)
+	case "demo":
+		err = runDemo(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
 	case "help", "-h", "-help", "--help":
