@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/schema"
 )
 
 // auditKeyEnv holds the audit key as 64 hex digits, for verify and hash.
@@ -30,7 +31,11 @@ const followInterval = 200 * time.Millisecond
 const auditUsage = `Usage: fsbroker audit COMMAND [flags] [PATH]
 
 Check and read the audit trail. PATH is a segment file or a directory of them;
-default: --audit PATH if given, else <state-dir>/audit.
+default: --audit PATH if given, else the audit.dir of the --config FILE, else
+<state-dir>/audit. The state directory (where the audit key is) is --state-dir,
+else the stateDir of the --config FILE, else the default: the broker resolves
+them the same way, so --config FILE alone finds the trail of a broker started
+with that file.
 
 Commands:
   verify [PATH]                         prove the trail intact, or name its first bad record (needs the audit key)
@@ -51,7 +56,8 @@ a segment left unfinished by a broker that crashed or was killed, which is not
 tampering (every record before it verifies).
 
 The audit key is --key FILE, else $FSBROKER_AUDIT_KEY (64 hex digits), else
-<state-dir>/audit.key. Give keys used before a rotation with --old-key.
+<state-dir>/audit.key (--state-dir, else the stateDir of --config FILE). Give
+keys used before a rotation with --old-key.
 
 The checkpoint public key defaults to the checkpoint.pub beside the trail; it is
 only as trustworthy as the log directory, so give a trusted copy with
@@ -108,7 +114,8 @@ const auditHashHelp = `Usage: fsbroker audit hash [flags] PATH
 Print the digest that stands for PATH in a trail written with redacted paths
 (audit.redactPaths), to find its records with query --path-digest. The digest
 is an HMAC of the exact path string under the audit key (--key FILE, else
-$FSBROKER_AUDIT_KEY, else <state-dir>/audit.key).
+$FSBROKER_AUDIT_KEY, else <state-dir>/audit.key, where --config FILE can name
+the state directory).
 
 The broker hashes the canonical path: absolute, cleaned, symlinks resolved. An
 absolute PATH is hashed exactly as given, so give that form. A relative PATH is
@@ -186,15 +193,67 @@ func parseAuditFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// trailFlags locate the trail and the state directory.
+// trailFlags locate the trail and the state directory the way the broker does: the flags,
+// else the config file's members, else the defaults.
 type trailFlags struct {
-	auditPath string
-	stateDir  string
+	auditPath  string
+	stateDir   string
+	configPath string
 }
 
 func (t *trailFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.auditPath, "audit", "", "the trail `PATH` (a directory of segments, or one segment file) when no PATH argument is given; default <state-dir>/audit")
-	fs.StringVar(&t.stateDir, "state-dir", "", "the broker's state `DIR` (the trail and the audit key); default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	fs.StringVar(&t.auditPath, "audit", "", "the trail `PATH` (a directory of segments, or one segment file) when no PATH argument is given; default the config file's audit.dir, else <state-dir>/audit")
+	t.registerState(fs)
+}
+
+// registerState registers the flags that locate the state directory: --state-dir and --config.
+func (t *trailFlags) registerState(fs *flag.FlagSet) {
+	fs.StringVar(&t.stateDir, "state-dir", "", "the broker's state `DIR` (the trail and the audit key); default the config file's stateDir, else $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	fs.StringVar(&t.configPath, "config", "", "the broker's config `FILE`: its stateDir and audit.dir stand in for --state-dir and --audit when those are not given (nothing else in it is used)")
+}
+
+// parseTrailFlags parses args like parseAuditFlags, then fills in from the config file the
+// locations no flag gave.
+func parseTrailFlags(fs *flag.FlagSet, args []string, t *trailFlags) ([]string, error) {
+	pos, err := parseAuditFlags(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.applyConfig(); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// applyConfig loads --config FILE, when given, with the broker's own loader (so a file the
+// broker would refuse is refused here too, with the same message) and takes its stateDir and
+// audit.dir for --state-dir and --audit where those flags were not given. Relative paths are
+// relative to the config file's directory, as the broker resolves them (options.mergeConfig).
+func (t *trailFlags) applyConfig() error {
+	if t.configPath == "" {
+		return nil
+	}
+	v, err := schema.New()
+	if err != nil {
+		return fmt.Errorf("compile schemas: %w", err)
+	}
+	cfg, err := loadConfig(t.configPath, v)
+	if err != nil {
+		return err
+	}
+	fromConfig := func(p string) string {
+		if p != "" && !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(t.configPath), p)
+		}
+		return p
+	}
+	if t.stateDir == "" {
+		t.stateDir = fromConfig(cfg.StateDir)
+	}
+	if t.auditPath == "" {
+		t.auditPath = fromConfig(cfg.Audit.Dir)
+	}
+	return nil
 }
 
 // state returns the state directory.
@@ -488,7 +547,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	})
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, err := parseAuditFlags(fs, args)
+	pos, err := parseTrailFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}
@@ -623,7 +682,7 @@ func auditQuery(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ff.register(fs, true)
 	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
 	limit := fs.Int("limit", 0, "print at most `N` records (0: all)")
-	pos, err := parseAuditFlags(fs, args)
+	pos, err := parseTrailFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}
@@ -695,7 +754,7 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
 	n := fs.Int("n", 10, "print the last `N` records")
 	follow := fs.Bool("f", false, "follow: print new records as they are appended, until interrupted")
-	pos, err := parseAuditFlags(fs, args)
+	pos, err := parseTrailFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}
@@ -776,7 +835,7 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tf.register(fs)
 	ff.register(fs, false)
 	format := fs.String("format", "opa", "export `FORMAT`: opa (OPA decision-log events, one JSON object a line)")
-	pos, err := parseAuditFlags(fs, args)
+	pos, err := parseTrailFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}
@@ -815,9 +874,9 @@ func auditHash(args []string, stdout, stderr io.Writer) error {
 		tf trailFlags
 		kf keyFlags
 	)
-	fs.StringVar(&tf.stateDir, "state-dir", "", "the broker's state `DIR`, where the audit key is; default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	tf.registerState(fs)
 	kf.register(fs, false)
-	pos, err := parseAuditFlags(fs, args)
+	pos, err := parseTrailFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}

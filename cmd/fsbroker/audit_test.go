@@ -271,6 +271,70 @@ func TestAuditVerify(t *testing.T) {
 	})
 }
 
+// TestAuditConfigLocatesTheTrail: --config FILE gives the state directory and the trail's
+// directory (relative to the file's directory) where no flag does; --state-dir, --audit and
+// PATH win over it; and a config file the broker would refuse is refused.
+func TestAuditConfigLocatesTheTrail(t *testing.T) {
+	t.Parallel()
+	tr := writeTrail(t)
+	confDir := t.TempDir()
+	rel, err := filepath.Rel(confDir, tr.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(confDir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Only stateDir: the trail is <stateDir>/audit, as the broker writes it.
+	stateOnly := config("state.yaml", "version: 1\nstateDir: "+rel+"\n")
+	// A damaged copy of the trail, named by audit.dir.
+	damaged := tr.copy(t)
+	file, _ := findLine(t, damaged, `"decisionId":"d2"`)
+	b, _ := os.ReadFile(file)
+	if err := os.WriteFile(file, bytes.Replace(b, []byte("/etc/shadow"), []byte("/etc/passwd"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	relDamaged, err := filepath.Rel(confDir, damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDir := config("dir.yaml", "stateDir: "+rel+"\naudit:\n  dir: "+relDamaged+"\n  sync: always\n")
+	empty := t.TempDir()
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"stateDir", []string{"verify", "--config", stateOnly}, 0, tr.dir + ": intact"},
+		{"audit.dir", []string{"verify", "--config", withDir}, 1, file + ":"},
+		{"--audit wins", []string{"verify", "--config", withDir, "--audit", tr.dir}, 0, tr.dir + ": intact"},
+		{"PATH wins", []string{"verify", "--config", withDir, tr.dir}, 0, tr.dir + ": intact"},
+		{"--state-dir wins", []string{"verify", "--config", stateOnly, "--state-dir", empty}, 2, filepath.Join(empty, "audit")},
+		{"--state-dir wins for the key", []string{"verify", "--config", withDir, "--state-dir", empty}, 2, "no audit key"},
+		{"--key wins", []string{"verify", "--config", withDir, "--key", filepath.Join(empty, "none.key")}, 2, "--key"},
+		{"query", []string{"query", "--config", stateOnly, "--decision", "deny", "--format", "json"}, 0, `"decisionId":"d2"`},
+		{"tail", []string{"tail", "--config", withDir, "-n", "1", "--decision", "deny", "--format", "json"}, 0, "/etc/passwd"},
+		{"export", []string{"export", "--config", stateOnly, "--decision", "deny"}, 0, `"decision_id":"d2"`},
+		{"hash", []string{"hash", "--config", stateOnly, tr.secret}, 0, audit.PathDigest(tr.key, tr.secret)},
+		{"missing file", []string{"verify", "--config", filepath.Join(empty, "none.yaml")}, 2, "--config"},
+		{"a setting the broker refuses", []string{"query", "--config", config("bad.yaml", "stateDir: "+rel+"\naudit:\n  dirr: x\n")}, 2, "dirr"},
+		{"not YAML", []string{"hash", "--config", config("garbage.yaml", "stateDir: [\n"), "/a"}, 2, "garbage.yaml"},
+	}
+	for _, c := range cases {
+		out, errOut, code := runCmd(t, append([]string{"audit"}, c.args...)...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%s: audit %v: exit %d (want %d), output lacks %q?\n%s%s", c.name, c.args, code, c.code, c.want, out, errOut)
+		}
+	}
+}
+
 // TestAuditKeyFromEnvironment: $FSBROKER_AUDIT_KEY stands in for the key file (not parallel:
 // it sets the environment).
 func TestAuditKeyFromEnvironment(t *testing.T) {
@@ -635,7 +699,8 @@ func TestAuditHelp(t *testing.T) {
 		{[]string{"help", "audit"}, 0, []string{"verify", "query", "tail", "export", "hash"}},
 		{[]string{"audit", "--help"}, 0, []string{"verify", "query"}},
 		{[]string{"help", "audit", "query"}, 0, []string{"does not verify", "audit verify", "-since", "-path-digest", "--since 24h", "--decision deny"}},
-		{[]string{"help", "audit", "verify"}, 0, []string{"-key", "-old-key", "-checkpoint-pub", "FSBROKER_AUDIT_KEY", "torn"}},
+		{[]string{"help", "audit", "verify"}, 0, []string{"-key", "-old-key", "-checkpoint-pub", "FSBROKER_AUDIT_KEY", "torn", "-config"}},
+		{[]string{"help", "audit", "hash"}, 0, []string{"-config", "-state-dir"}},
 		{[]string{"help", "audit", "tail"}, 0, []string{"-n", "-f"}},
 		{[]string{"help", "audit", "export"}, 0, []string{"OPA", "-format"}},
 		{[]string{"help", "audit", "hash"}, 0, []string{"canonical", "relative"}},
