@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -69,6 +70,18 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	}
 	if !known {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
+	}
+	if s.limiter != nil && name != "ping" {
+		server, _ := s.serverID()
+		release, refusal, record, suppressed := s.limiter.admit(server, time.Now())
+		if refusal != nil {
+			id := ""
+			if record {
+				id = s.recordRateRefusal(ctx, name, refusal, suppressed)
+			}
+			return nil, toRPC(refusal, id)
+		}
+		defer release()
 	}
 	var c *call
 	if m.audited {

@@ -132,6 +132,7 @@ type Session struct {
 	trail        *audit.Writer
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued
+	limiter      *Limiter
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -201,6 +202,12 @@ func (s *Session) Run(ctx context.Context) error {
 	detail := "ended"
 	if err != nil {
 		detail = "ended: " + err.Error()
+	}
+	if s.limiter != nil {
+		server, _ := s.serverID()
+		if n := s.limiter.flushSuppressed(server); n > 0 {
+			detail += fmt.Sprintf("; %d rate-limit refusals of this server not recorded one by one", n)
+		}
 	}
 	s.recordSession(ctx, audit.KindSessionEnd, detail)
 	return err

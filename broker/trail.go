@@ -176,6 +176,26 @@ func (s *Session) recordRefusal(ctx context.Context, c *call, params json.RawMes
 	})
 }
 
+// recordRateRefusal writes the record of a request refused by the rate
+// limiter, with the count of refusals left out since the last one recorded
+// (a flood must not flood the trail), and returns its decision id.
+func (s *Session) recordRateRefusal(ctx context.Context, method string, refusal *errcode.Error, suppressed int) string {
+	c := s.newCall(method)
+	detail := "refused before the policy decision: " + refusal.Reason
+	if suppressed > 0 {
+		detail += fmt.Sprintf("; %d more refusals of this server since the last one recorded", suppressed)
+	}
+	s.appendAudit(ctx, audit.Record{
+		Kind:       audit.KindDecision,
+		DecisionID: c.id,
+		Method:     method,
+		Allow:      audit.Bool(false),
+		Code:       string(refusal.Code),
+		Detail:     truncate(detail, audit.MaxDetail-8),
+	})
+	return c.id
+}
+
 // recordOutcome writes the outcome record of an allowed request.
 func (s *Session) recordOutcome(ctx context.Context, c *call, err error) {
 	rec := audit.Record{

@@ -48,6 +48,10 @@ type fileConfig struct {
 		OperationTimeout string `json:"operationTimeout"`
 		LockWait         string `json:"lockWait"`
 		MaxWatches       int    `json:"maxWatches"`
+		// RateLimit is a pointer: 0 (no limit) is a value of its own.
+		RateLimit            *float64 `json:"rateLimit"`
+		RateBurst            int      `json:"rateBurst"`
+		MaxInFlightPerServer int      `json:"maxInFlightPerServer"`
 	} `json:"limits"`
 }
 

@@ -52,6 +52,9 @@ type options struct {
 	bundleKey       string
 	bundleKeyAlg    string
 	bundleKeyID     string
+	rateLimit       float64
+	rateBurst       int
+	serverInFlight  int
 	auditDir        string
 	auditSync       string
 	redactPaths     bool
@@ -126,6 +129,9 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
+	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
+	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
+	fs.IntVar(&o.serverInFlight, "max-in-flight-per-server", broker.DefaultMaxInFlightServer, "requests of one server handled at once, over all its sessions (`N`)")
 	fs.StringVar(&o.auditDir, "audit", "", "audit trail `DIR`, where this process writes its own segment files; default <state-dir>/audit")
 	fs.StringVar(&o.auditSync, "audit-sync", "batch", "audit durability `MODE`: batch (fsync within 10 ms), always (fsync before the operation) or none")
 	fs.BoolVar(&o.redactPaths, "audit-redact-paths", false, "record paths in the audit trail as keyed digests (see fsbroker audit hash)")
@@ -161,6 +167,7 @@ type setup struct {
 	engine    *engine.Engine
 	trail     *audit.Writer
 	usage     *usage.Store
+	limiter   *broker.Limiter
 	decisions *engine.DecisionLogger
 }
 
@@ -282,6 +289,9 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if o.maxInFlight < 1 || o.maxInFlight > 4096 {
 		return nil, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
 	}
+	if o.rateLimit < 0 || o.rateBurst < 1 || o.serverInFlight < 1 {
+		return nil, configErrorf("--rate-limit must not be negative, --rate-burst and --max-in-flight-per-server must be at least 1")
+	}
 	if o.maxWatches < 1 {
 		return nil, configErrorf("--max-watches %d: must be at least 1", o.maxWatches)
 	}
@@ -336,6 +346,7 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
 		}
 	}
+	s.limiter = broker.NewLimiter(o.rateLimit, o.rateBurst, o.serverInFlight)
 	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
 		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
@@ -436,6 +447,15 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	}
 	if c.Limits.MaxWatches != 0 && !o.set["max-watches"] {
 		o.maxWatches = c.Limits.MaxWatches
+	}
+	if c.Limits.RateLimit != nil && !o.set["rate-limit"] {
+		o.rateLimit = *c.Limits.RateLimit
+	}
+	if c.Limits.RateBurst != 0 && !o.set["rate-burst"] {
+		o.rateBurst = c.Limits.RateBurst
+	}
+	if c.Limits.MaxInFlightPerServer != 0 && !o.set["max-in-flight-per-server"] {
+		o.serverInFlight = c.Limits.MaxInFlightPerServer
 	}
 	for _, d := range []struct {
 		flag, pointer, value string

@@ -130,6 +130,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy"), DecisionLog: s.decisions}),
 		broker.WithAudit(s.trail, s.opts.redactPaths),
 		broker.WithUsage(s.usage),
+		broker.WithLimiter(s.limiter),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
