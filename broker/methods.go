@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -73,7 +72,7 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	}
 	if s.limiter != nil && name != "ping" {
 		server, _ := s.serverID()
-		release, refusal, record, suppressed := s.limiter.admit(server, time.Now())
+		release, refusal, record, suppressed := s.limiter.admit(server)
 		if refusal != nil {
 			id := ""
 			if record {

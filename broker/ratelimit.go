@@ -29,6 +29,7 @@ type Limiter struct {
 	rate        rate.Limit
 	burst       int
 	maxInFlight int
+	clock       func() time.Time // read under mu, so the buckets see time in order
 
 	mu      sync.Mutex
 	servers map[string]*serverLimit
@@ -51,7 +52,8 @@ func NewLimiter(perSecond float64, burst, maxInFlight int) *Limiter {
 	if perSecond <= 0 {
 		r = rate.Inf
 	}
-	return &Limiter{rate: r, burst: max(burst, 1), maxInFlight: maxInFlight, servers: map[string]*serverLimit{}}
+	return &Limiter{rate: r, burst: max(burst, 1), maxInFlight: maxInFlight, clock: time.Now,
+		servers: map[string]*serverLimit{}}
 }
 
 // WithLimiter applies l's limits to the session's requests (ping aside).
@@ -61,9 +63,12 @@ func WithLimiter(l *Limiter) Option { return func(s *Session) { s.limiter = l } 
 // QUOTA_EXCEEDED refusal with data.retryAfterMs. record reports whether this
 // refusal is to be written to the audit trail, and how many were left out
 // since the last one that was.
-func (l *Limiter) admit(server string, now time.Time) (release func(), refusal *errcode.Error, record bool, suppressed int) {
+func (l *Limiter) admit(server string) (release func(), refusal *errcode.Error, record bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// The time is read under the lock: a token bucket given times out of
+	// order (as concurrent requests would give them) hands out extra tokens.
+	now := l.clock()
 	sl := l.servers[server]
 	if sl == nil {
 		sl = &serverLimit{bucket: rate.NewLimiter(l.rate, l.burst)}

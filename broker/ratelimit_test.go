@@ -12,30 +12,31 @@ import (
 func TestLimiterAdmit(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := NewLimiter(10, 2, 0)
+	l.clock = func() time.Time { return now }
 	for i := range 2 {
-		if _, refusal, _, _ := l.admit("s", now); refusal != nil {
+		if _, refusal, _, _ := l.admit("s"); refusal != nil {
 			t.Fatalf("request %d of the burst refused: %v", i, refusal)
 		}
 	}
-	_, refusal, record, suppressed := l.admit("s", now)
+	_, refusal, record, suppressed := l.admit("s")
 	if refusal == nil || refusal.Details["retryAfterMs"] != int64(100) || !record || suppressed != 0 {
 		t.Fatalf("third request: %v (retry %v), record %v, suppressed %d; want QUOTA_EXCEEDED, retry after 100 ms, recorded",
 			refusal, refusal.Details["retryAfterMs"], record, suppressed)
 	}
 	// Refusals within the record interval are counted, not recorded.
 	for range 5 {
-		if _, refusal, record, _ := l.admit("s", now); refusal == nil || record {
+		if _, refusal, record, _ := l.admit("s"); refusal == nil || record {
 			t.Fatalf("refusal %v recorded %v", refusal, record)
 		}
 	}
 	// Another server has its own bucket.
-	if _, refusal, _, _ := l.admit("other", now); refusal != nil {
+	if _, refusal, _, _ := l.admit("other"); refusal != nil {
 		t.Errorf("another server refused: %v", refusal)
 	}
 	// After the interval (and a refill), the next refusal is recorded with the count.
-	later := now.Add(refusalRecordInterval)
+	now = now.Add(refusalRecordInterval)
 	for {
-		_, refusal, record, suppressed := l.admit("s", later)
+		_, refusal, record, suppressed := l.admit("s")
 		if refusal != nil {
 			if !record || suppressed != 5 {
 				t.Errorf("first refusal after the interval: record %v, suppressed %d; want true, 5", record, suppressed)
@@ -49,15 +50,16 @@ func TestLimiterAdmit(t *testing.T) {
 
 	// The in-flight cap.
 	c := NewLimiter(0, 1, 1)
-	release, refusal, _, _ := c.admit("s", now)
+	c.clock = func() time.Time { return now }
+	release, refusal, _, _ := c.admit("s")
 	if refusal != nil {
 		t.Fatal(refusal)
 	}
-	if _, refusal, _, _ := c.admit("s", now); refusal == nil {
+	if _, refusal, _, _ := c.admit("s"); refusal == nil {
 		t.Error("a second request in flight was admitted over a cap of 1")
 	}
 	release()
-	if _, refusal, _, _ := c.admit("s", now); refusal != nil {
+	if _, refusal, _, _ := c.admit("s"); refusal != nil {
 		t.Errorf("refused after the release: %v", refusal)
 	}
 }
