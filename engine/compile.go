@@ -26,6 +26,7 @@ import (
 const (
 	decisionQuery = "data.fsbroker.authz.decision"
 	visibleQuery  = "data.fsbroker.authz.visible"
+	consentQuery  = "data.fsbroker.authz.consentable"
 )
 
 // testTimeout bounds one policy test.
@@ -38,6 +39,8 @@ type policySet struct {
 	decision   rego.PreparedEvalQuery
 	visible    rego.PreparedEvalQuery
 	hasVisible bool
+	consent    rego.PreparedEvalQuery
+	hasConsent bool
 	cache      *decisionCache // nil unless the set is cacheable
 	modules    int
 	tests      int
@@ -102,6 +105,10 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 		return nil, err
 	}
 	if set.visible, err = prepare(ctx, c, store, visibleQuery, hook); err != nil {
+		return nil, err
+	}
+	set.hasConsent = len(c.GetRulesExact(ast.MustParseRef(consentQuery))) > 0
+	if set.consent, err = prepare(ctx, c, store, consentQuery, hook); err != nil {
 		return nil, err
 	}
 	return set, nil

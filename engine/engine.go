@@ -172,6 +172,10 @@ func (e *Engine) logLoaded(msg string, set *policySet, took time.Duration) {
 		e.logger.Warn("no rule defines "+visibleQuery+": listings and watch events show nothing",
 			"revision", set.revision)
 	}
+	if !set.hasConsent {
+		e.logger.Warn("no rule defines "+consentQuery+": files/consent grants nothing",
+			"revision", set.revision)
+	}
 }
 
 // current is the current policy set, or nil.
@@ -272,26 +276,43 @@ func (e *Engine) Visible(ctx context.Context, input any) (map[string]bool, error
 	if set == nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", errNoPolicy)
 	}
+	return evalPathSet(ctx, set, set.visible, visibleQuery, input)
+}
+
+// Consentable evaluates data.fsbroker.authz.consentable for a files/consent request
+// (input.operation "consent", the requested paths in input.entries, the access asked in
+// input.params.access) and returns the mountPaths that may be granted. On any failure nothing
+// may be granted, as for Visible.
+func (e *Engine) Consentable(ctx context.Context, input any) (map[string]bool, error) {
+	set := e.current()
+	if set == nil {
+		return map[string]bool{}, fmt.Errorf("engine: %w", errNoPolicy)
+	}
+	return evalPathSet(ctx, set, set.consent, consentQuery, input)
+}
+
+// evalPathSet evaluates a query whose result is a set of mountPaths, failing closed.
+func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery, query string, input any) (map[string]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", err)
 	}
 	v, err := inputValue(input)
 	if err != nil {
-		return map[string]bool{}, fmt.Errorf("engine: visible input: %w", err)
+		return map[string]bool{}, fmt.Errorf("engine: %s input: %w", query, err)
 	}
-	rs, err := eval(ctx, set.visible, v)
+	rs, err := eval(ctx, pq, v)
 	if err != nil {
-		return map[string]bool{}, fmt.Errorf("engine: evaluate %s (revision %s): %w", visibleQuery, set.revision, err)
+		return map[string]bool{}, fmt.Errorf("engine: evaluate %s (revision %s): %w", query, set.revision, err)
 	}
 	val, ok := resultValue(rs)
 	if !ok {
-		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", visibleQuery, set.revision, errUndefined)
+		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", query, set.revision, errUndefined)
 	}
-	visible, err := parseVisible(val)
+	paths, err := parseVisible(val)
 	if err != nil {
-		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", visibleQuery, set.revision, err)
+		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", query, set.revision, err)
 	}
-	return visible, nil
+	return paths, nil
 }
 
 // inputValue converts an input document to an AST object. A map is wrapped, not converted:
