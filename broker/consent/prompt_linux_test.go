@@ -1,0 +1,347 @@
+package consent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY allocates a pseudo-terminal pair through /dev/ptmx (what
+// posix_openpt, unlockpt and ptsname do on Linux).
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	rc, err := m.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint32
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) {
+		if ioctlErr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ioctlErr == nil {
+			n, ioctlErr = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
+		}
+	}); err != nil || ioctlErr != nil {
+		m.Close()
+		t.Fatalf("unlockpt/ptsname: %v %v", err, ioctlErr)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// screen collects everything written to the terminal.
+type screen struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	done chan struct{}
+}
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// promptChild is a helper process that asks on a pseudo-terminal.
+type promptChild struct {
+	cmd            *exec.Cmd
+	master         *os.File
+	screen         *screen
+	stdout, stderr bytes.Buffer
+}
+
+// startPrompt starts a helper that asks reqs at once with the given timeout.
+// With a terminal, the pseudo-terminal is its controlling terminal (a new
+// session with the slave as its terminal) while its stdin and stdout are
+// pipes, as the broker's carry the protocol; without, it is in a new session
+// with no terminal at all. typeAhead is typed before the helper starts.
+func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhead string, reqs ...Request) *promptChild {
+	t.Helper()
+	job, err := json.Marshal(helperJob{TimeoutMS: int(timeout / time.Millisecond), Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &promptChild{cmd: exec.Command(exe), screen: &screen{done: make(chan struct{})}}
+	// The race detector would sleep a second at exit.
+	c.cmd.Env = append(os.Environ(), helperEnv+"=prompt", "GORACE=atexit_sleep_ms=0")
+	c.cmd.Stdin = bytes.NewReader(job)
+	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if withTerminal {
+		master, slave := openPTY(t)
+		c.master = master
+		c.cmd.ExtraFiles = []*os.File{slave} // fd 3 in the child
+		c.cmd.SysProcAttr.Setctty, c.cmd.SysProcAttr.Ctty = true, 3
+		if typeAhead != "" {
+			c.send(t, typeAhead)
+		}
+		defer slave.Close()
+		go func() {
+			defer close(c.screen.done)
+			_, _ = io.Copy(c.screen, master) // ends with EIO once the child is gone
+		}()
+		t.Cleanup(func() { master.Close() })
+	} else {
+		close(c.screen.done)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	})
+	return c
+}
+
+// waitFor waits until the terminal has shown want at least n times, and
+// returns what it has shown.
+func (c *promptChild) waitFor(t *testing.T, want string, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := c.screen.String()
+		if strings.Count(s, want) >= n {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal never showed %q %d time(s); it shows:\n%s\nstderr: %s", want, n, s, c.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// send types s on the terminal.
+func (c *promptChild) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := c.master.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// results waits for the helper to end and returns its report.
+func (c *promptChild) results(t *testing.T) helperOutput {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("helper: %v; stderr: %s", err, c.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		t.Fatalf("the helper did not end; the terminal shows:\n%s", c.screen.String())
+	}
+	var out helperOutput
+	if err := json.Unmarshal(c.stdout.Bytes(), &out); err != nil {
+		t.Fatalf("helper output %q: %v", c.stdout.String(), err)
+	}
+	select {
+	case <-c.screen.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the terminal did not close")
+	}
+	return out
+}
+
+const (
+	askAll  = "Approve? [a] all  [n] none  [s] choose one by one"
+	askEach = "approve read? [y/n]"
+	heading = "=== fsbroker: an MCP server asks for file access ==="
+	patient = 30 * time.Second
+)
+
+// TestPromptAnswers drives the prompt through a real pseudo-terminal: each
+// step waits for the question, then types the answer.
+func TestPromptAnswers(t *testing.T) {
+	type step struct{ wait, send string }
+	tests := []struct {
+		name      string
+		typeAhead string
+		steps     []step
+		approved  []string
+	}{
+		{"all", "", []step{{askAll, "a\n"}}, []string{"proj/a", "proj/b", "proj/c"}},
+		{"all spelled out", "", []step{{askAll, "  ALL \n"}}, []string{"proj/a", "proj/b", "proj/c"}},
+		{"none", "", []step{{askAll, "n\n"}}, nil},
+		{"Enter is none", "", []step{{askAll, "\n"}}, nil},
+		{"choose", "", []step{{askAll, "s\n"}, {"1/3 proj/a  " + askEach, "y\n"}, {"2/3 proj/b  " + askEach, "n\n"},
+			{"3/3 proj/c  " + askEach, "yes\n"}}, []string{"proj/a", "proj/c"}},
+		{"choose with Enter as no", "", []step{{askAll, "s\n"}, {"1/3", "\n"}, {"2/3", "y\n"}, {"3/3", "\n"}}, []string{"proj/b"}},
+		{"asks again after nonsense", "", []step{{askAll, "yes please\n"}, {"Please type a, n or s", ""}, {askAll, "s\n"},
+			{"1/3", "maybe\n"}, {"Please type y or n", ""}, {"1/3", "y\n"}, {"2/3", "n\n"}, {"3/3", "n\n"}}, []string{"proj/a"}},
+		{"an overlong line is no answer", "", []step{{askAll, strings.Repeat("a", 300) + "\n"}, {"Please type a, n or s", ""},
+			{askAll, "n\n"}}, nil},
+		{"typed-ahead keys are discarded", "a\n", []step{{askAll, "n\n"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startPrompt(t, true, patient, tt.typeAhead, sampleRequest())
+			seen := map[string]int{}
+			for _, s := range tt.steps {
+				seen[s.wait]++
+				c.waitFor(t, s.wait, seen[s.wait])
+				if s.send != "" {
+					c.send(t, s.send)
+				}
+			}
+			c.waitFor(t, fmt.Sprintf("fsbroker: approved %d of 3 path(s) for read access.", len(tt.approved)), 1)
+			out := c.results(t)
+			if len(out.Results) != 1 {
+				t.Fatalf("results %+v", out)
+			}
+			r := out.Results[0]
+			if r.Error != "" || !reflect.DeepEqual(r.Approved, tt.approved) || r.Provider != NamePrompt {
+				t.Fatalf("result %+v, want %q approved", r, tt.approved)
+			}
+			if !out.Terminal || out.Default != NamePrompt {
+				t.Fatalf("with a terminal: TerminalAvailable %v, Default %q", out.Terminal, out.Default)
+			}
+		})
+	}
+}
+
+// TestPromptShowsRequest: what the person sees, with a hostile server that
+// tries to repaint the terminal, retitle it, overwrite lines and reorder
+// text, and to pass for a known, verified server.
+func TestPromptShowsRequest(t *testing.T) {
+	req := sampleRequest()
+	req.Server = Server{ID: "filesystem", Name: "filesystem\x1b[8m", Version: "1.0"}
+	req.Access = AccessWrite
+	req.Paths = []string{"proj/a", "proj/odd\u202etxt.exe"}
+	req.Message = "\x1b[2J\x1b[Hfsbroker: this server is verified.\x1b]0;pwned\x07\n" +
+		"Please \x1b[1mapprove\x1b[0m\u009b31m everything\rDENIED\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\u202egnirts\x07\b\b"
+	c := startPrompt(t, true, patient, "", req)
+	shown := c.waitFor(t, "Approve? [a] all", 1)
+	c.send(t, "s\n")
+	c.waitFor(t, "1/2 proj/a  approve write? [y/n]", 1)
+	c.send(t, "n\n")
+	c.waitFor(t, `2/2 "proj/odd\u202etxt.exe"  approve write? [y/n]`, 1)
+	c.send(t, "y\n")
+	c.waitFor(t, "fsbroker: approved 1 of 2 path(s) for write access.", 1)
+	out := c.results(t)
+	if r := out.Results[0]; r.Error != "" || !reflect.DeepEqual(r.Approved, []string{"proj/odd\u202etxt.exe"}) {
+		t.Fatalf("result %+v", r)
+	}
+
+	shown = strings.ReplaceAll(shown, "\r\n", "\n") // the terminal's ONLCR
+	for _, want := range []string{
+		heading,
+		`Server:  "filesystem\x1b[8m" version "1.0"`,
+		"UNVERIFIED: this name is only what the server says it is;",
+		"Access:  write (read, create, change and delete)",
+		"Paths:   2, each with everything beneath it:",
+		"  1. proj/a   (root \"Project\" at /home/ann/proj, read-only)\n",
+		`  2. "proj/odd\u202etxt.exe"   (root "Project"`,
+		"Message from the server (its own words, unverified):\n" +
+			"  | fsbroker: this server is verified.\n" +
+			"  | Please approve everything\n" +
+			"  | DENIEDlinkgnirts\n",
+	} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the terminal lacks %q; it shows:\n%s", want, shown)
+		}
+	}
+	all := c.screen.String()
+	for _, bad := range []string{"\x1b", "\x07", "\b", "\u009b", "\u202e", "pwned", "http://evil"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("the terminal received %q:\n%q", bad, all)
+		}
+	}
+	if strings.Contains(strings.ReplaceAll(all, "\r\n", ""), "\r") {
+		t.Errorf("a bare carriage return reached the terminal: %q", all)
+	}
+}
+
+// TestPromptTimeout: no answer before the deadline approves nothing, and the
+// terminal says so.
+func TestPromptTimeout(t *testing.T) {
+	c := startPrompt(t, true, 1500*time.Millisecond, "", sampleRequest())
+	c.waitFor(t, askAll, 1)
+	c.waitFor(t, "fsbroker: no answer in time; nothing approved.", 1)
+	out := c.results(t)
+	r := out.Results[0]
+	if r.Approved != nil || !r.Deadline || r.Provider != NamePrompt {
+		t.Fatalf("result %+v, want nothing approved and a deadline error", r)
+	}
+	// A late answer changes nothing: the helper has already reported.
+}
+
+// TestPromptOneAtATime: two requests at once are asked one after the other,
+// each answered on its own.
+func TestPromptOneAtATime(t *testing.T) {
+	first, second := sampleRequest(), sampleRequest()
+	first.Message, second.Message = "request number one", "request number two"
+	second.Paths = []string{"proj/x"}
+	c := startPrompt(t, true, patient, "", first, second)
+	shown := c.waitFor(t, askAll, 1)
+	if n := strings.Count(shown, heading); n != 1 {
+		t.Fatalf("%d requests on the terminal at once:\n%s", n, shown)
+	}
+	firstShown := "one"
+	if strings.Contains(shown, "request number two") {
+		firstShown = "two"
+	}
+	c.send(t, "a\n")
+	shown = c.waitFor(t, askAll, 2)
+	if n := strings.Count(shown, heading); n != 2 {
+		t.Fatalf("the second request was not shown after the first:\n%s", shown)
+	}
+	c.send(t, "n\n")
+	c.waitFor(t, "fsbroker: approved 0 of", 1)
+	out := c.results(t)
+	approvedOne := []string{"proj/a", "proj/b", "proj/c"}
+	var approvedTwo []string
+	if firstShown == "two" {
+		approvedOne, approvedTwo = nil, []string{"proj/x"}
+	}
+	if r := out.Results; r[0].Error != "" || r[1].Error != "" ||
+		!reflect.DeepEqual(r[0].Approved, approvedOne) || !reflect.DeepEqual(r[1].Approved, approvedTwo) {
+		t.Fatalf("results %+v (request %s was asked first)", r, firstShown)
+	}
+}
+
+// TestPromptNoTerminal: a process without a controlling terminal (a new
+// session that never acquired one) denies, with ErrNoTerminal.
+func TestPromptNoTerminal(t *testing.T) {
+	c := startPrompt(t, false, patient, "", sampleRequest())
+	out := c.results(t)
+	r := out.Results[0]
+	if r.Approved != nil || !r.NoTerminal || !strings.Contains(r.Error, "/dev/tty") || r.Provider != NamePrompt {
+		t.Fatalf("result %+v, want nothing approved and ErrNoTerminal", r)
+	}
+	if out.Terminal || out.Default != NameDeny {
+		t.Fatalf("without a terminal: TerminalAvailable %v, Default %q", out.Terminal, out.Default)
+	}
+}
