@@ -73,9 +73,14 @@ func deny(code errcode.Code, reason, revision string) Verdict {
 // listing or which change events a server may see. Visible returns the
 // mountPaths of entries that may be shown. A Decider that fails to decide
 // must refuse and show nothing: the broker never fails open.
+//
+// Consentable returns the mountPaths of the entries a files/consent request
+// may grant at all (before the consent provider is asked); on failure,
+// none.
 type Decider interface {
 	Decide(ctx context.Context, req Request) Verdict
 	Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
+	Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
 }
 
 // RootModeDecider allows reads everywhere inside the roots and changes only
@@ -104,6 +109,12 @@ func (RootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath
 		out[e.MountPath] = true
 	}
 	return out, nil
+}
+
+// Consentable implements Decider: every entry inside the roots may be
+// granted.
+func (d RootModeDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
+	return d.Visible(ctx, req, entries)
 }
 
 // PolicyDecider asks the Rego policy engine: data.fsbroker.authz.decision for
@@ -167,6 +178,17 @@ func cacheKey(doc json.RawMessage) string {
 		return ""
 	}
 	return string(doc[:i])
+}
+
+// Consentable implements Decider with data.fsbroker.authz.consentable.
+func (d PolicyDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
+	in := *req.Input
+	in.Operation, in.Entries = "consent", entries
+	ok, err := d.Engine.Consentable(ctx, inputDoc(&in))
+	if err != nil && d.Log != nil {
+		d.Log.Error("the policy could not decide what may be granted; granting nothing", "error", err)
+	}
+	return ok, err
 }
 
 // inputDoc encodes a policy input for the engine.

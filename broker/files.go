@@ -84,6 +84,7 @@ func (s *Session) fileMethods(m map[string]method) {
 	m["files/create"] = method{audited: true, handle: s.filesCreate}
 	m["files/delete"] = method{audited: true, handle: s.filesDelete}
 	m["files/rename"] = method{audited: true, handle: s.filesRename}
+	m["files/consent"] = method{handle: s.filesConsent}
 	if s.hub != nil {
 		m["files/watch"] = method{audited: true, handle: s.filesWatch}
 		m["files/unwatch"] = method{handle: s.filesUnwatch}
@@ -143,8 +144,14 @@ func (s *Session) decide(ctx context.Context, req Request) error {
 			return err
 		}
 	}
-	req.Input = s.policyInput(req)
 	start := time.Now()
+	if req.Method != "roots/list" {
+		if v := s.checkConsent(req); v != nil {
+			req.Input = nil
+			return s.recordDecision(ctx, req, *v, time.Since(start))
+		}
+	}
+	req.Input = s.policyInput(req)
 	v := s.decider.Decide(ctx, req)
 	return s.recordDecision(ctx, req, v, time.Since(start))
 }

@@ -44,7 +44,7 @@ func startFiles(t testing.TB, opts ...Option) *filesFixture {
 	if err := os.Symlink("../outside/secret.txt", filepath.Join(rw, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	set, err := roots.New([]roots.Spec{{Path: ro, Mount: "ro"}, {Path: rw, Mount: "rw", Writable: true}})
+	set, err := roots.New([]roots.Spec{{Path: ro, Mount: "ro", Preapproved: true}, {Path: rw, Mount: "rw", Writable: true, Preapproved: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func startNestedRoots(t *testing.T, outerMount, innerRel, innerMount string) (*f
 	if err := os.MkdirAll(inner, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	set, err := roots.New([]roots.Spec{{Path: outer, Mount: outerMount, Writable: true}, {Path: inner, Mount: innerMount}})
+	set, err := roots.New([]roots.Spec{{Path: outer, Mount: outerMount, Writable: true, Preapproved: true}, {Path: inner, Mount: innerMount, Preapproved: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,13 @@ func (d *checkedDecider) Decide(ctx context.Context, req Request) Verdict {
 	return d.PolicyDecider.Decide(ctx, req)
 }
 
+func (d *checkedDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
+	in := *req.Input
+	in.Operation, in.Entries = "consent", entries
+	d.check(&in)
+	return d.PolicyDecider.Consentable(ctx, req, entries)
+}
+
 func (d *checkedDecider) Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
 	in := *req.Input
 	in.Operation, in.Entries = "visible", entries

@@ -150,7 +150,7 @@ func (s *Session) policyInput(req Request) *PolicyInput {
 		Session:   InputSession{ID: s.id, ProtocolVersion: info.ProtocolVersion, Transport: s.transport},
 		Params:    paramsWithoutContent(req.Params),
 		Bytes:     req.Bytes,
-		Grants:    s.grants(),
+		Grants:    s.inputGrants(time.Now()),
 		Usage:     InputUsage{BytesWrittenToday: s.writtenToday(time.Now()), Watches: s.watches.count()},
 		Time:      NewInputTime(time.Now()),
 	}
@@ -163,22 +163,6 @@ func (s *Session) policyInput(req Request) *PolicyInput {
 		in.NewPath = &p
 	}
 	return in
-}
-
-// grants lists the grants the server holds: the operator's pre-approval of
-// every root.
-func (s *Session) grants() []InputGrant {
-	all := s.roots().All()
-	out := make([]InputGrant, 0, len(all))
-	granted := s.started.UTC().Format(time.RFC3339)
-	for _, r := range all {
-		access := "read"
-		if r.Writable {
-			access = "write"
-		}
-		out = append(out, InputGrant{Access: access, Path: r.Mount, Granted: granted, Expires: ""})
-	}
-	return out
 }
 
 // WithUsage keeps the bytes each server writes per UTC day in a store shared

@@ -22,7 +22,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/usage"
@@ -133,6 +135,8 @@ type Session struct {
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued
 	limiter      *Limiter
+	consent      consent.Provider
+	grantStore   *grants.Store
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex

@@ -32,10 +32,11 @@ func WithWatchHub(hub *watch.Hub, maxWatches int) Option {
 
 // watchTable holds a session's watches by id.
 type watchTable struct {
-	max    int
-	mu     sync.Mutex
-	subs   map[string]*watch.Subscription
-	closed bool
+	max     int
+	mu      sync.Mutex
+	subs    map[string]*watch.Subscription
+	targets map[string]executor.Target // what each watch watches, for revocation
+	closed  bool
 }
 
 func (wt *watchTable) count() int {
@@ -48,7 +49,7 @@ func (wt *watchTable) count() int {
 func (wt *watchTable) closeAll() {
 	wt.mu.Lock()
 	subs := wt.subs
-	wt.subs, wt.closed = nil, true
+	wt.subs, wt.targets, wt.closed = nil, nil, true
 	wt.mu.Unlock()
 	for _, sub := range subs {
 		sub.Close()
@@ -126,6 +127,10 @@ func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, 
 		return nil, err
 	}
 	s.watches.subs[id] = sub
+	if s.watches.targets == nil {
+		s.watches.targets = make(map[string]executor.Target)
+	}
+	s.watches.targets[id] = t
 	return map[string]string{"watchId": id}, nil
 }
 
@@ -162,6 +167,7 @@ func (s *Session) filesUnwatch(_ context.Context, params json.RawMessage) (any, 
 	sub, ok := s.watches.subs[p.WatchID]
 	if ok && sub != nil {
 		delete(s.watches.subs, p.WatchID)
+		delete(s.watches.targets, p.WatchID)
 	}
 	s.watches.mu.Unlock()
 	if !ok || sub == nil {

@@ -24,6 +24,9 @@ type Spec struct {
 	Name string
 	// Writable marks a root whose files may be changed (read-only otherwise).
 	Writable bool
+	// Preapproved marks a root the operator approved for every server: no
+	// consent grant is needed under it (writes still need a writable root).
+	Preapproved bool
 	// Origin names where the spec came from ("--root ./a", "config roots[1]"),
 	// so that errors name the bad setting.
 	Origin string
@@ -41,6 +44,9 @@ type Root struct {
 	URI string `json:"uri"`
 	// Writable is true when the operator made the root writable.
 	Writable bool `json:"writable"`
+	// Preapproved is true when the operator approved the root for every
+	// server, so that no consent grant is needed under it.
+	Preapproved bool `json:"preapproved"`
 }
 
 // Set is an immutable, ordered set of roots with unique mounts.
@@ -149,7 +155,8 @@ func resolve(spec Spec) (Root, error) {
 	if name == "" {
 		name = mount
 	}
-	return Root{Mount: mount, Name: name, Path: real, URI: FileURI(real), Writable: spec.Writable}, nil
+	return Root{Mount: mount, Name: name, Path: real, URI: FileURI(real), Writable: spec.Writable,
+		Preapproved: spec.Preapproved}, nil
 }
 
 // ValidateMount checks that m can be the first segment of a path: non-empty,

@@ -1,0 +1,291 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
+)
+
+// WithConsent sets how consent is given: provider answers files/consent
+// (after the policy's consentable query narrowed the request), and store
+// keeps the grants it approves, shared by every session and broker process
+// on the state directory. Without it no grant is ever given, and only the
+// roots the operator pre-approved (roots.Spec.Preapproved) can be used.
+func WithConsent(provider consent.Provider, store *grants.Store) Option {
+	return func(s *Session) { s.consent, s.grantStore = provider, store }
+}
+
+// reasonNoConsent starts the refusal of a request no grant covers.
+const reasonNoConsent = "no consent grant covers"
+
+// accessOf is the grant access an operation needs.
+func accessOf(op string) grants.Access {
+	switch op {
+	case OpRead, OpList, OpWatch:
+		return grants.Read
+	}
+	return grants.Write
+}
+
+// consentCovers reports whether the server may use a path with access: its
+// root is pre-approved, or a live grant covers it. (A write under a
+// pre-approved read-only root passes here and is refused by the decision
+// stage, which says the root is read-only.) An unreadable grant store covers
+// nothing (the error says why).
+func (s *Session) consentCovers(t executor.Target, access grants.Access, now time.Time) (bool, error) {
+	if t.Path.Root.Preapproved {
+		return true, nil
+	}
+	if s.grantStore == nil {
+		return false, nil
+	}
+	server, _ := s.serverID()
+	_, ok, err := s.grantStore.Covers(server, access, t.Path.MountPath(), now)
+	return ok, err
+}
+
+// checkConsent refuses a request whose paths no grant or pre-approval covers:
+// PERMISSION_DENIED, with a reason that names consent. It runs before the
+// policy decision.
+func (s *Session) checkConsent(req Request) *Verdict {
+	access := accessOf(req.Operation)
+	now := time.Now()
+	check := func(role string, t executor.Target) *Verdict {
+		ok, err := s.consentCovers(t, access, now)
+		if err != nil {
+			s.log.Error("cannot read the consent grants; refusing", "error", err)
+			v := deny(errcode.PermissionDenied, "consent grants cannot be read", "")
+			return &v
+		}
+		if !ok {
+			v := deny(errcode.PermissionDenied, fmt.Sprintf("%s %s for %s access (ask with files/consent)",
+				reasonNoConsent, role, access), "")
+			return &v
+		}
+		return nil
+	}
+	if v := check("path", req.Path); v != nil {
+		return v
+	}
+	if req.NewPath != nil {
+		return check("newPath", *req.NewPath)
+	}
+	return nil
+}
+
+// inputGrants lists what the server holds for the policy input: a grant per
+// pre-approved root (write for a writable one), then its live consent grants.
+func (s *Session) inputGrants(now time.Time) []InputGrant {
+	all := s.roots().All()
+	out := make([]InputGrant, 0, len(all))
+	granted := s.started.UTC().Format(time.RFC3339)
+	for _, r := range all {
+		if !r.Preapproved {
+			continue
+		}
+		access := "read"
+		if r.Writable {
+			access = "write"
+		}
+		out = append(out, InputGrant{Access: access, Path: r.Mount, Granted: granted})
+	}
+	if s.grantStore == nil {
+		return out
+	}
+	server, _ := s.serverID()
+	gs, err := s.grantStore.List(server)
+	if err != nil {
+		s.log.Error("cannot read the consent grants for the policy input", "error", err)
+		return out // the consent check refuses the request anyway
+	}
+	for _, g := range gs {
+		if !g.Live(now) {
+			continue
+		}
+		in := InputGrant{Access: string(g.Access), Path: g.Path, Granted: g.Granted.UTC().Format(time.RFC3339)}
+		if !g.Expires.IsZero() {
+			in.Expires = g.Expires.UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+type consentParams struct {
+	Message        string   `json:"message"`
+	RequestedPaths []string `json:"requestedPaths"`
+	Access         string   `json:"access"`
+}
+
+type consentResult struct {
+	Granted       bool     `json:"granted"`
+	ApprovedPaths []string `json:"approvedPaths"`
+}
+
+// filesConsent answers files/consent: the requested paths inside the roots
+// that the policy lets be granted are put to the consent provider; what it
+// approves becomes grants. The consent record is written before any grant
+// is stored (failing closed like every other record).
+func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any, error) {
+	p := consentParams{Access: string(grants.Read)}
+	if err := decodeParams(params, &p); err != nil {
+		return nil, err
+	}
+	access := grants.Access(p.Access)
+	var (
+		entries []InputPath
+		targets = map[string]executor.Target{}
+	)
+	for _, raw := range p.RequestedPaths {
+		t, err := s.resolve(ctx, raw, true)
+		if err != nil {
+			if errcode.Of(err) == errcode.InvalidPath {
+				return nil, err
+			}
+			continue // outside every root (or unreachable): never approvable
+		}
+		mp := t.Path.MountPath()
+		if _, dup := targets[mp]; dup {
+			continue
+		}
+		targets[mp] = t
+		entries = append(entries, NewInputPath(raw, t))
+	}
+	var approvable []string
+	if len(entries) > 0 {
+		req := Request{Method: "files/consent", Operation: "consent", Params: params}
+		req.Input = s.policyInput(req)
+		ok, err := s.decider.Consentable(ctx, req, entries)
+		if err != nil {
+			ok = nil // nothing is approvable when the policy cannot say; the decider logged why
+		}
+		for _, e := range entries {
+			if ok[e.MountPath] {
+				approvable = append(approvable, e.MountPath)
+			}
+		}
+	}
+	var decision consent.Decision
+	if len(approvable) > 0 && s.consent != nil {
+		var err error
+		decision, err = s.consent.Ask(ctx, consent.Request{
+			Server:  s.consentServer(),
+			Message: p.Message,
+			Paths:   approvable,
+			Access:  string(access),
+			Roots:   s.consentRoots(),
+		})
+		if err != nil {
+			s.log.Warn("consent was not given", "provider", decision.Provider, "error", err)
+			decision.Approved = nil
+		}
+	}
+	approved := decision.Approved
+	if approved == nil {
+		approved = []string{}
+	}
+
+	// The record first: no grant exists that the trail does not show.
+	paths := make([]string, 0, len(approved))
+	for _, mp := range approved {
+		paths = append(paths, s.auditPath(canonicalPath(targets[mp])))
+	}
+	detail := fmt.Sprintf("%s access; %d requested, %d approvable, %d approved by %s",
+		access, len(p.RequestedPaths), len(approvable), len(approved), providerName(decision, s.consent))
+	if err := s.appendAudit(ctx, audit.Record{Kind: audit.KindConsent, Method: "files/consent",
+		Operation: string(access), Paths: paths, Allow: audit.Bool(len(approved) > 0), Detail: detail}); err != nil {
+		return nil, errcode.Wrap(errcode.IOError, reasonAuditUnavailable, err)
+	}
+	if len(approved) > 0 {
+		if s.grantStore == nil {
+			return nil, errcode.New(errcode.IOError, "no grant store: consent cannot be kept")
+		}
+		server, _ := s.serverID()
+		now := time.Now().UTC()
+		gs := make([]grants.Grant, 0, len(approved))
+		for _, mp := range approved {
+			gs = append(gs, grants.Grant{Access: access, Path: mp, Granted: now, By: decision.Provider})
+		}
+		stored, err := s.grantStore.Grant(server, gs...)
+		if err != nil {
+			s.log.Error("cannot store the consent grants", "error", err)
+			return nil, errcode.Wrap(errcode.IOError, "the consent grants cannot be stored", err)
+		}
+		for _, g := range stored {
+			s.appendAudit(ctx, audit.Record{Kind: audit.KindGrant, Method: "files/consent", Operation: string(g.Access),
+				Paths: []string{s.auditPath(canonicalPath(targets[g.Path]))}, Allow: audit.Bool(true),
+				Detail: truncate("granted "+g.ID+" by "+g.By, audit.MaxDetail-8)})
+		}
+	}
+	return consentResult{Granted: len(approved) > 0, ApprovedPaths: approved}, nil
+}
+
+// providerName names who decided, for the audit record.
+func providerName(d consent.Decision, p consent.Provider) string {
+	switch {
+	case d.Provider != "":
+		return d.Provider
+	case p == nil:
+		return "no provider"
+	}
+	return "nobody (nothing approvable)"
+}
+
+// consentServer is the server's identity as the consent provider shows it.
+func (s *Session) consentServer() consent.Server {
+	info := s.Server()
+	id, pinned := s.serverID()
+	return consent.Server{ID: id, Name: info.Name, Version: info.Version, Pinned: pinned}
+}
+
+// consentRoots describes the roots for the consent provider.
+func (s *Session) consentRoots() []consent.Root {
+	all := s.roots().All()
+	out := make([]consent.Root, 0, len(all))
+	for _, r := range all {
+		out = append(out, consent.Root{Mount: r.Mount, Name: r.Name, Path: r.Path, Writable: r.Writable})
+	}
+	return out
+}
+
+// GrantsChanged takes a change of the server's grants (a revocation by
+// another process, say): watches no longer covered end, and the server is
+// told its roots may have changed. The caller (the grant store's watcher)
+// calls it for the sessions of the server whose grants changed.
+func (s *Session) GrantsChanged() {
+	if !s.initialized.Load() {
+		return
+	}
+	now := time.Now()
+	s.watches.mu.Lock()
+	var ended []string
+	for id, sub := range s.watches.subs {
+		t, ok := s.watches.targets[id]
+		if sub == nil || !ok {
+			continue
+		}
+		if covered, err := s.consentCovers(t, grants.Read, now); covered && err == nil {
+			continue
+		}
+		sub.Close()
+		delete(s.watches.subs, id)
+		delete(s.watches.targets, id)
+		ended = append(ended, id)
+	}
+	s.watches.mu.Unlock()
+	if len(ended) > 0 {
+		s.log.Info("consent revoked: watches ended", "watches", strings.Join(ended, ","))
+	}
+	if err := s.RootsChanged(); err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("cannot notify the server of the grant change", "error", err)
+	}
+}

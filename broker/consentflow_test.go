@@ -1,0 +1,222 @@
+package broker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
+	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/policies"
+)
+
+// consentFixture is a session whose roots are not pre-approved, with the
+// default policies, a real grant store, an audit trail and a watch hub.
+type consentFixture struct {
+	*filesFixture
+	store *grants.Store
+	trail *testTrail
+}
+
+// startConsent starts a session over ro (read-only) and rw (writable) roots,
+// neither pre-approved, asking provider for consent and keeping grants in
+// store (a new one when nil).
+func startConsent(t *testing.T, provider consent.Provider, store *grants.Store) *consentFixture {
+	t.Helper()
+	base := t.TempDir()
+	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
+	for _, d := range []string{ro, rw, filepath.Join(ro, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range map[string]string{"a.txt": "a", "b.txt": "b", ".env": "SECRET=1", "sub/c.txt": "c"} {
+		if err := os.WriteFile(filepath.Join(ro, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := roots.New([]roots.Spec{{Path: ro, Mount: "ro"}, {Path: rw, Mount: "rw", Writable: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store == nil {
+		if store, err = grants.Open(filepath.Join(t.TempDir(), grants.DirName)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+	}
+	x, err := executor.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close() })
+	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, err := watch.NewHub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hub.Close() })
+	trail := openTrail(t)
+	p := startPeer(t, set, WithExecutor(x), WithDecider(PolicyDecider{Engine: e}), WithConsent(provider, store),
+		WithWatchHub(hub, 0), WithAudit(trail.Writer, false))
+	p.initialize("2025-11-25")
+	return &consentFixture{filesFixture: &filesFixture{peer: p, ro: ro, rw: rw}, store: store, trail: trail}
+}
+
+func mustParse(t *testing.T, spec string) consent.Provider {
+	t.Helper()
+	p, err := consent.Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// approved returns files/consent's approvedPaths.
+func approved(t *testing.T, res map[string]any) []string {
+	t.Helper()
+	var out []string
+	for _, p := range res["approvedPaths"].([]any) {
+		out = append(out, p.(string))
+	}
+	return out
+}
+
+func TestNoGrantNoAccess(t *testing.T) {
+	f := startConsent(t, mustParse(t, "auto"), nil)
+	data := f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+	if !strings.Contains(data["reason"].(string), "no consent grant covers") {
+		t.Errorf("reason %q does not name consent", data["reason"])
+	}
+	f.mustFail("files/list", map[string]any{"path": "ro"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/write", map[string]any{"path": "rw/x.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
+	if _, err := os.Stat(filepath.Join(f.rw, "x.txt")); !os.IsNotExist(err) {
+		t.Errorf("x.txt written without consent: %v", err)
+	}
+}
+
+func TestConsentAutoNarrowedByPolicyAndRoots(t *testing.T) {
+	f := startConsent(t, mustParse(t, "auto"), nil)
+	res, _, _ := f.call("files/consent", map[string]any{
+		"message": "to index the code",
+		// a file, a directory, a secret, a path outside every root, an
+		// absolute path inside a root, the same path twice
+		"requestedPaths": []string{"ro/a.txt", "ro/sub", "ro/.env", "/etc/passwd", filepath.Join(f.ro, "b.txt"), "ro/a.txt"},
+	})
+	if got := approved(t, res); res["granted"] != true || !slices.Equal(got, []string{"ro/a.txt", "ro/sub", "ro/b.txt"}) {
+		t.Fatalf("consent = %v, want ro/a.txt, ro/sub and ro/b.txt approved", res)
+	}
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	f.call("files/read", map[string]any{"path": "ro/sub/c.txt"}) // beneath a granted directory
+	f.mustFail("files/read", map[string]any{"path": "ro/.env"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/list", map[string]any{"path": "ro"}, -32002, "PERMISSION_DENIED")
+	// A read grant does not allow writing; write access under .git is never granted.
+	f.mustFail("files/write", map[string]any{"path": "rw/n.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
+	res, _, _ = f.call("files/consent", map[string]any{"message": "to save notes", "access": "write",
+		"requestedPaths": []string{"rw/notes", "rw/.git/hooks"}})
+	if got := approved(t, res); !slices.Equal(got, []string{"rw/notes"}) {
+		t.Fatalf("write consent = %v, want rw/notes only", res)
+	}
+	f.call("files/write", map[string]any{"path": "rw/notes/n.txt", "content": "x", "createParents": true})
+
+	// The trail holds the consent, each grant, and the decisions.
+	recs, _ := trailRecords(t, f.trail)
+	var consents, grantRecs int
+	for _, r := range recs {
+		switch r.Kind {
+		case audit.KindConsent:
+			consents++
+		case audit.KindGrant:
+			grantRecs++
+		}
+	}
+	if consents != 2 || grantRecs != 4 {
+		t.Errorf("%d consent and %d grant records, want 2 and 4", consents, grantRecs)
+	}
+	// Invalid paths are an error, not a silent refusal.
+	f.mustFail("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/a\x00b"}}, -32003, "INVALID_PATH")
+}
+
+func TestConsentDenyGrantsNothing(t *testing.T) {
+	f := startConsent(t, mustParse(t, "deny"), nil)
+	res, _, _ := f.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/a.txt"}})
+	if res["granted"] != false || len(res["approvedPaths"].([]any)) != 0 {
+		t.Fatalf("deny provider: %v", res)
+	}
+	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+func TestConsentCommandProvider(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "approve.sh")
+	// Approves the first requested path only.
+	body := "#!/bin/sh\nread req\nfirst=$(printf '%s' \"$req\" | sed 's/.*\"paths\":\\[\"\\([^\"]*\\)\".*/\\1/')\nprintf '{\"approved\":[\"%s\"]}' \"$first\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := startConsent(t, mustParse(t, "command:"+script), nil)
+	res, _, _ := f.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/a.txt", "ro/b.txt"}})
+	if got := approved(t, res); !slices.Equal(got, []string{"ro/a.txt"}) {
+		t.Fatalf("command provider approved %v, want ro/a.txt", res)
+	}
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	f.mustFail("files/read", map[string]any{"path": "ro/b.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+// TestGrantsOutliveTheSessionAndExpire: a grant made in one session covers
+// the next one (the store is shared); an expired grant covers nothing.
+func TestGrantsOutliveTheSessionAndExpire(t *testing.T) {
+	store, err := grants.Open(filepath.Join(t.TempDir(), grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	first := startConsent(t, mustParse(t, "auto"), store)
+	first.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/a.txt"}})
+	second := startConsent(t, mustParse(t, "deny"), store)
+	// Each fixture has its own directories, but the mount-relative grant is the server's.
+	second.call("files/read", map[string]any{"path": "ro/a.txt"})
+
+	// A grant given an hour ago that expired a minute ago (written by a
+	// store whose clock is an hour behind, as a process an hour ago was).
+	past, err := grants.Open(store.Dir(), grants.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer past.Close()
+	if _, err := past.Grant("test-server", grants.Grant{Access: grants.Read, Path: "ro/b.txt", Granted: time.Now().Add(-time.Hour),
+		Expires: time.Now().Add(-time.Minute), By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	second.mustFail("files/read", map[string]any{"path": "ro/b.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+// TestRevocationEndsWatchesAndNotifies: revoking a grant refuses the next
+// request, ends the watches under it and tells the server its roots changed.
+func TestRevocationEndsWatchesAndNotifies(t *testing.T) {
+	f := startConsent(t, mustParse(t, "auto"), nil)
+	f.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/sub", "ro/a.txt"}})
+	res, _, _ := f.call("files/watch", map[string]any{"path": "ro/sub", "recursive": true})
+	watchID := res["watchId"].(string)
+	if _, err := f.store.Revoke(grants.RevokeFilter{Server: "test-server", Path: "ro/sub"}); err != nil {
+		t.Fatal(err)
+	}
+	f.sess.GrantsChanged()
+	if n := f.peer.next(); str(n["method"]) != "notifications/roots/list_changed" {
+		t.Fatalf("after the revocation got %v, want roots/list_changed", n)
+	}
+	f.mustFail("files/read", map[string]any{"path": "ro/sub/c.txt"}, -32002, "PERMISSION_DENIED")
+	f.call("files/read", map[string]any{"path": "ro/a.txt"}) // the other grant stands
+	f.mustFail("files/unwatch", map[string]any{"watchId": watchID}, -32602, "INVALID_PARAMS")
+}
