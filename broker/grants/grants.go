@@ -1,0 +1,413 @@
+// Package grants keeps the consent grants of MCP servers: which server may
+// read, or read and write, which mount-relative paths, since when, until
+// when, and who said so. Grants are persisted in the broker's state
+// directory, so that every broker process on that directory shares them, a
+// restart keeps them, and `fsbroker grants revoke` in another process takes
+// them away from running sessions within a second.
+//
+// # Grants
+//
+// A Grant gives one server Read or Write access to a path written as
+// PROTOCOL.md section 3 writes paths the broker returns: mount-relative,
+// "mount/dir/file", already canonical (no empty, "." or ".." segment, no
+// leading or trailing "/"; ValidPath is the check). A grant covers its path
+// and everything beneath it at a segment boundary: "proj/dir" covers
+// "proj/dir" and "proj/dir/x", not "proj/dirx"; a grant on a mount alone
+// ("proj") covers the whole root. Write implies read: a write grant covers
+// reading too, a read grant never covers a change.
+//
+// A grant with a zero Expires never expires. Otherwise it is live up to and
+// including the instant Expires, and expired at every later instant: live
+// iff !now.After(Expires). This is the rule of the default policy set
+// (policies/readonly.rego, grant_live: expires >= now), so that the broker's
+// consent check and the policy never disagree about a grant at its last
+// nanosecond. An expired grant never counts; it is dropped from its file by
+// the next change to that server's grants.
+//
+// Every grant has an ID (24 hex digits from crypto/rand, assigned by the
+// Store) that revocation and the audit trail name, the time it was Granted,
+// and By: the consent provider that approved it (ByAuto, ByPrompt,
+// ByCommand, ByPreapproved, or another name, such as "command:PROG" as
+// broker/consent's providers name themselves). Granting a path and
+// access a server already holds does not add a second grant: the existing
+// one takes the new Expires, Granted and By (the latest consent decision
+// stands, even when it is shorter) and keeps its ID.
+//
+// # Identity
+//
+// Grants belong to a server identity: a string the caller chooses, the
+// operator-pinned id of the server when there is one, else the
+// serverInfo.name the server declared in initialize. The Store does not
+// know which kind it was given; the two share one namespace, which is the
+// point of pinning. A declared name is only a claim: any server can declare
+// itself "notes" and inherit every grant made to a server that declared the
+// same name. A pinned id is the operator's statement of which program this
+// is (the command line it was started with), which a server cannot choose,
+// so grants made to a pinned id are only as shareable as the operator makes
+// them. Policies should make persistent or broad grants only to pinned
+// servers (input.server.pinned).
+//
+// # Files
+//
+// The store is one directory, by convention <state-dir>/grants (DirName),
+// created 0700. Each server identity has its own files there, named by the
+// lowercase hex SHA-256 of the identity, so no identity ("../x", "a/b", a
+// name with control characters, a very long or non-ASCII one) can name a
+// file outside the directory or collide with another identity's:
+//
+//	<sha256>.json   the server's grants (absent when it has none)
+//	<sha256>.lock   an empty sidecar lock file, never deleted
+//	.tmp-<sha256>-* a replacement being written (left only by a crash)
+//
+// A grants file is one JSON object, written indented (0600):
+//
+//	{
+//	  "version": 1,
+//	  "server": "notes",
+//	  "grants": [
+//	    {"id": "6f1c...", "access": "write", "path": "proj/docs",
+//	     "granted": "2026-03-01T09:00:00Z", "expires": "2026-03-01T17:00:00Z", "by": "prompt"}
+//	  ]
+//	}
+//
+// "server" is the identity, for a person reading the file and to check that
+// the file is the one of its name; "expires" is left out for a grant that
+// never expires; times are RFC 3339 in UTC with nanoseconds. A file of
+// another version, with unknown members, or with any invalid grant is
+// corrupt.
+//
+// One file per identity rather than one for all: the broker reads the
+// grants of one server on every request of that server, and each server's
+// cache, lock and change notification is then its own. A grant made to one
+// server neither invalidates the cache of another nor waits for its lock,
+// and Watch reports which server changed without diffing a shared file. A
+// revocation across servers (RevokeFilter with no Server) is then one atomic
+// change per server, not one for all: a process that reads while it runs may
+// see some servers' grants revoked and others not yet.
+//
+// # Concurrency
+//
+// A Store is safe for use by many goroutines, and any number of Stores, in
+// one process or many, may share a directory. Every change (Grant, Revoke)
+// is a read-modify-write under the server's exclusive sidecar lock
+// (github.com/gofrs/flock: flock(2) on unix, LockFileEx on Windows; the
+// kernel releases it when its process dies), so concurrent changes from any
+// process are serialised and none is lost. The new file is written to a
+// temporary file in the directory, synced, renamed over the old one, and the
+// directory is synced: a crash at any moment leaves the old grants or the
+// new ones, never a torn file. Reading takes no lock: the rename is atomic,
+// so a reader sees the old file or the new, and a revocation check never
+// waits behind a writer. (On Windows, where a file open in another process
+// cannot be renamed over, a Grant or Revoke that meets a reader mid-read
+// fails with the error and changes nothing; it can be retried.)
+//
+// # Staleness and revocation latency
+//
+// Covers is on the path of every request, so each Store keeps each server's
+// grants in memory and answers from there. The cached grants are
+// re-validated when any of these happens, whichever is first:
+//
+//   - Watch (fsnotify on the directory) sees the server's file change, in
+//     any process: the cache is invalidated at once and the next Covers
+//     rereads the file; Watch then tells the caller which server changed.
+//     This is the normal path, and takes milliseconds.
+//   - The cache was last checked WithMaxStale ago (default 500ms): one stat(2)
+//     of the file (identity, size, modification time) decides whether to
+//     reread it. This is the safety net for a missed event (a watcher queue
+//     overflow is reported as a change of every server, but file systems
+//     such as NFS deliver no events for other hosts' changes).
+//   - The file was last read 10 times the maximum staleness ago: it is
+//     reread even when the stat shows no change, because a replacement that
+//     reuses the cached file's inode number with the same size and
+//     modification time (within the file system's timestamp granularity)
+//     cannot be told apart by a stat.
+//
+// A change by the same Store is visible to it at once. A revocation by
+// another process is thus seen by a Store with a running Watch within
+// milliseconds, and by any Store within the maximum staleness (500ms by
+// default, plus one stat and one read), which is within PROTOCOL.md's bound:
+// "a revocation takes effect for new requests within 1 second".
+//
+// # Failure
+//
+// A grants file that cannot be parsed, is larger than 32 MiB, names another
+// server, has an unsupported version, or holds an invalid or duplicate
+// grant is corrupt: Covers, List and Grant return an *Error matching
+// ErrCorrupt (errors.Is) with the file's path, never an empty set of grants
+// silently, and Grant and Revoke leave the file untouched. The broker then
+// fails closed: without trustworthy grants there is no grant. A file that
+// cannot be read, a lock not obtained within the lock wait (WithLockWait),
+// or a write that fails is an *Error too. An operator inspects the file
+// named in the error and restores it, or removes it, which revokes every
+// grant of that server. ListAll, and Revoke across servers, go on past a
+// corrupt file: they return what they could do and an error naming each file
+// they could not read.
+//
+// A server holds at most WithMaxGrants grants (default 4096): a Grant that
+// would exceed it fails with ErrTooMany, so that a server approved
+// automatically cannot grow its file without bound.
+package grants
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// DirName is the name of the grants directory inside the broker's state
+// directory: Open(filepath.Join(stateDir, grants.DirName)).
+const DirName = "grants"
+
+// FormatVersion is the version of the grants files this package reads and
+// writes.
+const FormatVersion = 1
+
+// Access is what a grant allows.
+type Access string
+
+// The accesses.
+const (
+	// Read allows reading, listing and watching.
+	Read Access = "read"
+	// Write allows changes, and reading.
+	Write Access = "write"
+)
+
+// Valid reports whether a is Read or Write.
+func (a Access) Valid() bool { return a == Read || a == Write }
+
+// Allows reports whether a grant of access a covers an operation that needs
+// need: write implies read, read does not imply write.
+func (a Access) Allows(need Access) bool {
+	return a == Write && need.Valid() || a == Read && need == Read
+}
+
+// The consent providers, as a Grant's By names them. Other names are
+// allowed.
+const (
+	// ByAuto is the policy's automatic approval (--consent auto).
+	ByAuto = "auto"
+	// ByPrompt is a person at the interactive prompt.
+	ByPrompt = "prompt"
+	// ByCommand is an external consent command.
+	ByCommand = "command"
+	// ByPreapproved is the operator's pre-approval in the configuration.
+	ByPreapproved = "preapproved"
+	// ByConsole is the web console.
+	ByConsole = "console"
+)
+
+// Limits on what a grant holds (PROTOCOL.md section 3 for paths).
+const (
+	MaxPathBytes    = 4096
+	MaxSegmentBytes = 255
+	// MaxServerBytes bounds a server identity.
+	MaxServerBytes = 4096
+	// MaxByBytes bounds a provider name (a consent command's is
+	// "command:" and its program's path).
+	MaxByBytes = 8192
+	// maxIDBytes bounds an ID read from a file.
+	maxIDBytes = 64
+)
+
+// Grant is one consent grant.
+type Grant struct {
+	// ID names the grant, for revocation and the audit trail; the Store
+	// assigns it.
+	ID string `json:"id"`
+	// Server is the server identity that holds the grant.
+	Server string `json:"server"`
+	// Access is Read or Write.
+	Access Access `json:"access"`
+	// Path is the mount-relative path the grant covers, with everything
+	// beneath it.
+	Path string `json:"path"`
+	// Granted is when consent was given (UTC).
+	Granted time.Time `json:"granted"`
+	// Expires is the last instant the grant is live (UTC); zero: never.
+	Expires time.Time `json:"expires,omitzero"`
+	// By is the consent provider that approved it.
+	By string `json:"by"`
+}
+
+// CoversPath reports whether the grant's path is p or an ancestor of p at a
+// segment boundary. Access and expiry are not considered.
+func (g Grant) CoversPath(p string) bool { return coversPath(g.Path, p) }
+
+// Covers reports whether the grant allows access to p: its path covers p
+// and its access allows access. Expiry is not considered (see Live).
+func (g Grant) Covers(access Access, p string) bool {
+	return g.Access.Allows(access) && g.CoversPath(p)
+}
+
+// Live reports whether the grant is in force at now: it never expires, or
+// now is not after Expires.
+func (g Grant) Live(now time.Time) bool { return g.Expires.IsZero() || !now.After(g.Expires) }
+
+// lasts reports whether g stays live at least as long as h.
+func (g Grant) lasts(h Grant) bool {
+	return g.Expires.IsZero() || !h.Expires.IsZero() && !g.Expires.Before(h.Expires)
+}
+
+func coversPath(grant, p string) bool {
+	return p == grant || len(p) > len(grant) && p[len(grant)] == '/' && strings.HasPrefix(p, grant)
+}
+
+var (
+	// ErrCorrupt is matched by the error of a grants file that is not valid:
+	// it is never read as "no grants".
+	ErrCorrupt = errors.New("corrupt grants file")
+	// ErrInvalid is matched by the error of an invalid argument: a server
+	// identity, a grant, a path or a revocation filter.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrTooMany is matched by the error of a Grant that would give a server
+	// more grants than the limit (WithMaxGrants).
+	ErrTooMany = errors.New("too many grants")
+	// ErrClosed is returned by a Store after Close.
+	ErrClosed = errors.New("grants store is closed")
+)
+
+// Error is the error of a Store operation on one server's grants. Path is
+// the server's grants file, for an operator to inspect, restore or remove.
+type Error struct {
+	Op     string // "covers", "list", "grant", "revoke", "watch"
+	Server string // "" when the file's server is not known
+	Path   string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Server == "" {
+		return fmt.Sprintf("grants: %s: %s: %v", e.Op, e.Path, e.Err)
+	}
+	return fmt.Sprintf("grants: %s for server %q: %s: %v", e.Op, e.Server, e.Path, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// ValidPath checks that p is a canonical mount-relative path, as the broker
+// writes paths: not empty, at most MaxPathBytes, valid UTF-8 without ASCII
+// control characters or backslashes, and made of "/"-separated segments
+// that are not empty, "." or "..", each at most MaxSegmentBytes. The error
+// matches ErrInvalid.
+func ValidPath(p string) error {
+	switch {
+	case p == "":
+		return invalidf("empty path")
+	case len(p) > MaxPathBytes:
+		return invalidf("path longer than %d bytes", MaxPathBytes)
+	case !utf8.ValidString(p):
+		return invalidf("path %q is not valid UTF-8", p)
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) {
+			c := p[i]
+			if c < 0x20 || c == 0x7f || c == '\\' {
+				return invalidf("path %q holds a control character or a backslash", p)
+			}
+			if c != '/' {
+				continue
+			}
+		}
+		switch seg := p[start:i]; {
+		case seg == "":
+			return invalidf("path %q is not canonical: an empty segment (leading, trailing or repeated \"/\")", p)
+		case seg == "." || seg == "..":
+			return invalidf("path %q is not canonical: a %q segment", p, seg)
+		case len(seg) > MaxSegmentBytes:
+			return invalidf("path %q has a segment longer than %d bytes", p, MaxSegmentBytes)
+		}
+		start = i + 1
+	}
+	return nil
+}
+
+// validServer checks a server identity: not empty, valid UTF-8 (it is kept
+// in JSON), at most MaxServerBytes.
+func validServer(server string) error {
+	switch {
+	case server == "":
+		return invalidf("empty server identity")
+	case len(server) > MaxServerBytes:
+		return invalidf("server identity longer than %d bytes", MaxServerBytes)
+	case !utf8.ValidString(server):
+		return invalidf("server identity %q is not valid UTF-8", server)
+	}
+	return nil
+}
+
+// validBy checks a provider name: not empty, at most MaxByBytes, printable.
+func validBy(by string) error {
+	if by == "" || len(by) > MaxByBytes || !utf8.ValidString(by) {
+		return invalidf("provider name %q: want 1 to %d bytes of UTF-8", by, MaxByBytes)
+	}
+	for i := 0; i < len(by); i++ {
+		if c := by[i]; c < 0x20 || c == 0x7f {
+			return invalidf("provider name %q holds a control character", by)
+		}
+	}
+	return nil
+}
+
+// validID checks a grant ID read from a file.
+func validID(id string) error {
+	if id == "" || len(id) > maxIDBytes {
+		return fmt.Errorf("grant id %q: want 1 to %d bytes", id, maxIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("grant id %q: want printable ASCII", id)
+		}
+	}
+	return nil
+}
+
+// RevokeFilter selects the grants Revoke removes: those that match every
+// selector given. At least one selector, or All alone, is required.
+type RevokeFilter struct {
+	// Server selects the grants of one server identity.
+	Server string
+	// Path selects the grants on Path and beneath it (at a segment
+	// boundary). A grant on an ancestor of Path is not selected: revoking
+	// "proj/dir" leaves a grant on "proj" whole, and a grant cannot be
+	// narrowed by revoking a part of it; revoke the broader grant instead.
+	Path string
+	// ID selects the grant with this ID.
+	ID string
+	// All selects every grant of every server; it cannot be combined with
+	// other selectors.
+	All bool
+}
+
+func (f RevokeFilter) validate() error {
+	selector := f.Server != "" || f.Path != "" || f.ID != ""
+	switch {
+	case f.All && selector:
+		return invalidf("revoke: All selects every grant; it cannot be combined with Server, Path or ID")
+	case !f.All && !selector:
+		return invalidf("revoke: give a Server, a Path or an ID, or All for every grant")
+	}
+	if f.Path != "" {
+		if err := ValidPath(f.Path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// matches reports whether the filter selects g.
+func (f RevokeFilter) matches(g Grant) bool {
+	if f.All {
+		return true
+	}
+	return (f.Server == "" || g.Server == f.Server) &&
+		(f.Path == "" || coversPath(f.Path, g.Path)) &&
+		(f.ID == "" || g.ID == f.ID)
+}

@@ -1,0 +1,987 @@
+package grants
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxStale is how long a Store answers from its cached grants
+	// before it checks the file again: the bound on how late a change by
+	// another process is seen when no Watch event arrives. Half of
+	// PROTOCOL.md's second, so that the bound holds with room to spare
+	// even when the watch fails.
+	DefaultMaxStale = 500 * time.Millisecond
+	// DefaultLockWait is how long Grant and Revoke wait for a server's lock
+	// held by another process.
+	DefaultLockWait = 10 * time.Second
+	// DefaultMaxGrants is how many grants one server may hold.
+	DefaultMaxGrants = 4096
+)
+
+const (
+	dataExt    = ".json"
+	lockExt    = ".lock"
+	tempPrefix = ".tmp-"
+	hashLen    = 2 * sha256.Size
+	// maxFileSize bounds a grants file: DefaultMaxGrants grants with long
+	// paths take about 20 MiB.
+	maxFileSize = 32 << 20
+	// rereadFactor times the maximum staleness is how old a read may be
+	// before the file is reread even though a stat shows no change.
+	rereadFactor = 10
+	// lockRetry is how often a lock held by another process is tried again.
+	lockRetry = time.Millisecond
+	idBytes   = 12
+	fileMode  = 0o600
+	dirMode   = 0o700
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogger sets the logger of warnings (a failed directory sync, a watch
+// error, leftover temporary files). The default discards them.
+func WithLogger(l hclog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// WithMaxStale sets how long cached grants are used before the file is
+// checked again (DefaultMaxStale); 0 checks it on every call. See the
+// package documentation.
+func WithMaxStale(d time.Duration) Option {
+	return func(s *Store) { s.maxStale = max(d, 0) }
+}
+
+// WithLockWait sets how long Grant and Revoke wait for a server's lock held
+// by another process before they fail (DefaultLockWait).
+func WithLockWait(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.lockWait = d
+		}
+	}
+}
+
+// WithMaxGrants sets how many grants one server may hold
+// (DefaultMaxGrants).
+func WithMaxGrants(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxGrants = n
+		}
+	}
+}
+
+// WithClock sets the clock that dates grants given without a Granted time,
+// and that decides which grants have expired when a file is rewritten
+// (default time.Now). Covers takes its time as an argument.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// Store is a directory of per-server consent grants.
+type Store struct {
+	dir       string
+	log       hclog.Logger
+	maxStale  time.Duration
+	lockWait  time.Duration
+	maxGrants int
+	now       func() time.Time
+	dirf      *os.File      // the directory, kept open to sync renames (nil on Windows)
+	done      chan struct{} // closed by Close: ends the watches
+
+	mu      sync.RWMutex
+	closed  bool
+	servers map[string]*entry // by server identity
+	byHash  map[string]*entry // by file name (hex SHA-256 of the identity)
+}
+
+// entry is one server's grants as this Store knows them.
+type entry struct {
+	server string
+	name   string // hex SHA-256 of server
+	path   string
+	lock   string
+
+	// io serialises this Store's file access for the server, so that its
+	// goroutines queue here rather than on the cross-process lock, and a
+	// stale cache is revalidated once, not by every waiting request.
+	io sync.Mutex
+
+	mu        sync.Mutex // guards the fields below; never held during I/O
+	loaded    bool
+	dirty     bool   // a Watch saw the file change: reread it
+	gen       uint64 // counts invalidations, so a read racing one does not clear dirty
+	checkedAt time.Time
+	readAt    time.Time
+	stamp     stamp
+	snap      *snapshot
+	err       error // the last read's error, kept with its stamp
+}
+
+// snapshot is an immutable set of one server's grants, indexed by path.
+type snapshot struct {
+	grants []Grant // sorted (sortGrants)
+	byPath map[string][]int
+}
+
+var emptySnapshot = &snapshot{}
+
+func newSnapshot(gs []Grant) *snapshot {
+	if len(gs) == 0 {
+		return emptySnapshot
+	}
+	s := &snapshot{grants: gs, byPath: make(map[string][]int, len(gs))}
+	for i, g := range gs {
+		s.byPath[g.Path] = append(s.byPath[g.Path], i)
+	}
+	return s
+}
+
+// covering returns the live grant that covers access to p and lasts the
+// longest (the first in file order among equals).
+func (s *snapshot) covering(access Access, p string, now time.Time) (Grant, bool) {
+	var best Grant
+	found := false
+	consider := func(prefix string) {
+		for _, i := range s.byPath[prefix] {
+			g := s.grants[i]
+			if g.Access.Allows(access) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g)) {
+				best, found = g, true
+			}
+		}
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			consider(p[:i])
+		}
+	}
+	consider(p)
+	return best, found
+}
+
+// stamp identifies a version of a grants file without reading it.
+type stamp struct {
+	exists   bool
+	size     int64
+	modNanos int64
+	dev, ino uint64 // 0 where the platform has no inode numbers
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	dev, ino := fileID(fi)
+	return stamp{exists: true, size: fi.Size(), modNanos: fi.ModTime().UnixNano(), dev: dev, ino: ino}
+}
+
+// Open opens the store in dir, creating the directory (0700) if needed, and
+// removes temporary files left by a crashed writer.
+func Open(dir string, opts ...Option) (*Store, error) {
+	s := &Store{
+		dir:       filepath.Clean(dir),
+		log:       hclog.NewNullLogger(),
+		maxStale:  DefaultMaxStale,
+		lockWait:  DefaultLockWait,
+		maxGrants: DefaultMaxGrants,
+		now:       time.Now,
+		done:      make(chan struct{}),
+		servers:   make(map[string]*entry),
+		byHash:    make(map[string]*entry),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := os.MkdirAll(s.dir, dirMode); err != nil {
+		return nil, fmt.Errorf("grants: create the directory: %w", err)
+	}
+	if runtime.GOOS != "windows" { // Windows cannot sync a directory handle
+		f, err := os.Open(s.dir)
+		if err != nil {
+			return nil, fmt.Errorf("grants: open the directory: %w", err)
+		}
+		s.dirf = f
+	}
+	s.removeStaleTemps()
+	return s, nil
+}
+
+// Close releases the Store and ends its watches; its methods return
+// ErrClosed afterwards. Calls in progress finish.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	if s.dirf != nil {
+		return s.dirf.Close()
+	}
+	return nil
+}
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the file that holds server's grants (which may not exist).
+func (s *Store) Path(server string) string {
+	return filepath.Join(s.dir, fileName(server)+dataExt)
+}
+
+func fileName(server string) string {
+	sum := sha256.Sum256([]byte(server))
+	return hex.EncodeToString(sum[:])
+}
+
+// Covers reports whether server holds a grant, live at now, that allows
+// access to mountPath (a canonical mount-relative path, see ValidPath), and
+// returns it: among several, the one that lasts the longest. It answers
+// from memory within the staleness bound (see the package documentation).
+// A corrupt or unreadable grants file is an error, and no grant.
+func (s *Store) Covers(server string, access Access, mountPath string, now time.Time) (Grant, bool, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return Grant{}, false, err
+	}
+	if !access.Valid() {
+		return Grant{}, false, e.fail("covers", invalidf("access %q: want read or write", access))
+	}
+	if err := ValidPath(mountPath); err != nil {
+		return Grant{}, false, e.fail("covers", err)
+	}
+	snap, err := s.current(e)
+	if err != nil {
+		return Grant{}, false, e.fail("covers", err)
+	}
+	g, ok := snap.covering(access, mountPath, now)
+	return g, ok, nil
+}
+
+// List returns the grants server holds, expired ones included (see
+// Grant.Live), sorted by path, then access. A server without grants has
+// none; a corrupt or unreadable file is an error.
+func (s *Store) List(server string) ([]Grant, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.current(e)
+	if err != nil {
+		return nil, e.fail("list", err)
+	}
+	return slices.Clone(snap.grants), nil
+}
+
+// ListAll returns the grants of every server, sorted by server, then path,
+// then access. It goes on past a file it cannot read: the error then names
+// each such file (an *Error for each, joined), and the grants are those of
+// the other files.
+func (s *Store) ListAll() ([]Grant, error) {
+	hashes, err := s.scan()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		all  []Grant
+		errs []error
+	)
+	for _, h := range hashes {
+		e, err := s.resolve(h)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if e == nil {
+			continue // removed meanwhile
+		}
+		snap, err := s.current(e)
+		if err != nil {
+			errs = append(errs, e.fail("list", err))
+			continue
+		}
+		all = append(all, snap.grants...)
+	}
+	slices.SortFunc(all, func(a, b Grant) int { return cmp.Or(strings.Compare(a.Server, b.Server), compareGrants(a, b)) })
+	return all, errors.Join(errs...)
+}
+
+// Grant gives server the grants gs and returns them as stored, in the order
+// given. Each needs an Access, a canonical Path and a By; Granted defaults
+// to the Store's clock; Expires, when set, must be after that clock; ID and
+// Server must be empty or, for Server, the server. A grant whose path and
+// access the server already holds refreshes that grant: it takes the new
+// Expires, Granted and By and keeps its ID. Expired grants of the server
+// are dropped. The grants are on disk when Grant returns without error.
+func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	add := make([]Grant, len(gs))
+	for i, g := range gs {
+		if err := checkNew(&g, server, now); err != nil {
+			return nil, e.fail("grant", fmt.Errorf("grant %d: %w", i, err))
+		}
+		add[i] = g
+	}
+	if len(add) == 0 {
+		return nil, nil
+	}
+	var stored []Grant
+	err = s.update(e, func(cur []Grant) ([]Grant, bool, error) {
+		next := slices.DeleteFunc(slices.Clone(cur), func(g Grant) bool { return !g.Live(now) })
+		at := make([]int, len(add))
+		for i, a := range add {
+			j := slices.IndexFunc(next, func(g Grant) bool { return g.Path == a.Path && g.Access == a.Access })
+			if j >= 0 {
+				next[j].Expires, next[j].Granted, next[j].By = a.Expires, a.Granted, a.By
+			} else {
+				a.ID = newID(next)
+				j = len(next)
+				next = append(next, a)
+			}
+			at[i] = j
+		}
+		if len(next) > s.maxGrants {
+			return nil, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next), s.maxGrants)
+		}
+		stored = make([]Grant, len(add))
+		for i, j := range at {
+			stored[i] = next[j]
+		}
+		return next, true, nil
+	})
+	if err != nil {
+		return nil, e.fail("grant", err)
+	}
+	return stored, nil
+}
+
+// checkNew validates a grant to be added and fills in its defaults.
+func checkNew(g *Grant, server string, now time.Time) error {
+	switch {
+	case g.ID != "":
+		return invalidf("the Store assigns IDs; got %q", g.ID)
+	case g.Server != "" && g.Server != server:
+		return invalidf("it names server %q", g.Server)
+	case !g.Access.Valid():
+		return invalidf("access %q: want read or write", g.Access)
+	}
+	if err := ValidPath(g.Path); err != nil {
+		return err
+	}
+	if err := validBy(g.By); err != nil {
+		return err
+	}
+	g.Server = server
+	if g.Granted.IsZero() {
+		g.Granted = now
+	}
+	g.Granted = g.Granted.UTC()
+	if !g.Expires.IsZero() {
+		if !g.Expires.After(now) {
+			return invalidf("it expires at %s, not after now (%s)", g.Expires.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+		}
+		g.Expires = g.Expires.UTC()
+	}
+	return nil
+}
+
+// newID returns a random grant ID that no grant in gs has.
+func newID(gs []Grant) string {
+	for {
+		var b [idBytes]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		id := hex.EncodeToString(b[:])
+		if !slices.ContainsFunc(gs, func(g Grant) bool { return g.ID == id }) {
+			return id
+		}
+	}
+}
+
+// Revoke removes the grants the filter selects and returns them, sorted by
+// server, then path, then access. Nothing selected is not an error: the
+// result is empty. A Path selects grants on it and beneath it, never a
+// broader grant (see RevokeFilter). Each server's grants change atomically;
+// across servers Revoke goes on past a file it cannot read or change, and
+// the error names each (an *Error for each, joined).
+func (s *Store) Revoke(f RevokeFilter) ([]Grant, error) {
+	if err := f.validate(); err != nil {
+		return nil, &Error{Op: "revoke", Server: f.Server, Err: err}
+	}
+	var (
+		targets []*entry
+		errs    []error
+	)
+	if f.Server != "" {
+		e, err := s.entry(f.Server)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, e)
+	} else {
+		hashes, err := s.scan()
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hashes {
+			e, err := s.resolve(h)
+			if err != nil {
+				errs = append(errs, err)
+			} else if e != nil {
+				targets = append(targets, e)
+			}
+		}
+	}
+	var revoked []Grant
+	for _, e := range targets {
+		var gone []Grant
+		err := s.update(e, func(cur []Grant) ([]Grant, bool, error) {
+			var keep []Grant
+			for _, g := range cur {
+				if f.matches(g) {
+					gone = append(gone, g)
+				} else {
+					keep = append(keep, g)
+				}
+			}
+			if len(gone) == 0 {
+				return nil, false, nil
+			}
+			now := s.now()
+			keep = slices.DeleteFunc(keep, func(g Grant) bool { return !g.Live(now) })
+			return keep, true, nil
+		})
+		if err != nil {
+			errs = append(errs, e.fail("revoke", err))
+			continue
+		}
+		revoked = append(revoked, gone...)
+	}
+	slices.SortFunc(revoked, func(a, b Grant) int { return cmp.Or(strings.Compare(a.Server, b.Server), compareGrants(a, b)) })
+	return revoked, errors.Join(errs...)
+}
+
+// entry returns server's entry, creating it on first use.
+func (s *Store) entry(server string) (*entry, error) {
+	s.mu.RLock()
+	e, closed := s.servers[server], s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if e != nil {
+		return e, nil
+	}
+	if err := validServer(server); err != nil {
+		return nil, &Error{Op: "grants", Server: server, Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if e := s.servers[server]; e != nil {
+		return e, nil
+	}
+	name := fileName(server)
+	e = &entry{
+		server: server,
+		name:   name,
+		path:   filepath.Join(s.dir, name+dataExt),
+		lock:   filepath.Join(s.dir, name+lockExt),
+	}
+	s.servers[server] = e
+	s.byHash[name] = e
+	return e, nil
+}
+
+// known returns the entry of the file name hash, if this Store has one.
+func (s *Store) known(hash string) *entry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byHash[hash]
+}
+
+// resolve returns the entry of the grants file named hash, reading the file
+// for its server when the Store does not know it yet; nil when the file is
+// gone.
+func (s *Store) resolve(hash string) (*entry, error) {
+	if e := s.known(hash); e != nil {
+		return e, nil
+	}
+	path := filepath.Join(s.dir, hash+dataExt)
+	server, _, _, err := readFile(path, "")
+	if err == nil && server != "" && fileName(server) != hash {
+		err = fmt.Errorf("%w: it holds the grants of server %q, whose file is %s%s", ErrCorrupt, server, fileName(server), dataExt)
+	}
+	if err != nil {
+		return nil, &Error{Op: "list", Path: path, Err: trimPathErr(err, path)}
+	}
+	if server == "" {
+		return nil, nil
+	}
+	return s.entry(server)
+}
+
+// scan returns the file names (hashes) of the grants files in the
+// directory.
+func (s *Store) scan() ([]string, error) {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("grants: list %s: %w", s.dir, err)
+	}
+	var hashes []string
+	for _, de := range des {
+		if h, ok := dataHash(de.Name()); ok {
+			hashes = append(hashes, h)
+		}
+	}
+	return hashes, nil
+}
+
+// dataHash returns the hash a grants file name stands for.
+func dataHash(name string) (string, bool) {
+	h, ok := strings.CutSuffix(name, dataExt)
+	return h, ok && len(h) == hashLen && isHex(h)
+}
+
+func (e *entry) fail(op string, err error) error {
+	var ge *Error
+	if errors.As(err, &ge) {
+		return err
+	}
+	return &Error{Op: op, Server: e.server, Path: e.path, Err: trimPathErr(err, e.path)}
+}
+
+// trimPathErr drops the path from an *fs.PathError on path, which Error
+// names already.
+func trimPathErr(err error, path string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+// invalidate marks the cache stale: the next use rereads the file.
+func (e *entry) invalidate() {
+	e.mu.Lock()
+	e.dirty = true
+	e.gen++
+	e.mu.Unlock()
+}
+
+// fresh reports whether the cached grants may be used without a check.
+func (s *Store) fresh(e *entry) bool {
+	return e.loaded && !e.dirty && time.Since(e.checkedAt) < s.maxStale
+}
+
+// cached returns the cached grants if they are fresh.
+func (s *Store) cached(e *entry) (snap *snapshot, ok bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !s.fresh(e) {
+		return nil, false, nil
+	}
+	return e.snap, true, e.err
+}
+
+// current returns server's grants: the cache, or the file when the cache
+// may be stale (see the package documentation).
+func (s *Store) current(e *entry) (*snapshot, error) {
+	if snap, ok, err := s.cached(e); ok {
+		return snap, err
+	}
+	e.io.Lock()
+	defer e.io.Unlock()
+	if snap, ok, err := s.cached(e); ok { // another goroutine checked it meanwhile
+		return snap, err
+	}
+	e.mu.Lock()
+	gen, dirty, loaded, cached, readAt := e.gen, e.dirty, e.loaded, e.stamp, e.readAt
+	e.mu.Unlock()
+	if loaded && !dirty && time.Since(readAt) < rereadFactor*s.maxStale {
+		if st, err := statFile(e.path); err == nil && st == cached {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.checkedAt = time.Now()
+			return e.snap, e.err
+		}
+	}
+	_, gs, st, err := readFile(e.path, e.server)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.install(gen, gs, st, err)
+	return e.snap, e.err
+}
+
+// install records what a read or a write found, under e.mu. A read that
+// began before the last invalidation (gen) leaves the cache dirty.
+func (e *entry) install(gen uint64, gs []Grant, st stamp, err error) {
+	now := time.Now()
+	e.loaded, e.checkedAt, e.readAt, e.stamp, e.err = true, now, now, st, err
+	if err == nil {
+		e.snap = newSnapshot(gs)
+	} else {
+		e.snap = emptySnapshot
+	}
+	if e.gen == gen {
+		e.dirty = false
+	}
+}
+
+// update runs a read-modify-write of server's grants under its exclusive
+// lock: change gets the grants on disk and returns the new ones and whether
+// to write them.
+func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write bool, err error)) error {
+	e.io.Lock()
+	defer e.io.Unlock()
+	unlock, err := s.lockFile(e)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	e.mu.Lock()
+	gen := e.gen
+	e.mu.Unlock()
+	_, cur, st, err := readFile(e.path, e.server)
+	e.mu.Lock()
+	e.install(gen, cur, st, err)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	next, write, err := change(cur)
+	if err != nil || !write {
+		return err
+	}
+	sortGrants(next)
+	nst, err := s.write(e, next)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.install(gen, next, nst, nil)
+	e.mu.Unlock()
+	return nil
+}
+
+// lockFile takes the server's exclusive cross-process lock, waiting at most
+// the lock wait.
+func (s *Store) lockFile(e *entry) (unlock func(), err error) {
+	fl := flock.New(e.lock, flock.SetPermissions(fileMode))
+	ok, err := fl.TryLock()
+	if err == nil && !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), s.lockWait)
+		ok, err = fl.TryLockContext(ctx, lockRetry)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+	}
+	if err != nil || !ok {
+		_ = fl.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", e.lock, err)
+		}
+		return nil, fmt.Errorf("lock %s: held by another process for more than %s", e.lock, s.lockWait)
+	}
+	return func() {
+		if err := fl.Unlock(); err != nil {
+			s.log.Warn("cannot release a grants lock", "path", e.lock, "error", err)
+			_ = fl.Close()
+		}
+	}, nil
+}
+
+// fileIn is a grants file as read: every member must be present.
+type fileIn struct {
+	Version *int       `json:"version"`
+	Server  *string    `json:"server"`
+	Grants  *[]grantIn `json:"grants"`
+}
+
+type grantIn struct {
+	ID      *string    `json:"id"`
+	Access  *Access    `json:"access"`
+	Path    *string    `json:"path"`
+	Granted *time.Time `json:"granted"`
+	Expires *time.Time `json:"expires"`
+	By      *string    `json:"by"`
+}
+
+// fileOut is a grants file as written.
+type fileOut struct {
+	Version int        `json:"version"`
+	Server  string     `json:"server"`
+	Grants  []grantOut `json:"grants"`
+}
+
+type grantOut struct {
+	ID      string    `json:"id"`
+	Access  Access    `json:"access"`
+	Path    string    `json:"path"`
+	Granted time.Time `json:"granted"`
+	Expires time.Time `json:"expires,omitzero"`
+	By      string    `json:"by"`
+}
+
+// readFile reads and checks a grants file. want is the server the file must
+// belong to ("": any; the server is returned). A missing file is no grants
+// and the server "".
+func readFile(path, want string) (server string, gs []Grant, st stamp, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, stamp{}, nil
+	}
+	if err != nil {
+		return "", nil, stamp{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", nil, stamp{}, err
+	}
+	st = stampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return "", nil, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return "", nil, st, err
+	}
+	if len(b) > maxFileSize {
+		return "", nil, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+	}
+	server, gs, err = parse(b, want)
+	if err != nil {
+		return "", nil, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return server, gs, st, nil
+}
+
+// parse decodes and checks a grants file's content.
+func parse(b []byte, want string) (string, []Grant, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var in fileIn
+	if err := dec.Decode(&in); err != nil {
+		return "", nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", nil, errors.New("data after the JSON object")
+	}
+	switch {
+	case in.Version == nil || in.Server == nil || in.Grants == nil:
+		return "", nil, errors.New(`"version", "server" and "grants" are required`)
+	case *in.Version != FormatVersion:
+		return "", nil, fmt.Errorf("version %d is not supported (this fsbroker reads version %d; a newer one may have written it)", *in.Version, FormatVersion)
+	case want != "" && *in.Server != want:
+		return "", nil, fmt.Errorf("it holds the grants of server %q", *in.Server)
+	}
+	server := *in.Server
+	if err := validServer(server); err != nil {
+		return "", nil, err
+	}
+	gs := make([]Grant, 0, len(*in.Grants))
+	ids := make(map[string]bool, len(*in.Grants))
+	seen := make(map[[2]string]bool, len(*in.Grants))
+	for i, g := range *in.Grants {
+		if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
+			return "", nil, fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
+		}
+		out := Grant{ID: *g.ID, Server: server, Access: *g.Access, Path: *g.Path, Granted: g.Granted.UTC(), By: *g.By}
+		if g.Expires != nil {
+			out.Expires = g.Expires.UTC()
+		}
+		err := validID(out.ID)
+		switch {
+		case err != nil:
+		case !out.Access.Valid():
+			err = fmt.Errorf("access %q: want read or write", out.Access)
+		case out.Granted.IsZero():
+			err = errors.New("no granted time")
+		case ids[out.ID]:
+			err = fmt.Errorf("a second grant with id %q", out.ID)
+		case seen[[2]string{out.Path, string(out.Access)}]:
+			err = fmt.Errorf("a second %s grant on %q", out.Access, out.Path)
+		}
+		if err == nil {
+			err = ValidPath(out.Path)
+		}
+		if err == nil {
+			err = validBy(out.By)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("grant %d: %v", i, err)
+		}
+		ids[out.ID], seen[[2]string{out.Path, string(out.Access)}] = true, true
+		gs = append(gs, out)
+	}
+	sortGrants(gs)
+	return server, gs, nil
+}
+
+// write replaces the server's grants file with gs, atomically and durably,
+// under the server's exclusive lock, and returns the new file's stamp. No
+// grants removes the file.
+func (s *Store) write(e *entry, gs []Grant) (stamp, error) {
+	if len(gs) == 0 {
+		if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return stamp{}, err
+		}
+		s.syncDir()
+		return stamp{}, nil
+	}
+	out := fileOut{Version: FormatVersion, Server: e.server, Grants: make([]grantOut, len(gs))}
+	for i, g := range gs {
+		out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Granted: g.Granted, Expires: g.Expires, By: g.By}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return stamp{}, err
+	}
+	if buf.Len() > maxFileSize {
+		return stamp{}, fmt.Errorf("%w: the grants take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
+	}
+	f, err := os.CreateTemp(s.dir, tempPrefix+e.name+"-*")
+	if err != nil {
+		return stamp{}, err
+	}
+	tmp := f.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return stamp{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return stamp{}, err
+	}
+	fi, err := f.Stat() // a rename keeps the inode, size and modification time
+	if err != nil {
+		return stamp{}, err
+	}
+	if err := f.Close(); err != nil {
+		return stamp{}, err
+	}
+	if err := os.Rename(tmp, e.path); err != nil {
+		return stamp{}, err
+	}
+	committed = true
+	s.syncDir()
+	return stampOf(fi), nil
+}
+
+// syncDir makes a rename or removal in the directory durable. The change is
+// in place either way; a failed sync only risks it after a power loss,
+// which leaves the old grants.
+func (s *Store) syncDir() {
+	if s.dirf != nil {
+		if err := s.dirf.Sync(); err != nil {
+			s.log.Warn("cannot sync the grants directory", "path", s.dir, "error", err)
+		}
+	}
+}
+
+// removeStaleTemps removes the temporary files whose writer is gone: a
+// writer holds its server's exclusive lock until its rename, so a temporary
+// file whose lock is free was left by a crash.
+func (s *Store) removeStaleTemps() {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.log.Warn("cannot list the grants directory", "path", s.dir, "error", err)
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		hash, ok := strings.CutPrefix(name, tempPrefix)
+		if !ok || len(hash) < hashLen || !isHex(hash[:hashLen]) {
+			continue
+		}
+		fl := flock.New(filepath.Join(s.dir, hash[:hashLen]+lockExt), flock.SetPermissions(fileMode))
+		if ok, err := fl.TryLock(); err != nil || !ok {
+			continue // its writer may be live
+		}
+		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot remove a leftover grants file", "path", filepath.Join(s.dir, name), "error", err)
+		} else {
+			s.log.Debug("removed a leftover grants file", "path", filepath.Join(s.dir, name))
+		}
+		_ = fl.Unlock()
+	}
+}
+
+func statFile(path string) (stamp, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return stamp{}, nil
+	}
+	if err != nil {
+		return stamp{}, err
+	}
+	return stampOf(fi), nil
+}
+
+// sortGrants orders one server's grants by path, then access, then time
+// granted, then ID.
+func sortGrants(gs []Grant) { slices.SortFunc(gs, compareGrants) }
+
+func compareGrants(a, b Grant) int {
+	return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.Access), string(b.Access)),
+		a.Granted.Compare(b.Granted), strings.Compare(a.ID, b.ID))
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
