@@ -8,6 +8,7 @@
 //	fsbroker connect [flags] -- CMD ARGS  start an MCP server over stdio and serve it
 //	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
 //	fsbroker eval --input FILE            the decision on one policy input
+//	fsbroker grants list|revoke ...       show and revoke consent grants
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
 //	fsbroker demo [--dir DIR]             a guided session on built-in defaults
 //	fsbroker version                      print the version
@@ -56,6 +57,7 @@ Usage:
   fsbroker policy test [--verbose] [DIR] run the Rego tests with coverage (exit 3 compile error, 4 test failure)
   fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
+  fsbroker grants list|revoke ...       show and revoke consent grants ("fsbroker help grants")
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
   fsbroker demo [--dir DIR]             a guided session on built-in defaults: decisions and the audit trail
   fsbroker version                      print the version
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runPolicy(ctx, rest, stdout, stderr)
 	case "eval":
 		err = runEval(ctx, rest, stdout, stderr)
+	case "grants":
+		err = runGrants(ctx, rest, stdout, stderr)
 	case "audit":
 		err = runAudit(ctx, rest, stdout, stderr)
 	case "demo":
@@ -144,6 +148,9 @@ func runHelp(args []string, stdout io.Writer) error {
 	}
 	if args[0] == "audit" {
 		return auditHelp(args[1:], stdout)
+	}
+	if args[0] == "grants" {
+		return grantsHelp(args[1:], stdout)
 	}
 	fs, _ := newFlagSet(args[0], stdout)
 	if fs == nil {

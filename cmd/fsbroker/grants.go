@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/grants"
+)
+
+const grantsUsage = `Usage: fsbroker grants COMMAND [flags]
+
+Show and revoke the consent grants the broker keeps in <state-dir>/grants:
+which MCP server may read, or read and write, which paths (mount-relative, as
+"proj/docs"; a grant covers its path and everything beneath it). The state
+directory is --state-dir, else the stateDir of the --config FILE, else the
+default: the broker resolves it the same way, so --config FILE alone finds the
+grants of a broker started with that file.
+
+Commands:
+  list   [--server S] [--json]                     the grants, by server and path
+  revoke [--server S] [--path P] [--id ID] [--all] take grants away, also from running brokers
+
+Run "fsbroker help grants COMMAND" for a command's flags.
+`
+
+const grantsListHelp = `Usage: fsbroker grants list [flags]
+
+Print the consent grants: server, access (read, or write which includes read),
+path, when granted, when it expires, the consent provider that granted it, and
+its id (for fsbroker grants revoke --id). Expired grants are shown, marked
+expired, until the broker next changes that server's grants; they grant
+nothing.
+
+Exit status: 0 ok (no grants included); 1 a grants file could not be read (the
+others are printed; the broker grants nothing from such a file); 2 bad flags.
+`
+
+const grantsRevokeHelp = `Usage: fsbroker grants revoke [flags]
+
+Revoke the grants that match every selector given: --server (one server's),
+--path (those on PATH and beneath it), --id (one grant). --all, alone, revokes
+every grant of every server. A running broker refuses new requests under a
+revoked grant within 1 second, and ends the server's watches under it.
+
+A grant cannot be narrowed: revoking proj/dir leaves a grant on proj whole, and
+it still covers proj/dir. When --path matches no grant but a broader one covers
+the path, revoke names it; revoke that one (--id) to take the path away.
+
+Exit status: 0 revoked; 1 nothing matched, or a grants file could not be read
+or changed; 2 bad flags.
+`
+
+// runGrants runs `fsbroker grants list|revoke`.
+func runGrants(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return configErrorf("grants: give a command: list or revoke (run \"fsbroker help grants\")")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "list":
+		return grantsList(rest, stdout, stderr)
+	case "revoke":
+		return grantsRevoke(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return grantsHelp(rest, stdout)
+	default:
+		return configErrorf("grants: unknown command %q: want list or revoke", cmd)
+	}
+}
+
+// grantsHelp prints the grants commands' help, or one command's flags.
+func grantsHelp(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, grantsUsage)
+		return nil
+	}
+	switch args[0] {
+	case "list", "revoke":
+		return runGrants(context.Background(), []string{args[0], "-h"}, stdout, stdout)
+	}
+	return configErrorf("grants: unknown command %q: want list or revoke", args[0])
+}
+
+// newGrantsFlagSet returns the flag set of `fsbroker grants NAME` with the flags that locate
+// the state directory, bound to tf (whose applyConfig and state resolve it as the audit
+// commands and the broker do).
+func newGrantsFlagSet(name, help string, out io.Writer, tf *trailFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("fsbroker grants "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, help, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&tf.stateDir, "state-dir", "", "the broker's state `DIR` (the grants are in DIR/grants); default the config file's stateDir, else $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	fs.StringVar(&tf.configPath, "config", "", "the broker's config `FILE`: its stateDir stands in for --state-dir when that is not given (nothing else in it is used)")
+	return fs
+}
+
+// parseGrantsFlags parses a grants command's flags (it takes no arguments) and returns the
+// grants directory.
+func parseGrantsFlags(fs *flag.FlagSet, args []string, tf *trailFlags) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", errHelpShown
+		}
+		return "", &configError{msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return "", configErrorf("%s: unexpected argument %q (every selector is a flag)", fs.Name(), fs.Arg(0))
+	}
+	if err := tf.applyConfig(); err != nil {
+		return "", err
+	}
+	state, err := tf.state()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(state, grants.DirName), nil
+}
+
+// openGrants opens the grants directory, or returns nil when it does not exist (no grants;
+// a read-only command does not create it).
+func openGrants(dir string) (*grants.Store, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	s, err := grants.Open(dir)
+	if err != nil {
+		return nil, configErrorf("--state-dir: %v", err)
+	}
+	return s, nil
+}
+
+// grantsList runs `fsbroker grants list`.
+func grantsList(args []string, stdout, stderr io.Writer) error {
+	var tf trailFlags
+	fs := newGrantsFlagSet("list", grantsListHelp, stderr, &tf)
+	server := fs.String("server", "", "only the grants of the server `ID` (its pinned id, else its declared name)")
+	asJSON := fs.Bool("json", false, "print a JSON array of grants (id, server, access, path, granted, expires when set, by, expired)")
+	dir, err := parseGrantsFlags(fs, args, &tf)
+	if err != nil {
+		return err
+	}
+	s, err := openGrants(dir)
+	if err != nil {
+		return err
+	}
+	var (
+		gs      []grants.Grant
+		readErr error
+	)
+	if s != nil {
+		defer s.Close()
+		if *server != "" {
+			gs, readErr = s.List(*server)
+		} else {
+			gs, readErr = s.ListAll()
+		}
+		if errors.Is(readErr, grants.ErrInvalid) {
+			return configErrorf("--server: %v", readErr)
+		}
+	}
+	now := time.Now()
+	if *asJSON {
+		err = printGrantsJSON(stdout, gs, now)
+	} else if len(gs) > 0 {
+		err = printGrants(stdout, gs, now)
+	}
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if readErr != nil {
+		return grantsReadFailure(stderr, readErr)
+	}
+	if len(gs) == 0 && !*asJSON {
+		fmt.Fprintln(stderr, "fsbroker: no grants in", dir)
+	}
+	return nil
+}
+
+// grantsReadFailure reports grants files that could not be read or changed, and ends the
+// command with status 1.
+func grantsReadFailure(stderr io.Writer, err error) error {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(stderr, "fsbroker:", line)
+	}
+	if errors.Is(err, grants.ErrCorrupt) {
+		fmt.Fprintln(stderr, "fsbroker: the broker grants nothing from a corrupt file: restore it, or remove it to revoke all of that server's grants")
+	}
+	return &exitCodeError{code: exitFailure}
+}
+
+// grantsRevoke runs `fsbroker grants revoke`.
+func grantsRevoke(args []string, stdout, stderr io.Writer) error {
+	var (
+		tf trailFlags
+		f  grants.RevokeFilter
+	)
+	fs := newGrantsFlagSet("revoke", grantsRevokeHelp, stderr, &tf)
+	fs.StringVar(&f.Server, "server", "", "the grants of the server `ID` (its pinned id, else its declared name)")
+	fs.StringVar(&f.Path, "path", "", "the grants on the mount-relative `PATH` (proj/dir) and beneath it; not a broader grant")
+	fs.StringVar(&f.ID, "id", "", "the grant `ID` (from fsbroker grants list)")
+	fs.BoolVar(&f.All, "all", false, "every grant of every server (alone: not with another selector)")
+	dir, err := parseGrantsFlags(fs, args, &tf)
+	if err != nil {
+		return err
+	}
+	if f.Path != "" && strings.Trim(f.Path, "/") != "" {
+		f.Path = strings.TrimRight(f.Path, "/") // "proj/dir/" is proj/dir
+	}
+	switch {
+	case f.All && (f.Server != "" || f.Path != "" || f.ID != ""):
+		return configErrorf("grants revoke: --all revokes every grant; it cannot be combined with --server, --path or --id")
+	case !f.All && f.Server == "" && f.Path == "" && f.ID == "":
+		return configErrorf("grants revoke: give --server, --path or --id (or --all, alone, for every grant)")
+	}
+	if f.Path != "" {
+		if err := grants.ValidPath(f.Path); err != nil {
+			return configErrorf("--path %q: want a mount-relative path such as proj/dir: %v", f.Path,
+				strings.TrimPrefix(err.Error(), grants.ErrInvalid.Error()+": "))
+		}
+	}
+	s, err := openGrants(dir)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		fmt.Fprintln(stderr, "fsbroker: no grant matches: there are no grants in", dir)
+		return &exitCodeError{code: exitFailure}
+	}
+	defer s.Close()
+	revoked, revokeErr := s.Revoke(f)
+	if errors.Is(revokeErr, grants.ErrInvalid) {
+		return &configError{msg: revokeErr.Error()}
+	}
+	if len(revoked) > 0 {
+		fmt.Fprintf(stdout, "revoked %d grant(s):\n", len(revoked))
+		if err := printGrants(stdout, revoked, time.Now()); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	if revokeErr != nil {
+		return grantsReadFailure(stderr, revokeErr)
+	}
+	if len(revoked) > 0 {
+		return nil
+	}
+	fmt.Fprintln(stderr, "fsbroker: no grant matches")
+	if f.Path != "" {
+		explainBroader(s, f, stderr)
+	}
+	return &exitCodeError{code: exitFailure}
+}
+
+// explainBroader names the grants that cover f.Path from above, which a revocation of the
+// path does not touch.
+func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) {
+	var gs []grants.Grant
+	if f.Server != "" {
+		gs, _ = s.List(f.Server)
+	} else {
+		gs, _ = s.ListAll()
+	}
+	for _, g := range gs {
+		if g.Path == f.Path || !g.CoversPath(f.Path) || f.ID != "" && g.ID != f.ID {
+			continue
+		}
+		fmt.Fprintf(stderr, "fsbroker: but the %s grant %s of server %s on %s covers %s and everything beneath it; a grant cannot be narrowed: to take %s away, revoke that grant (fsbroker grants revoke --id %s)\n",
+			g.Access, g.ID, cell(g.Server), cell(g.Path), cell(f.Path), cell(f.Path), g.ID)
+	}
+}
+
+// printGrants prints grants as an aligned table.
+func printGrants(w io.Writer, gs []grants.Grant, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tACCESS\tPATH\tGRANTED\tEXPIRES\tBY\tID")
+	for _, g := range gs {
+		expires := "never"
+		if !g.Expires.IsZero() {
+			expires = g.Expires.UTC().Format(time.RFC3339)
+			if !g.Live(now) {
+				expires += " (expired)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Server), g.Access, cell(g.Path),
+			g.Granted.UTC().Format(time.RFC3339), expires, cell(g.By), g.ID)
+	}
+	return tw.Flush()
+}
+
+// grantJSON is a grant as list --json prints it.
+type grantJSON struct {
+	grants.Grant
+	Expired bool `json:"expired"`
+}
+
+// printGrantsJSON prints grants as one JSON array.
+func printGrantsJSON(w io.Writer, gs []grants.Grant, now time.Time) error {
+	out := make([]grantJSON, len(gs))
+	for i, g := range gs {
+		out[i] = grantJSON{Grant: g, Expired: !g.Live(now)}
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,362 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/grants"
+)
+
+// The grants commands are driven as the real binary, on state directories filled through
+// the grants package as a broker fills them.
+
+// grantsState is a state directory with grants of two servers.
+type grantsState struct {
+	dir   string
+	store *grants.Store
+	// the grants, by "server access:path"
+	ids map[string]string
+}
+
+func newGrantsState(t *testing.T) *grantsState {
+	t.Helper()
+	gs := &grantsState{dir: t.TempDir(), ids: map[string]string{}}
+	s, err := grants.Open(filepath.Join(gs.dir, grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	gs.store = s
+	gs.add(t, "notes", grants.Grant{Access: grants.Write, Path: "proj", By: grants.ByPrompt})
+	gs.add(t, "notes", grants.Grant{Access: grants.Read, Path: "docs/public", By: grants.ByAuto, Expires: time.Now().Add(48 * time.Hour)})
+	gs.add(t, "indexer", grants.Grant{Access: grants.Read, Path: "proj/src", By: grants.ByPreapproved})
+	gs.add(t, "indexer", grants.Grant{Access: grants.Read, Path: "docs", By: "command:/usr/local/bin/ask"})
+	return gs
+}
+
+func (gs *grantsState) add(t *testing.T, server string, g grants.Grant) {
+	t.Helper()
+	out, err := gs.store.Grant(server, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs.ids[server+" "+string(g.Access)+":"+g.Path] = out[0].ID
+}
+
+// remaining lists the grants left, as "server access:path".
+func (gs *grantsState) remaining(t *testing.T) []string {
+	t.Helper()
+	s, err := grants.Open(filepath.Join(gs.dir, grants.DirName)) // a fresh Store: no cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := s.ListAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range all {
+		out = append(out, g.Server+" "+string(g.Access)+":"+g.Path)
+	}
+	return out
+}
+
+func TestGrantsList(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	stdout, stderr, code := runPlain(t, "grants", "list", "--state-dir", gs.dir)
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	if len(lines) != 5 || !regexp.MustCompile(`^SERVER +ACCESS +PATH +GRANTED +EXPIRES +BY +ID$`).MatchString(lines[0]) {
+		t.Fatalf("table:\n%s", stdout)
+	}
+	for i, want := range []string{
+		`^indexer +read +docs +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +never +command:/usr/local/bin/ask +` + gs.ids["indexer read:docs"] + `$`,
+		`^indexer +read +proj/src +\S+ +never +preapproved +` + gs.ids["indexer read:proj/src"] + `$`,
+		`^notes +read +docs/public +\S+ +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +auto +` + gs.ids["notes read:docs/public"] + `$`,
+		`^notes +write +proj +\S+ +never +prompt +` + gs.ids["notes write:proj"] + `$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(lines[i+1]) {
+			t.Errorf("row %d = %q, want %s", i+1, lines[i+1], want)
+		}
+	}
+
+	// One server, as JSON.
+	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", gs.dir, "--server", "notes", "--json")
+	if code != 0 {
+		t.Fatalf("list --json: exit status %d; stderr:\n%s", code, stderr)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, stdout)
+	}
+	if len(got) != 2 || got[0]["server"] != "notes" || got[0]["path"] != "docs/public" || got[0]["expires"] == nil ||
+		got[0]["expired"] != false || got[1]["access"] != "write" || got[1]["id"] != gs.ids["notes write:proj"] || got[1]["by"] != "prompt" {
+		t.Fatalf("list --json:\n%s", stdout)
+	}
+	if _, ok := got[1]["expires"]; ok {
+		t.Errorf("a grant that never expires has expires: %v", got[1])
+	}
+
+	// No grants: an empty list, not an error; the directory is not created.
+	empty := t.TempDir()
+	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", empty)
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "no grants") {
+		t.Errorf("list of an empty state: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(empty, grants.DirName)); !os.IsNotExist(err) {
+		t.Errorf("list created the grants directory: %v", err)
+	}
+	stdout, _, code = runPlain(t, "grants", "list", "--state-dir", empty, "--json")
+	if code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("list --json of an empty state: exit status %d, stdout %q", code, stdout)
+	}
+}
+
+// An expired grant is listed as expired; a corrupt file is reported (exit 1) and the rest
+// still listed.
+func TestGrantsListExpiredAndCorrupt(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	// A grant that expired: written as the broker wrote it before it expired.
+	path := gs.store.Path("notes")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`"expires": "[^"]+"`)
+	if !re.Match(b) {
+		t.Fatalf("no expires in\n%s", b)
+	}
+	writeFile(t, path, re.ReplaceAllString(string(b), `"expires": "2020-01-01T00:00:00Z"`))
+	stdout, stderr, code := runPlain(t, "grants", "list", "--state-dir", gs.dir, "--server", "notes")
+	if code != 0 || !strings.Contains(stdout, "2020-01-01T00:00:00Z (expired)") {
+		t.Fatalf("exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	writeFile(t, gs.store.Path("indexer"), "{not json")
+	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", gs.dir)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	if !strings.Contains(stdout, "notes") || strings.Contains(stdout, "indexer") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, gs.store.Path("indexer")) || !strings.Contains(stderr, "corrupt") || !strings.Contains(stderr, "remove it") {
+		t.Errorf("stderr does not name the corrupt file and what to do:\n%s", stderr)
+	}
+}
+
+func TestGrantsRevoke(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	revoke := func(args ...string) (string, string, int) {
+		return runPlain(t, append([]string{"grants", "revoke", "--state-dir", gs.dir}, args...)...)
+	}
+
+	// A sub-path of a broader grant: nothing matches, and the broader grant is named.
+	stdout, stderr, code := revoke("--server", "notes", "--path", "proj/secret")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "no grant matches") ||
+		!strings.Contains(stderr, "--id "+gs.ids["notes write:proj"]) || !strings.Contains(stderr, "cannot be narrowed") {
+		t.Fatalf("revoke beneath a grant: exit status %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if n := len(gs.remaining(t)); n != 4 {
+		t.Fatalf("%d grants left, want 4", n)
+	}
+
+	// A path across servers, at the segment boundary (docs/public and docs, not proj).
+	stdout, stderr, code = revoke("--path", "docs/")
+	if code != 0 || !strings.Contains(stdout, "revoked 2 grant(s)") || !strings.Contains(stdout, gs.ids["notes read:docs/public"]) ||
+		!strings.Contains(stdout, gs.ids["indexer read:docs"]) {
+		t.Fatalf("revoke --path docs: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if got := gs.remaining(t); !equalStrings(got, []string{"indexer read:proj/src", "notes write:proj"}) {
+		t.Fatalf("left: %q", got)
+	}
+
+	// By ID.
+	if _, stderr, code := revoke("--id", gs.ids["indexer read:proj/src"]); code != 0 {
+		t.Fatalf("revoke --id: exit status %d, stderr:\n%s", code, stderr)
+	}
+	// Again: nothing.
+	if _, stderr, code := revoke("--id", gs.ids["indexer read:proj/src"]); code != 1 || !strings.Contains(stderr, "no grant matches") {
+		t.Fatalf("revoke --id again: exit status %d, stderr:\n%s", code, stderr)
+	}
+	// All.
+	stdout, _, code = revoke("--all")
+	if code != 0 || !strings.Contains(stdout, "revoked 1 grant(s)") {
+		t.Fatalf("revoke --all: exit status %d, stdout:\n%s", code, stdout)
+	}
+	if got := gs.remaining(t); len(got) != 0 {
+		t.Fatalf("left after --all: %q", got)
+	}
+	if _, stderr, code := revoke("--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
+		t.Fatalf("revoke --all of nothing: exit status %d, stderr:\n%s", code, stderr)
+	}
+	// A state directory without grants.
+	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", t.TempDir(), "--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
+		t.Fatalf("revoke in an empty state: exit status %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// A running broker's Store sees a revocation by the command within the second PROTOCOL.md
+// allows (logged; asserted with a generous deadline only).
+func TestGrantsRevokeReachesARunningStore(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	s, err := grants.Open(filepath.Join(gs.dir, grants.DirName), grants.WithMaxStale(time.Hour)) // the watch alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	changed := make(chan time.Time, 16)
+	if err := s.Watch(t.Context(), func(server string) {
+		if server == "notes" {
+			changed <- time.Now()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", time.Now()); err != nil || !ok {
+		t.Fatalf("not covered before: %v", err)
+	}
+	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", gs.dir, "--server", "notes", "--path", "proj"); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	exited := time.Now()
+	select {
+	case at := <-changed:
+		t.Logf("the Watch reported the revocation %v after the command exited (before it, if negative)", at.Sub(exited))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Watch did not report the revocation")
+	}
+	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", time.Now()); err != nil || ok {
+		t.Fatalf("still covered after the Watch reported the revocation (err %v)", err)
+	}
+}
+
+// --config FILE: its stateDir (relative to the file) stands in for --state-dir; the flag wins.
+func TestGrantsStateFromConfig(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	cfgDir := t.TempDir()
+	rel, err := filepath.Rel(cfgDir, gs.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cfgDir, "fsbroker.yaml")
+	writeFile(t, cfg, "version: 1\nstateDir: "+rel+"\n")
+	stdout, stderr, code := runPlain(t, "grants", "list", "--config", cfg, "--server", "indexer")
+	if code != 0 || !strings.Contains(stdout, gs.ids["indexer read:docs"]) {
+		t.Fatalf("list --config: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	other := t.TempDir()
+	if stdout, _, code := runPlain(t, "grants", "list", "--config", cfg, "--state-dir", other); code != 0 || stdout != "" {
+		t.Fatalf("--state-dir does not win over the config: exit status %d, stdout:\n%s", code, stdout)
+	}
+	if _, _, code := runPlain(t, "grants", "revoke", "--config", cfg, "--server", "indexer"); code != 0 {
+		t.Fatalf("revoke --config: exit status %d", code)
+	}
+	if got := gs.remaining(t); !equalStrings(got, []string{"notes read:docs/public", "notes write:proj"}) {
+		t.Fatalf("left: %q", got)
+	}
+	bad := filepath.Join(cfgDir, "bad.yaml")
+	writeFile(t, bad, "stateDir: "+rel+"\nstateDirr: x\n")
+	if _, stderr, code := runPlain(t, "grants", "list", "--config", bad); code != 2 || !strings.Contains(stderr, "stateDirr") {
+		t.Fatalf("a config the broker refuses: exit status %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// Without --state-dir or --config, the default state directory ($XDG_STATE_HOME/fsbroker)
+// is used.
+func TestGrantsDefaultStateDir(t *testing.T) {
+	t.Parallel()
+	s, err := grants.Open(filepath.Join(stateHome, "fsbroker", grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const server = "grants-default-state-dir-test"
+	out, err := s.Grant(server, grants.Grant{Access: grants.Read, Path: "m/x", By: grants.ByCommand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runPlain(t, "grants", "list", "--server", server)
+	if code != 0 || !strings.Contains(stdout, out[0].ID) {
+		t.Fatalf("exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if stdout, _, code := runPlain(t, "grants", "revoke", "--id", out[0].ID); code != 0 || !strings.Contains(stdout, out[0].ID) {
+		t.Fatalf("revoke: exit status %d, stdout:\n%s", code, stdout)
+	}
+}
+
+func TestGrantsUsageErrors(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	dir := gs.dir
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"grants"}, "give a command"},
+		{[]string{"grants", "frob"}, `unknown command "frob"`},
+		{[]string{"grants", "revoke", "--state-dir", dir}, "give --server, --path or --id"},
+		{[]string{"grants", "revoke", "--state-dir", dir, "--all", "--server", "notes"}, "cannot be combined"},
+		{[]string{"grants", "revoke", "--state-dir", dir, "--path", "/abs/path"}, "--path"},
+		{[]string{"grants", "revoke", "--state-dir", dir, "--path", "proj/../etc"}, "not canonical"},
+		{[]string{"grants", "revoke", "--state-dir", dir, "notes"}, `unexpected argument "notes"`},
+		{[]string{"grants", "list", "--state-dir", dir, "--frob"}, "frob"},
+		{[]string{"grants", "list", "--state-dir", dir, "--server", "\xff"}, "--server"},
+	}
+	for _, tc := range cases {
+		stdout, stderr, code := runPlain(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("fsbroker %q: exit status %d (want 2), stdout %q, stderr:\n%s", tc.args, code, stdout, stderr)
+		}
+	}
+	if got := gs.remaining(t); len(got) != 4 {
+		t.Fatalf("a refused command changed the grants: %q left", got)
+	}
+}
+
+func TestGrantsHelp(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"help"}, []string{"fsbroker grants list|revoke"}},
+		{[]string{"help", "grants"}, []string{"fsbroker grants COMMAND", "list", "revoke", "--config FILE"}},
+		{[]string{"help", "grants", "list"}, []string{"fsbroker grants list", "-server", "-json", "-state-dir", "-config"}},
+		{[]string{"help", "grants", "revoke"}, []string{"fsbroker grants revoke", "-server", "-path", "-id", "-all", "cannot be narrowed", "Exit status"}},
+		{[]string{"grants", "help"}, []string{"fsbroker grants COMMAND"}},
+	}
+	for _, tc := range cases {
+		stdout, stderr, code := runPlain(t, tc.args...)
+		if code != 0 {
+			t.Errorf("fsbroker %q: exit status %d; stderr:\n%s", tc.args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("fsbroker %q: stdout has no %q:\n%s", tc.args, w, stdout)
+			}
+		}
+	}
+	// -h on a subcommand prints its flags to stderr and is not an error.
+	if _, stderr, code := runPlain(t, "grants", "revoke", "-h"); code != 0 || !strings.Contains(stderr, "-all") {
+		t.Errorf("grants revoke -h: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code := runPlain(t, "help", "grants", "frob"); code != 2 || !strings.Contains(stderr, "frob") {
+		t.Errorf("help grants frob: exit status %d, stderr:\n%s", code, stderr)
+	}
+}
