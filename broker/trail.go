@@ -65,6 +65,14 @@ func (s *Session) newCall(method string) *call {
 	return &call{id: s.id + "-" + strconv.FormatUint(s.decisions.Add(1), 10), method: method}
 }
 
+// ServerID is the server's identity for grants, quotas and the audit trail:
+// the id the operator pinned (WithServerID), else the name the server
+// declared in initialize ("" before).
+func (s *Session) ServerID() string {
+	id, _ := s.serverID()
+	return id
+}
+
 // serverID is the server's identity: the pinned id, else its declared name.
 func (s *Session) serverID() (id string, pinned bool) {
 	if s.pinnedID != "" {

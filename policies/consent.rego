@@ -10,6 +10,7 @@
 #   - anything a listing would not show (every hide rule: secrets, per-server
 #     deny_paths, malformed paths), so a person is never asked to approve a
 #     path the policies keep hidden;
+#   - write access in a read-only root;
 #   - write access under a path segment in data.fsbroker.consent.never_write
 #     (default [".git"]: a server may read a repository, never rewrite its
 #     history or hooks);
@@ -25,6 +26,12 @@ consent_access := access if {
 	access := input.params.access
 	is_string(access)
 } else := "read"
+
+withheld contains e.mountPath if {
+	consent_access == "write"
+	some e in input.entries
+	not e.writable
+}
 
 withheld contains e.mountPath if {
 	consent_access == "write"

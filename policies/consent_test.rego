@@ -54,3 +54,8 @@ test_malformed_config_ignored if {
 	authz.consentable == {"proj/a"} with input as consent_query([rw("a")], "write")
 		with data.fsbroker.consent as "nonsense"
 }
+
+test_no_write_consent_in_a_read_only_root if {
+	authz.consentable == {"proj/b"} with input as consent_query([ro("a"), rw("b")], "write")
+	authz.consentable == {"proj/a", "proj/b"} with input as consent_query([ro("a"), rw("b")], "read")
+}

@@ -25,6 +25,7 @@ type fileConfig struct {
 	Roots    []rootConfig `json:"roots"`
 	StateDir string       `json:"stateDir"`
 	Policies string       `json:"policies"`
+	Consent  string       `json:"consent"`
 	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
 	// from a bundle server.
 	OPA   json.RawMessage `json:"opa"`
@@ -61,6 +62,7 @@ type rootConfig struct {
 	Mount    string `json:"mount"`
 	Name     string `json:"name"`
 	Writable bool   `json:"writable"`
+	Consent  string `json:"consent"`
 }
 
 // configError is a usage or configuration error: the command exits 2 with its
@@ -121,7 +123,7 @@ func (c *fileConfig) rootSpecs(configPath string) []roots.Spec {
 			p = filepath.Join(base, p)
 		}
 		specs = append(specs, roots.Spec{Path: p, Mount: r.Mount, Name: r.Name, Writable: r.Writable,
-			Origin: fmt.Sprintf("config %s: /roots/%d", configPath, i)})
+			Preapproved: r.Consent == "preapproved", Origin: fmt.Sprintf("config %s: /roots/%d", configPath, i)})
 	}
 	return specs
 }

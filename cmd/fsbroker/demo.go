@@ -23,14 +23,21 @@ type demoStep struct {
 	params map[string]any
 }
 
-// demoSteps is the guided session: each built-in rule allows or denies once.
+// demoSteps is the guided session: consent first, then each built-in rule
+// allows or denies once.
 var demoSteps = []demoStep{
 	{"the server asks which roots it may use", "roots/list", nil},
-	{"it lists the read-only project (.env is hidden: secrets)", "files/list", map[string]any{"path": "project"}},
-	{"it reads a source file (allowed: the root is pre-approved for reading)", "files/read", map[string]any{"path": "project/src/main.go"}},
+	{"it reads a file before anyone consented (denied: no consent grant)", "files/read",
+		map[string]any{"path": "project/src/main.go"}},
+	{"it asks to read the project, its .env and /etc (approved: the project; .env is a secret, /etc is outside the roots)",
+		"files/consent", map[string]any{"message": "to index your code", "requestedPaths": []string{"project", "project/.env", "/etc"}}},
+	{"it asks to write the README and the scratch root (approved: scratch only; the project root is read-only)",
+		"files/consent", map[string]any{"message": "to save notes", "access": "write", "requestedPaths": []string{"project/README.md", "scratch"}}},
+	{"it lists the project (.env is hidden: secrets)", "files/list", map[string]any{"path": "project"}},
+	{"it reads a source file (allowed: consent given, policy agrees)", "files/read", map[string]any{"path": "project/src/main.go"}},
 	{"it tries to read the project's .env (denied: secrets deny-list)", "files/read", map[string]any{"path": "project/.env"}},
-	{"it tries to change the README (denied: the project root is read-only)", "files/write", map[string]any{"path": "project/README.md", "content": "pwned"}},
-	{"it writes notes in the writable scratch root (allowed)", "files/write", map[string]any{"path": "scratch/notes.md", "content": "# Notes\n"}},
+	{"it tries to change the README (denied: no write consent there)", "files/write", map[string]any{"path": "project/README.md", "content": "pwned"}},
+	{"it writes notes in the scratch root (allowed)", "files/write", map[string]any{"path": "scratch/notes.md", "content": "# Notes\n"}},
 	{"it tries to climb out of its roots (refused before any decision)", "files/read", map[string]any{"path": "project/../../etc/passwd"}},
 	{"it tries to write 2 KiB at once (denied: over the write limit, 1 KiB in this demo)", "files/write",
 		map[string]any{"path": "scratch/big.bin", "content": strings.Repeat("x", 2048)}},
@@ -79,10 +86,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	o, _, err := parseOptions("stdio", []string{"--root", project, "--root", scratch + ":rw",
-		"--state-dir", state, "--log-level", "error", "--max-write-bytes", "1024"}, stderr)
+		"--state-dir", state, "--log-level", "error", "--max-write-bytes", "1024", "--consent", "auto"}, stderr)
 	if err != nil {
 		return err
 	}
+	o.askEvenIfAuto = true // show the consent round: auto answers it, but the server must ask
 	s, err := prepare(o, stderr)
 	if err != nil {
 		return err
@@ -90,8 +98,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer s.close()
 
 	fmt.Fprintf(stdout, "fsbroker demo: a scripted MCP server asks the broker for files.\n")
-	fmt.Fprintf(stdout, "  roots: %s (read-only), %s (writable); built-in policies; audit trail in %s\n\n",
-		project, scratch, filepath.Join(state, "audit"))
+	fmt.Fprintf(stdout, "  roots: %s (read-only), %s (writable); built-in policies; consent answered by\n", project, scratch)
+	fmt.Fprintf(stdout, "  the auto provider (the default is a prompt on your terminal); audit trail in %s\n\n",
+		filepath.Join(state, "audit"))
 
 	toBroker, fromServer, err := os.Pipe()
 	if err != nil {
@@ -204,8 +213,14 @@ func (p *demoPeer) run(stdout io.Writer) error {
 			return err
 		}
 		target := ""
-		if params != nil {
+		switch {
+		case params["path"] != nil:
 			target = fmt.Sprint(params["path"])
+		case params["requestedPaths"] != nil:
+			target = strings.Join(params["requestedPaths"].([]string), " ")
+			if a, ok := params["access"].(string); ok {
+				target += " (" + a + ")"
+			}
 		}
 		fmt.Fprintf(stdout, "%d. %s\n   -> %s %s\n", p.seq, step.say, step.method, target)
 		if reply.Error != nil {
@@ -263,6 +278,16 @@ func summarize(method string, result json.RawMessage) string {
 		return fmt.Sprintf("%d bytes read", r.Length)
 	case "files/write":
 		return fmt.Sprintf("written, now %d bytes", r.Size)
+	case "files/consent":
+		var c struct {
+			Granted       bool     `json:"granted"`
+			ApprovedPaths []string `json:"approvedPaths"`
+		}
+		_ = json.Unmarshal(result, &c)
+		if !c.Granted {
+			return "nothing approved"
+		}
+		return "approved: " + strings.Join(c.ApprovedPaths, ", ")
 	}
 	return string(result)
 }

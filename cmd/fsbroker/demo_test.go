@@ -18,12 +18,17 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
+		"DENIED  PERMISSION_DENIED: no consent grant covers path for read access",
+		"ALLOWED approved: project\n",
+		"ALLOWED approved: scratch\n",
 		"ALLOWED 29 bytes read",
 		`DENIED  PERMISSION_DENIED: secrets: path matches the protected name pattern ".env"`,
-		`readonly: the root of path ("project") is read-only`,
+		"no consent grant covers path for write access",
 		"DENIED  QUOTA_EXCEEDED",
 		"the path climbs above its root",
 		"session_start",
+		"consent ",
+		"grant ",
 		"intact: 1 segment(s)",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -19,7 +19,9 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/usage"
@@ -52,6 +54,8 @@ type options struct {
 	bundleKey       string
 	bundleKeyAlg    string
 	bundleKeyID     string
+	consentSpec     string
+	askEvenIfAuto   bool // --consent auto without pre-approving the roots (the demo shows the consent round)
 	rateLimit       float64
 	rateBurst       int
 	serverInFlight  int
@@ -129,6 +133,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent: auto (approves any path inside the roots; every root pre-approved), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
 	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
 	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
 	fs.IntVar(&o.serverInFlight, "max-in-flight-per-server", broker.DefaultMaxInFlightServer, "requests of one server handled at once, over all its sessions (`N`)")
@@ -168,12 +173,17 @@ type setup struct {
 	trail     *audit.Writer
 	usage     *usage.Store
 	limiter   *broker.Limiter
+	consent   consent.Provider
+	grants    *grants.Store
 	decisions *engine.DecisionLogger
 }
 
 // close releases what prepare opened: the audit trail is flushed and its
 // last checkpoint written.
 func (s *setup) close() {
+	if s.grants != nil {
+		s.grants.Close()
+	}
 	if s.decisions != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
 		s.decisions.Close(ctx) // uploads what is buffered
@@ -331,11 +341,20 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
 		return nil, err
 	}
+	if o.consentSpec == "" {
+		s.consent = consent.Default()
+	} else if s.consent, err = consent.Parse(o.consentSpec); err != nil {
+		return nil, configErrorf("--consent %q: %v", o.consentSpec, err)
+	}
+	if s.grants, err = grants.Open(filepath.Join(o.stateDir, grants.DirName), grants.WithLogger(s.log.Named("grants"))); err != nil {
+		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
+	}
 	if s.usage, err = usage.Open(filepath.Join(o.stateDir, usage.DirName), usage.WithLogger(s.log.Named("usage"))); err != nil {
+		s.close()
 		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
 	}
 	if s.trail, err = openAudit(o); err != nil {
-		s.usage.Close()
+		s.close()
 		return nil, err
 	}
 	if len(o.opaConfig) > 0 {
@@ -380,7 +399,14 @@ func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
 	if cfg != nil {
 		specs = cfg.rootSpecs(s.opts.configPath)
 	}
-	return roots.New(append(specs, s.flagRoots...))
+	specs = append(specs, s.flagRoots...)
+	if s.opts.consentSpec == "auto" && !s.opts.askEvenIfAuto {
+		// auto approves any path inside the roots, asked for or not.
+		for i := range specs {
+			specs[i].Preapproved = true
+		}
+	}
+	return roots.New(specs)
 }
 
 // opaBundles reports whether an OPA configuration configures bundles.
@@ -417,6 +443,9 @@ func (o *options) mergeConfig(c *fileConfig) error {
 			return configErrorf("%s: /policies and /opa/bundles: give one policy source", o.configPath)
 		}
 		o.opaBundles = !o.set["policies"] && !o.set["bundle"]
+	}
+	if c.Consent != "" && !o.set["consent"] {
+		o.consentSpec = c.Consent
 	}
 	if c.Audit.Dir != "" && !o.set["audit"] {
 		o.auditDir = c.Audit.Dir

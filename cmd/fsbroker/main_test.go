@@ -66,7 +66,7 @@ func execWithFileSizeLimit(limit string) {
 // bytes.
 func startLimited(t *testing.T, limit int, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{brokerBin}, args...)...)
+	cmd := exec.Command(os.Args[0], append([]string{brokerBin}, withConsent(args)...)...)
 	p := startProcEnv(t, cmd, fileSizeLimitEnv+"="+strconv.Itoa(limit))
 	return p
 }
@@ -232,9 +232,19 @@ type proc struct {
 // when empty).
 func startBroker(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(brokerBin, args...)
+	cmd := exec.Command(brokerBin, withConsent(args)...)
 	cmd.Dir = dir
 	return startProc(t, cmd)
+}
+
+// withConsent puts --consent auto right after a session command, so that the
+// roots a test names are usable without a files/consent round first; a test
+// that gives its own --consent later on the line overrides it.
+func withConsent(args []string) []string {
+	if len(args) == 0 || (args[0] != "stdio" && args[0] != "connect") {
+		return args
+	}
+	return append([]string{args[0], "--consent", "auto"}, args[1:]...)
 }
 
 // startProc starts cmd (fsbroker, possibly behind a wrapper that sets limits

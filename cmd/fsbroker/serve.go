@@ -131,6 +131,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithAudit(s.trail, s.opts.redactPaths),
 		broker.WithUsage(s.usage),
 		broker.WithLimiter(s.limiter),
+		broker.WithConsent(s.consent, s.grants),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
@@ -164,6 +165,18 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 				s.log.Warn("the policy directory will not be reloaded on change", "error", err)
 			}
 		}()
+	}
+	// Grants changed by another process (fsbroker grants revoke) reach the
+	// session within a second.
+	err = s.grants.Watch(watchCtx, func(server string) {
+		if server != sess.ServerID() {
+			return
+		}
+		s.log.Info("the server's consent grants changed", "server", server)
+		sess.GrantsChanged()
+	})
+	if err != nil {
+		s.log.Warn("consent grants changed by other processes will not be seen", "error", err)
 	}
 	if s.opts.configPath != "" {
 		err := watchConfig(watchCtx, s.opts.configPath, s.validator, configDebounce, s.log.Named("config"),
