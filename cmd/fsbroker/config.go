@@ -26,6 +26,7 @@ type fileConfig struct {
 	StateDir string       `json:"stateDir"`
 	Policies string       `json:"policies"`
 	Consent  string       `json:"consent"`
+	ServerID string       `json:"serverId"`
 	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
 	// from a bundle server.
 	OPA   json.RawMessage `json:"opa"`

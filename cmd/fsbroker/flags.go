@@ -55,6 +55,7 @@ type options struct {
 	bundleKeyAlg    string
 	bundleKeyID     string
 	consentSpec     string
+	serverID        string
 	askEvenIfAuto   bool // --consent auto without pre-approving the roots (the demo shows the consent round)
 	rateLimit       float64
 	rateBurst       int
@@ -133,6 +134,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
+	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
 	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent: auto (approves any path inside the roots; every root pre-approved), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
 	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
 	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
@@ -443,6 +445,9 @@ func (o *options) mergeConfig(c *fileConfig) error {
 			return configErrorf("%s: /policies and /opa/bundles: give one policy source", o.configPath)
 		}
 		o.opaBundles = !o.set["policies"] && !o.set["bundle"]
+	}
+	if c.ServerID != "" && !o.set["server-id"] {
+		o.serverID = c.ServerID
 	}
 	if c.Consent != "" && !o.set["consent"] {
 		o.consentSpec = c.Consent

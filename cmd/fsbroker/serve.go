@@ -132,6 +132,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 		broker.WithUsage(s.usage),
 		broker.WithLimiter(s.limiter),
 		broker.WithConsent(s.consent, s.grants),
+		broker.WithServerID(s.opts.serverID),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(

@@ -194,3 +194,37 @@ func (p *proc) waitReplies(n int) {
 		}
 	}
 }
+
+// TestServerIDIsPinned: --server-id replaces the declared name as the
+// server's identity in the audit trail (and for grants, quotas and policy).
+func TestServerIDIsPinned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "a.txt"), "hello")
+	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail, "--server-id", "indexer-prod")
+	p.handshake("2025-11-25")
+	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read: %s", r.raw)
+	}
+	p.closeStdin()
+	p.waitExit()
+	files, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
+	var servers []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var r audit.Record
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == audit.KindDecision {
+				servers = append(servers, r.Server)
+			}
+		}
+	}
+	if len(servers) == 0 || servers[0] != "indexer-prod" {
+		t.Errorf("decision records name %q, want the pinned indexer-prod", servers)
+	}
+}
