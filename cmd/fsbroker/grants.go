@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/grants"
 )
 
@@ -248,6 +249,12 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
+	if len(revoked) > 0 {
+		if err := recordRevocations(&tf, revoked); err != nil {
+			fmt.Fprintln(stderr, "fsbroker: the grants are revoked, but the audit trail does not show it:", err)
+			return &exitCodeError{code: exitFailure}
+		}
+	}
 	if revokeErr != nil {
 		return grantsReadFailure(stderr, revokeErr)
 	}
@@ -315,4 +322,30 @@ func printGrantsJSON(w io.Writer, gs []grants.Grant, now time.Time) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// recordRevocations writes one grant record per revoked grant to the audit
+// trail the brokers on this state directory write (in a segment of this
+// process's own). The path is left out (the trail may redact paths, and the
+// grant record written when consent was given holds it): the grant id links
+// the two.
+func recordRevocations(tf *trailFlags, revoked []grants.Grant) error {
+	state, err := tf.state()
+	if err != nil {
+		return err
+	}
+	o := &options{stateDir: state, auditDir: tf.auditPath, auditSync: "always", auditSegment: audit.DefaultMaxSegmentBytes}
+	w, err := openAudit(o)
+	if err != nil {
+		return err
+	}
+	for _, g := range revoked {
+		rec := audit.Record{Kind: audit.KindGrant, Server: g.Server, Method: "grants/revoke", Operation: string(g.Access),
+			Allow: audit.Bool(false), Detail: "revoked " + g.ID + " with fsbroker grants revoke"}
+		if _, err := w.Append(context.Background(), rec); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/child"
+	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
@@ -170,7 +171,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 	// Grants changed by another process (fsbroker grants revoke) reach the
 	// session within a second.
 	err = s.grants.Watch(watchCtx, func(server string) {
-		if server != sess.ServerID() {
+		if server != grants.AnyServer && server != sess.ServerID() {
 			return
 		}
 		s.log.Info("the server's consent grants changed", "server", server)
