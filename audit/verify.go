@@ -238,7 +238,9 @@ func (r *lineReader) next() *entry {
 	return e
 }
 
-// read reads one line; a line longer than maxLine is kept as its first maxLine bytes.
+// read reads one line. A line longer than maxLine is not a record: only its first maxLine
+// bytes are kept, and they must not be taken for the whole line (a genuine record of maxLine
+// bytes with more appended would verify).
 func (r *lineReader) read() *entry {
 	var raw []byte
 	n, partial := 0, false
@@ -263,8 +265,15 @@ func (r *lineReader) read() *entry {
 	}
 	r.line++
 	r.off += int64(n)
+	length := n
+	if !partial {
+		length-- // the newline
+	}
 	raw = bytes.TrimSuffix(raw, []byte("\n"))
-	e := parseEntry(r.line, raw)
+	e := &entry{line: r.line}
+	if length <= maxLine {
+		e = parseEntry(r.line, raw)
+	}
 	e.end, e.partial = r.off, partial
 	r.check(e)
 	return e
