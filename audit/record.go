@@ -30,7 +30,9 @@ const MaxDetail = 1024
 type Kind string
 
 // The kinds of records. Callers append the first nine; the writer itself writes
-// KindSegmentStart and KindCheckpoint.
+// KindSegmentStart, KindCheckpoint and KindRetention, and a KindKeyRotation record naming the
+// new key ids when [Writer.Reopen] finds a changed key file (a caller's key_rotation record
+// names no key: it is an annotation, not a change of key).
 const (
 	KindSessionStart       Kind = "session_start"
 	KindSessionEnd         Kind = "session_end"
@@ -43,6 +45,7 @@ const (
 	KindKeyRotation        Kind = "key_rotation"
 	KindSegmentStart       Kind = "segment_start"
 	KindCheckpoint         Kind = "checkpoint"
+	KindRetention          Kind = "retention"
 )
 
 // callerKinds are the kinds Append accepts.
@@ -74,9 +77,13 @@ type Record struct {
 	// PrevSegment is the id of the segment of the same writer this one follows; header only,
 	// empty for a writer's first segment.
 	PrevSegment string `json:"prevSegment,omitempty"`
-	// KeyID identifies the ed25519 checkpoint public key ([KeyID]); header and checkpoint.
+	// KeyID identifies the ed25519 checkpoint public key ([KeyID]): in a header and a
+	// checkpoint, the key the segment's checkpoints are signed with; in a key_rotation record
+	// the writer wrote, the new key the next segment uses.
 	KeyID string `json:"keyId,omitempty"`
-	// MACKeyID identifies the audit key ([MACKeyID]); header only.
+	// MACKeyID identifies the audit key ([MACKeyID]): in a header, the key the segment is
+	// chained under; in a key_rotation record the writer wrote, the new key the next segment is
+	// chained under.
 	MACKeyID string `json:"macKeyId,omitempty"`
 
 	// Server names the MCP server of the session.
@@ -115,12 +122,25 @@ type Record struct {
 	Errno int `json:"errno,omitempty"`
 	// Detail is a short free-text explanation, at most [MaxDetail] bytes; never file content.
 	Detail string `json:"detail,omitempty"`
+	// Removed names the segments a retention record announces as deleted; retention only.
+	Removed []RemovedSegment `json:"removed,omitempty"`
 
 	// Prev is the hex MAC of the previous record; for a segment header, of the last record of
 	// the previous segment, or "" at the start of a writer's chain.
 	Prev string `json:"prev"`
 	// Mac is the hex HMAC-SHA256 of the record's line without the mac member.
 	Mac string `json:"mac,omitempty"`
+}
+
+// RemovedSegment is a segment that retention deleted, as a retention record names it: its id
+// and its last record when it was deleted, the record its successor's header links to.
+type RemovedSegment struct {
+	// Segment is the deleted segment's id.
+	Segment string `json:"segment"`
+	// LastSeq is the seq of its last whole line.
+	LastSeq uint64 `json:"lastSeq"`
+	// LastMAC is the MAC that line claimed ("" when it held no whole record).
+	LastMAC string `json:"lastMac"`
 }
 
 // Bool returns a pointer to b, for [Record.Allow].
