@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
@@ -15,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 )
 
 // KeySize is the size of the audit (HMAC-SHA256) key in bytes.
@@ -110,19 +113,131 @@ func LoadPublicKey(path string) (ed25519.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: read public key: %w", err)
 	}
+	pub, err := parsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %s: %w", path, err)
+	}
+	return pub, nil
+}
+
+// LoadPublishedKeys reads the checkpoint public keys published in a log directory:
+// checkpoint.pub, and the keys a rotation retired, each kept as checkpoint.pub.<keyid> (see
+// [Writer.Reopen]), so that the checkpoints signed before the rotation still verify. Like
+// checkpoint.pub itself, they are only as trustworthy as the directory. A retired key file
+// whose name does not match its key's id is an error.
+func LoadPublishedKeys(dir string) ([]ed25519.PublicKey, error) {
+	pub, err := LoadPublicKey(filepath.Join(dir, PublicKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	keys := []ed25519.PublicKey{pub}
+	retired, err := filepath.Glob(filepath.Join(dir, PublicKeyFile+".*"))
+	if err != nil {
+		return nil, fmt.Errorf("audit: list public keys: %w", err)
+	}
+	slices.Sort(retired)
+	for _, p := range retired {
+		id := strings.TrimPrefix(filepath.Base(p), PublicKeyFile+".")
+		if !isKeyID(id) {
+			continue // not a retired key: a temporary file, a backup, ...
+		}
+		k, err := LoadPublicKey(p)
+		if err != nil {
+			return nil, err
+		}
+		if KeyID(k) != id {
+			return nil, fmt.Errorf("audit: %s holds key %s", p, KeyID(k))
+		}
+		if !slices.ContainsFunc(keys, func(o ed25519.PublicKey) bool { return o.Equal(k) }) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// parsePublicKey parses a PEM PKIX ed25519 public key.
+func parsePublicKey(data []byte) (ed25519.PublicKey, error) {
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, fmt.Errorf("audit: %s is not a PEM public key", path)
+		return nil, errors.New("not a PEM public key")
 	}
 	k, err := x509.ParsePKIXPublicKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("audit: parse %s: %w", path, err)
+		return nil, fmt.Errorf("parse public key: %w", err)
 	}
 	pub, ok := k.(ed25519.PublicKey)
 	if !ok {
-		return nil, fmt.Errorf("audit: %s is not an ed25519 key", path)
+		return nil, errors.New("not an ed25519 key")
 	}
 	return pub, nil
+}
+
+// isKeyID reports whether s has the form of a key id: 16 lower-case hex digits.
+func isKeyID(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// publishKey writes <dir>/checkpoint.pub unless it already holds pub. Another key there is an
+// error, unless this is a deliberate rotation from the key retire: retire is then kept as
+// checkpoint.pub.<keyid>, and checkpoint.pub is replaced if it holds retire or a key retired
+// before (another writer of the directory may have rotated first).
+func publishKey(dir string, pub, retire ed25519.PublicKey) error {
+	data, err := encodePublicKey(pub)
+	if err != nil {
+		return err
+	}
+	if retire != nil && !retire.Equal(pub) {
+		if err := keepRetired(dir, retire); err != nil {
+			return err
+		}
+	}
+	p := filepath.Join(dir, PublicKeyFile)
+	old, err := os.ReadFile(p)
+	switch {
+	case err == nil && bytes.Equal(old, data):
+		return nil
+	case err == nil && retire == nil:
+		return fmt.Errorf("audit: %s holds another checkpoint key", p)
+	case err == nil:
+		cur, perr := parsePublicKey(old)
+		if perr != nil || !isRetired(dir, cur) {
+			return fmt.Errorf("audit: %s holds another checkpoint key, neither this writer's nor a retired one (%s.<keyid>)", p, PublicKeyFile)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("audit: read public key: %w", err)
+	}
+	return writeAtomic(p, data, 0o644, true)
+}
+
+// retiredKeyPath is where a retired checkpoint public key is kept.
+func retiredKeyPath(dir string, pub ed25519.PublicKey) string {
+	return filepath.Join(dir, PublicKeyFile+"."+KeyID(pub))
+}
+
+// keepRetired writes checkpoint.pub.<keyid> for pub unless it holds pub already.
+func keepRetired(dir string, pub ed25519.PublicKey) error {
+	if isRetired(dir, pub) {
+		return nil
+	}
+	data, err := encodePublicKey(pub)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(retiredKeyPath(dir, pub), data, 0o644, true)
+}
+
+// isRetired reports whether checkpoint.pub.<keyid> holds pub.
+func isRetired(dir string, pub ed25519.PublicKey) bool {
+	k, err := LoadPublicKey(retiredKeyPath(dir, pub))
+	return err == nil && k.Equal(pub)
 }
 
 // encodePublicKey encodes pub as a PEM PKIX public key.

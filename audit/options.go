@@ -3,6 +3,7 @@ package audit
 import (
 	"crypto/ed25519"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -46,6 +47,7 @@ func ParseSyncMode(s string) (SyncMode, error) {
 // Defaults of the writer's options.
 const (
 	DefaultMaxSegmentBytes    = 64 << 20
+	DefaultMaxSegmentAge      = 24 * time.Hour
 	DefaultCheckpointEvery    = 1000
 	DefaultCheckpointInterval = 5 * time.Second
 	// batchSyncInterval is the shortest time between two background fsyncs in SyncBatch mode;
@@ -67,6 +69,9 @@ type config struct {
 	stateDir     string
 	ckptEvery    int
 	ckptInterval time.Duration
+	maxAge       time.Duration
+	keepAge      time.Duration // retention: 0 for no age limit
+	keepBytes    int64         // retention: 0 for no size limit
 }
 
 // WithSync sets the sync mode (default [SyncBatch]).
@@ -76,22 +81,41 @@ func WithSync(m SyncMode) Option { return func(c *config) { c.sync = m } }
 // (default [DefaultMaxSegmentBytes]).
 func WithMaxSegmentBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
 
+// WithMaxSegmentAge rotates to a new segment once the current one is older than d (default
+// [DefaultMaxSegmentAge], 24 hours): on the next append, or in the background when the segment
+// holds records and no append comes. A segment holding only its header is not rotated while
+// idle, so an idle broker does not leave a file a day.
+func WithMaxSegmentAge(d time.Duration) Option { return func(c *config) { c.maxAge = d } }
+
+// WithRetention deletes the oldest closed segments of the log directory, of any writer, until
+// none is older than maxAge (by its last write) and all of them together hold at most maxBytes
+// (checkpoint files included). Zero means no limit; the default is no retention. It is applied
+// when the writer opens and after every rotation, in the background; a segment that a live
+// writer is appending to is never deleted. Before deleting, the writer appends a retention
+// record naming what it deletes, so that [Verify] does not take the cut for tampering; see the
+// package documentation.
+func WithRetention(maxAge time.Duration, maxBytes int64) Option {
+	return func(c *config) { c.keepAge, c.keepBytes = maxAge, maxBytes }
+}
+
 // WithKey gives the audit (HMAC) key directly, for example from configuration or the
-// environment; it must be [KeySize] bytes. It takes precedence over a key file.
+// environment; it must be [KeySize] bytes. It takes precedence over a key file, and
+// [Writer.Reopen] does not change it.
 func WithKey(key []byte) Option { return func(c *config) { c.key = slices.Clone(key) } }
 
 // WithKeyFile names the audit key file, loaded or created by [LoadOrCreateKey] (default
-// <stateDir>/audit.key).
+// <stateDir>/audit.key). [Writer.Reopen] reads it again: a new key there is a key rotation.
 func WithKeyFile(path string) Option { return func(c *config) { c.keyFile = path } }
 
 // WithCheckpointKey gives the ed25519 checkpoint key directly. It takes precedence over a key
-// file.
+// file, and [Writer.Reopen] does not change it.
 func WithCheckpointKey(priv ed25519.PrivateKey) Option {
 	return func(c *config) { c.ckptKey = slices.Clone(priv) }
 }
 
 // WithCheckpointKeyFile names the checkpoint key file, loaded or created by
-// [LoadOrCreateCheckpointKey] (default <stateDir>/audit-checkpoint.key).
+// [LoadOrCreateCheckpointKey] (default <stateDir>/audit-checkpoint.key). [Writer.Reopen] reads
+// it again: a new key there is a key rotation.
 func WithCheckpointKeyFile(path string) Option { return func(c *config) { c.ckptKeyFile = path } }
 
 // WithStateDir sets the directory where the key files are kept unless named otherwise.
@@ -105,4 +129,31 @@ func WithCheckpointEvery(n int) Option { return func(c *config) { c.ckptEvery = 
 // [DefaultCheckpointInterval]).
 func WithCheckpointInterval(d time.Duration) Option {
 	return func(c *config) { c.ckptInterval = d }
+}
+
+// keyPath returns the audit key file, "" when the key is given directly or no file is named.
+func (c *config) keyPath() string {
+	switch {
+	case c.key != nil:
+		return ""
+	case c.keyFile != "":
+		return c.keyFile
+	case c.stateDir != "":
+		return filepath.Join(c.stateDir, DefaultKeyFile)
+	}
+	return ""
+}
+
+// checkpointKeyPath returns the checkpoint key file, "" when the key is given directly or no
+// file is named.
+func (c *config) checkpointKeyPath() string {
+	switch {
+	case c.ckptKey != nil:
+		return ""
+	case c.ckptKeyFile != "":
+		return c.ckptKeyFile
+	case c.stateDir != "":
+		return filepath.Join(c.stateDir, DefaultCheckpointKeyFile)
+	}
+	return ""
 }

@@ -27,16 +27,19 @@ const (
 	// ProblemEdited: a record's MAC does not match its bytes (or the line is not a record).
 	ProblemEdited ProblemKind = "edited"
 	// ProblemRemoved: seq skips records that appear nowhere later, or a segment (or a
-	// segment's header) the chain names is missing.
+	// segment's header) the chain names is missing and no retention record or note accounts
+	// for it.
 	ProblemRemoved ProblemKind = "removed"
 	// ProblemReordered: seq jumps ahead to a record whose predecessors come later in the file.
 	ProblemReordered ProblemKind = "reordered"
 	// ProblemInserted: a line that is not part of the chain: a forged record that the next
-	// record skips over, a repeated seq, a genuine record from elsewhere, or a second segment
-	// claiming to follow the same one.
+	// record skips over, a repeated seq, a genuine record from elsewhere, a second segment
+	// claiming to follow the same one, or a segment that follows another under other keys than
+	// a key_rotation record at the end of that one names.
 	ProblemInserted ProblemKind = "inserted"
 	// ProblemTruncated: the segment ends before the record its checkpoint (or the segment
-	// after it) names.
+	// after it) names, or a segment deleted by retention had been cut before it was deleted
+	// (its successor links to another record than the retention record says it ended with).
 	ProblemTruncated ProblemKind = "truncated"
 	// ProblemTorn: the last line of a segment is an unfinished write, as a killed writer
 	// leaves it. Not tampering: the records before it verify.
@@ -65,11 +68,19 @@ type Problem struct {
 	Seq uint64 `json:"seq"`
 	// Detail explains the problem in English.
 	Detail string `json:"detail"`
+	// Hint, when there is one, says what would let the trail verify, for example which key
+	// to give after a key rotation.
+	Hint string `json:"hint,omitempty"`
 }
 
-// String formats the problem as "file:line: seq N: kind: detail".
+// String formats the problem as "file:line: seq N: kind: detail", followed by " (hint: ...)"
+// when there is a hint.
 func (p Problem) String() string {
-	return fmt.Sprintf("%s:%d: seq %d: %s: %s", p.File, p.Line, p.Seq, p.Kind, p.Detail)
+	s := fmt.Sprintf("%s:%d: seq %d: %s: %s", p.File, p.Line, p.Seq, p.Kind, p.Detail)
+	if p.Hint != "" {
+		s += " (hint: " + p.Hint + ")"
+	}
+	return s
 }
 
 // Report is the result of [Verify].
@@ -82,6 +93,10 @@ type Report struct {
 	Records uint64 `json:"records"`
 	// Checkpoints counts the checkpoint files that verified.
 	Checkpoints int `json:"checkpoints"`
+	// RetentionRemoved counts the segments the chain names that are missing because
+	// retention deleted them, as a retention record or note under a given key says: not a
+	// problem.
+	RetentionRemoved int `json:"retentionRemoved,omitempty"`
 	// Problem is the first problem: the first sign of tampering in file order, else the first
 	// torn segment; nil when OK.
 	Problem *Problem `json:"problem,omitempty"`
@@ -101,9 +116,12 @@ type VerifyKeys struct {
 
 // Verify checks a segment file, or every segment (*.jsonl) of a directory, against keys, and
 // reports the first bad record. For a directory it also checks that every segment a header
-// names as its predecessor is present, ends with the record the header links to, and has no
-// other successor. The error is for a trail that cannot be read at all; problems with its
-// content are in the Report.
+// names as its predecessor is present (or was deleted by retention, as a retention record or a
+// note beside the successor says), ends with the record the header links to, and has no other
+// successor, and that a writer's chain changes keys only where a key_rotation record at the end
+// of a segment names the new ones. The error is for a trail that cannot be read at all;
+// problems with its content are in the Report. A segment deleted while Verify runs (by
+// retention) is left out.
 func Verify(path string, keys VerifyKeys) (Report, error) {
 	if len(keys.MAC) == 0 {
 		return Report{}, errors.New("audit: verify: no audit key")
@@ -121,24 +139,28 @@ func Verify(path string, keys VerifyKeys) (Report, error) {
 		slices.Sort(files)
 	}
 	var (
-		rep  = Report{Segments: len(files)}
-		segs = make([]*segment, len(files))
+		rep  Report
+		segs = make([]*segment, 0, len(files))
 		byID = make(map[string]*segment, len(files))
 	)
-	for i, f := range files {
+	for _, f := range files {
 		s, err := verifySegment(f, keys)
 		if err != nil {
 			return Report{}, err
 		}
-		segs[i] = s
+		if s == nil {
+			continue // deleted since it was listed
+		}
+		segs = append(segs, s)
 		byID[s.id] = s
 		rep.Records += uint64(s.records)
 		if s.ckptOK {
 			rep.Checkpoints++
 		}
 	}
+	rep.Segments = len(segs)
 	if fi.IsDir() {
-		linkSegments(segs, byID)
+		rep.RetentionRemoved = linkSegments(segs, byID, keys)
 	}
 	first := -1
 	for _, s := range segs {
@@ -166,14 +188,24 @@ const maxLine = 1 << 20
 type segment struct {
 	path      string
 	id        string
-	header    *entry // nil unless the header verified
-	last      *entry // the last intact record
-	records   int    // intact records, the header included
+	claimed   *Record // the header as it reads, verified or not: only for hints
+	header    *entry  // nil unless the header verified
+	last      *entry  // the last intact record
+	lastOther *entry  // the last intact record that is neither the header nor a checkpoint
+	records   int     // intact records, the header included
 	ckpts     []*entry
-	mustCover uint64 // the last checkpoint record followed by another kind of record
+	removals  []removal // what the segment's intact retention records announce
+	mustCover uint64    // the last checkpoint record followed by another kind of record
 	problem   *Problem
 	ckptOK    bool
 	walked    bool // the chain was followed to the end of the file (a torn last line aside)
+}
+
+// removal is a segment a retention record announces as deleted, and where the record is.
+type removal struct {
+	RemovedSegment
+	file string
+	line int
 }
 
 // entry is one line of a segment.
@@ -295,6 +327,9 @@ func (r *lineReader) check(e *entry) {
 // verifySegment checks one segment file and its checkpoint.
 func verifySegment(path string, keys VerifyKeys) (*segment, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("audit: verify: %w", err)
 	}
@@ -324,6 +359,7 @@ func verifySegment(path string, keys VerifyKeys) (*segment, error) {
 		problem(ProblemRemoved, 1, 0, "the segment header is missing (first record is seq %d, %s)", h.rec.Seq, h.rec.Kind)
 		return s, nil
 	}
+	s.claimed = &h.rec
 	var key []byte
 	for _, k := range keys.MAC {
 		if MACKeyID(k) == h.rec.MACKeyID {
@@ -390,8 +426,16 @@ func walk(s *segment, r *lineReader, key []byte, problem func(ProblemKind, int, 
 			if prev.rec.Kind == KindCheckpoint && e.rec.Kind != KindCheckpoint {
 				s.mustCover = prev.rec.Seq
 			}
-			if e.rec.Kind == KindCheckpoint {
+			switch e.rec.Kind {
+			case KindCheckpoint:
 				s.ckpts = append(s.ckpts, e)
+			case KindRetention:
+				for _, r := range e.rec.Removed {
+					s.removals = append(s.removals, removal{RemovedSegment: r, file: s.path, line: e.line})
+				}
+			}
+			if e.rec.Kind != KindCheckpoint {
+				s.lastOther = e
 			}
 			s.last = e
 			s.records++
@@ -477,7 +521,8 @@ func checkCheckpoint(s *segment, keys VerifyKeys, problem func(ProblemKind, int,
 	switch {
 	case pub == nil:
 		s.report(Problem{Kind: ProblemUnknownKey, File: ckPath, Seq: ck.Seq,
-			Detail: fmt.Sprintf("no checkpoint public key with id %.16q was given", ck.KeyID)})
+			Detail: fmt.Sprintf("no checkpoint public key with id %.16q was given", ck.KeyID),
+			Hint:   fmt.Sprintf("give the checkpoint public key %.16s; a key rotation keeps the old one beside the log as %s.%.16s", ck.KeyID, PublicKeyFile, ck.KeyID)})
 		return
 	case !ed25519.Verify(pub, checkpointMessage(ck.Seq, ck.MAC, ck.Time), sig):
 		ckProblem("the signature does not verify")
@@ -499,8 +544,15 @@ func checkCheckpoint(s *segment, keys VerifyKeys, problem func(ProblemKind, int,
 	s.ckptOK = true
 }
 
-// linkSegments checks the links between the segments of a directory.
-func linkSegments(segs []*segment, byID map[string]*segment) {
+// linkSegments checks the links between the segments of a directory, and returns how many
+// missing predecessors retention accounts for.
+func linkSegments(segs []*segment, byID map[string]*segment, keys VerifyKeys) (retired int) {
+	removed := make(map[string][]removal)
+	for _, s := range segs {
+		for _, r := range s.removals {
+			removed[r.Segment] = append(removed[r.Segment], r)
+		}
+	}
 	successor := make(map[string]*segment)
 	for _, s := range segs {
 		if s.header == nil || s.header.rec.PrevSegment == "" {
@@ -515,11 +567,16 @@ func linkSegments(segs []*segment, byID map[string]*segment) {
 		successor[h.rec.PrevSegment] = s
 		p, ok := byID[h.rec.PrevSegment]
 		if !ok {
-			s.report(Problem{Kind: ProblemRemoved, File: s.path, Line: 1, Detail: fmt.Sprintf(
-				"the previous segment %s is missing", h.rec.PrevSegment)})
+			if removedPrev(s, removed[h.rec.PrevSegment], keys) {
+				retired++
+			}
 			continue
 		}
-		if !p.walked || p.lastMAC() == h.rec.Prev {
+		if !p.walked {
+			continue
+		}
+		checkKeyChange(s, p)
+		if p.lastMAC() == h.rec.Prev {
 			continue
 		}
 		// A rotation links to the final checkpoint record of the previous segment.
@@ -532,6 +589,134 @@ func linkSegments(segs []*segment, byID map[string]*segment) {
 		}
 		p.report(Problem{Kind: ProblemTruncated, File: p.path, Line: p.last.line + 1, Seq: p.last.rec.Seq + 1, Detail: fmt.Sprintf(
 			"the segment ends at seq %d, before the record segment %s continues from", p.last.rec.Seq, s.id)})
+	}
+	keyHints(segs, byID)
+	return retired
+}
+
+// checkKeyChange checks that s, which follows p, is under p's keys, or under the keys a
+// key_rotation record at the end of p names (the writer appends nothing but checkpoints after
+// it).
+func checkKeyChange(s, p *segment) {
+	h, ph := &s.header.rec, &p.header.rec
+	r := p.lastOther
+	if r != nil && r.rec.Kind == KindKeyRotation && (r.rec.MACKeyID != "" || r.rec.KeyID != "") {
+		wantMAC, wantKey := cmp.Or(r.rec.MACKeyID, ph.MACKeyID), cmp.Or(r.rec.KeyID, ph.KeyID)
+		if h.MACKeyID != wantMAC || h.KeyID != wantKey {
+			s.report(Problem{Kind: ProblemInserted, File: s.path, Line: 1, Detail: fmt.Sprintf(
+				"after the key rotation at %s:%d the chain continues under audit key %s and checkpoint key %s, but this segment is under %.16s and %.16s",
+				filepath.Base(p.path), r.line, wantMAC, wantKey, h.MACKeyID, h.KeyID)})
+		}
+		return
+	}
+	if h.MACKeyID != ph.MACKeyID || h.KeyID != ph.KeyID {
+		s.report(Problem{Kind: ProblemInserted, File: s.path, Line: 1, Detail: fmt.Sprintf(
+			"the segment follows %s under other keys (audit key %.16s, checkpoint key %.16s, not %s and %s) without a key_rotation record at its end naming them",
+			p.id, h.MACKeyID, h.KeyID, ph.MACKeyID, ph.KeyID)})
+	}
+}
+
+// removedPrev decides on the missing predecessor of s: deleted by retention if a retention
+// record (anns) or the note beside s names it with the record s links to. A cut that is not
+// announced that way is reported as removed.
+func removedPrev(s *segment, anns []removal, keys VerifyKeys) bool {
+	h := &s.header.rec
+	for _, a := range anns {
+		if a.LastMAC == h.Prev {
+			return true
+		}
+	}
+	note, noteErr := readPrevNote(s, keys)
+	if note != nil && note.LastMAC == h.Prev {
+		return true
+	}
+	p := Problem{Kind: ProblemRemoved, File: s.path, Line: 1}
+	switch {
+	case len(anns) > 0:
+		a := anns[0]
+		p.Kind = ProblemTruncated
+		p.Detail = fmt.Sprintf("the previous segment %s was deleted by retention (%s:%d) when it ended at seq %d, but this segment continues from another record: it had been cut before it was deleted",
+			h.PrevSegment, filepath.Base(a.file), a.line, a.LastSeq)
+	case note != nil:
+		p.Kind = ProblemTruncated
+		p.Detail = fmt.Sprintf("the previous segment %s was deleted by retention (%s) when it ended at seq %d, but this segment continues from another record: it had been cut before it was deleted",
+			h.PrevSegment, filepath.Base(s.path+prevNoteExt), note.LastSeq)
+	case noteErr != nil:
+		p.Detail = fmt.Sprintf("the previous segment %s is missing, and the retention note beside this segment does not account for it: %v", h.PrevSegment, noteErr)
+		var uk unknownNoteKey
+		if errors.As(noteErr, &uk) {
+			p.Hint = fmt.Sprintf("the note is under audit key %s: give that key", string(uk))
+		}
+	default:
+		p.Detail = fmt.Sprintf("the previous segment %s is missing, and no retention record or note accounts for it", h.PrevSegment)
+	}
+	s.report(p)
+	return false
+}
+
+// unknownNoteKey is the id of the audit key of a retention note that was not given.
+type unknownNoteKey string
+
+func (k unknownNoteKey) Error() string {
+	return fmt.Sprintf("it is under audit key %.16q, which was not given", string(k))
+}
+
+// readPrevNote reads the retention note beside s: nil, nil when there is none.
+func readPrevNote(s *segment, keys VerifyKeys) (*prevNote, error) {
+	data, err := os.ReadFile(s.path + prevNoteExt)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var n prevNote
+	if err := json.Unmarshal(data, &n); err != nil {
+		return nil, fmt.Errorf("not a retention note: %w", err)
+	}
+	var key []byte
+	for _, k := range keys.MAC {
+		if MACKeyID(k) == n.MACKeyID {
+			key = k
+			break
+		}
+	}
+	switch {
+	case key == nil:
+		return nil, unknownNoteKey(n.MACKeyID)
+	case !macEqual(n.sum(key), n.MAC):
+		return nil, errors.New("its MAC does not match")
+	case n.Segment != s.id || n.PrevSegment != s.header.rec.PrevSegment:
+		return nil, fmt.Errorf("it is the note of segment %.64s", n.Segment)
+	}
+	return &n, nil
+}
+
+// keyHints explains a segment under an audit key that was not given, when the chain shows a
+// key rotation there: the new key is missing (the segment before ends with a key_rotation
+// record naming it) or the old one is (the segment after is under another key).
+func keyHints(segs []*segment, byID map[string]*segment) {
+	next := make(map[string]*segment)
+	for _, s := range segs {
+		if s.claimed != nil && s.claimed.PrevSegment != "" {
+			next[s.claimed.PrevSegment] = s
+		}
+	}
+	for _, s := range segs {
+		if s.problem == nil || s.problem.Kind != ProblemUnknownKey || s.problem.Line != 1 || s.claimed == nil {
+			continue
+		}
+		id := s.claimed.MACKeyID
+		if p := byID[s.claimed.PrevSegment]; p != nil && p.lastOther != nil &&
+			p.lastOther.rec.Kind == KindKeyRotation && p.lastOther.rec.MACKeyID == id {
+			s.problem.Hint = fmt.Sprintf("the audit key was rotated to %s at %s:%d (a key_rotation record): give the new key as well",
+				id, filepath.Base(p.path), p.lastOther.line)
+			continue
+		}
+		if n := next[s.id]; n != nil && n.header != nil && n.header.rec.MACKeyID != id {
+			s.problem.Hint = fmt.Sprintf("the chain continues in %s under audit key %s after a key rotation: give the key in use before the rotation (%.16s) as well",
+				n.id, n.header.rec.MACKeyID, id)
+		}
 	}
 }
 

@@ -69,6 +69,9 @@ func sharedTrail(t *testing.T) trail {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		os.Exit(runChildWriter(dir)) // a writer process for TestKilledWriter
+	}
 	code := m.Run()
 	if theTrail.running != "" {
 		os.RemoveAll(filepath.Dir(theTrail.running))
