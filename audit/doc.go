@@ -22,6 +22,23 @@
 // of the last record of that previous segment, so the chain continues across a writer's
 // segments. The records that follow are numbered from 1; record 1's prev is the header's MAC.
 //
+// A writer rotates to a new segment when the current one is full ([WithMaxSegmentBytes]) or
+// older than [WithMaxSegmentAge] (24 hours by default), and when [Writer.Reopen] asks, on
+// SIGHUP, after a log shipper moved the segment away. While a segment is open its writer holds
+// an flock on <segment>.lock, created before the segment and removed when it is closed. Reopen
+// also reads the key files again: a changed key is announced by a key_rotation record, under
+// the old key, naming the new key's id, at the end of the old segment, and the chain goes on in
+// the new segment under the new key. [Verify] accepts a change of keys between a writer's
+// segments there and nowhere else.
+//
+// Retention ([WithRetention]) deletes the oldest closed segments of the directory, of every
+// writer, never one whose lock a live writer holds. Before deleting, the writer appends (and
+// fsyncs) a retention record naming each segment with its last seq and MAC, and leaves a note,
+// <segment>.prev, MACed under the audit key, beside each successor that stays, so that the
+// account outlives the segment holding the record. Verify accepts a missing predecessor that
+// one of them accounts for, and reports any other as removed. What was deleted is gone:
+// retention keeps the rest of the chain verifiable, not the records it cut.
+//
 // # Checkpoints
 //
 // Every N records or T time, and when a segment is rotated or closed, the writer appends a
@@ -29,7 +46,9 @@
 // MAC and time signed by the ed25519 checkpoint key (temp file and rename, so it is either old
 // or new). A segment that ends before its checkpointed record has been truncated; without the
 // checkpoint a cut at a line boundary would be indistinguishable from a quiet writer. The
-// public key is published beside the log as checkpoint.pub.
+// public key is published beside the log as checkpoint.pub; when [Writer.Reopen] rotates the
+// checkpoint key, the old public key is kept as checkpoint.pub.<keyid>, so that the checkpoints
+// signed before still verify ([LoadPublishedKeys]).
 //
 // # Durability
 //
