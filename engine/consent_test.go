@@ -7,10 +7,16 @@ import (
 	"testing"
 )
 
-// consentInput is a files/consent request for entries with the given access.
+// consentInput is a files/consent request for entries (in a writable root) with the given
+// access.
 func consentInput(t testing.TB, access string, entries ...string) map[string]any {
 	t.Helper()
 	in := visibleInput(t, entries...)
+	list := make([]any, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, pathDoc(e, true))
+	}
+	in["entries"] = list
 	in["method"], in["operation"] = "files/consent", "consent"
 	in["params"] = map[string]any{"message": "m", "requestedPaths": entries, "access": access}
 	checkInput(t, in)
