@@ -35,6 +35,9 @@ type fileConfig struct {
 		Sync            string `json:"sync"`
 		RedactPaths     bool   `json:"redactPaths"`
 		MaxSegmentBytes int64  `json:"maxSegmentBytes"`
+		MaxSegmentAge   string `json:"maxSegmentAge"`
+		RetentionAge    string `json:"retentionAge"`
+		RetentionBytes  int64  `json:"retentionBytes"`
 	} `json:"audit"`
 	Log struct {
 		Level  string `json:"level"`

@@ -64,6 +64,9 @@ type options struct {
 	auditSync       string
 	redactPaths     bool
 	auditSegment    int64
+	auditSegmentAge time.Duration
+	retentionAge    time.Duration
+	retentionBytes  int64
 	opaConfig       json.RawMessage // the config file's opa member
 	opaBundles      bool            // pull the policy set as opaConfig says
 
@@ -143,6 +146,9 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.auditSync, "audit-sync", "batch", "audit durability `MODE`: batch (fsync within 10 ms), always (fsync before the operation) or none")
 	fs.BoolVar(&o.redactPaths, "audit-redact-paths", false, "record paths in the audit trail as keyed digests (see fsbroker audit hash)")
 	fs.Int64Var(&o.auditSegment, "audit-segment-bytes", audit.DefaultMaxSegmentBytes, "start a new audit segment file after `BYTES`")
+	fs.DurationVar(&o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
+	fs.DurationVar(&o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
+	fs.Int64Var(&o.retentionBytes, "audit-retention-bytes", 0, "delete the oldest closed audit segments while all of them hold more than `BYTES` (0: no limit)")
 	return fs, o
 }
 
@@ -214,7 +220,11 @@ func openAudit(o *options) (*audit.Writer, error) {
 	if dir == "" {
 		dir = filepath.Join(o.stateDir, "audit")
 	}
-	opts := []audit.Option{audit.WithSync(mode), audit.WithStateDir(o.stateDir), audit.WithMaxSegmentBytes(o.auditSegment)}
+	if o.auditSegmentAge <= 0 || o.retentionAge < 0 || o.retentionBytes < 0 {
+		return nil, configErrorf("--audit-segment-age must be positive, --audit-retention-age and --audit-retention-bytes not negative")
+	}
+	opts := []audit.Option{audit.WithSync(mode), audit.WithStateDir(o.stateDir), audit.WithMaxSegmentBytes(o.auditSegment),
+		audit.WithMaxSegmentAge(o.auditSegmentAge), audit.WithRetention(o.retentionAge, o.retentionBytes)}
 	if hexKey := os.Getenv(auditKeyEnv); hexKey != "" {
 		key, err := hex.DecodeString(hexKey)
 		if err != nil || len(key) != audit.KeySize {
@@ -466,6 +476,24 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	}
 	if c.Audit.MaxSegmentBytes != 0 && !o.set["audit-segment-bytes"] {
 		o.auditSegment = c.Audit.MaxSegmentBytes
+	}
+	if c.Audit.RetentionBytes != 0 && !o.set["audit-retention-bytes"] {
+		o.retentionBytes = c.Audit.RetentionBytes
+	}
+	for _, d := range []struct {
+		flag, pointer, value string
+		dst                  *time.Duration
+	}{
+		{"audit-segment-age", "/audit/maxSegmentAge", c.Audit.MaxSegmentAge, &o.auditSegmentAge},
+		{"audit-retention-age", "/audit/retentionAge", c.Audit.RetentionAge, &o.retentionAge},
+	} {
+		v, err := configDuration(o.configPath, d.pointer, d.value)
+		if err != nil {
+			return err
+		}
+		if v != 0 && !o.set[d.flag] {
+			*d.dst = v
+		}
 	}
 	if c.StateDir != "" && !o.set["state-dir"] {
 		o.stateDir = c.StateDir

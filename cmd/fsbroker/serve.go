@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
@@ -168,6 +171,26 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 			}
 		}()
 	}
+	// SIGHUP: start a new audit segment (log shippers move files away and
+	// signal), and pick up rotated audit keys.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-hup:
+				if err := s.trail.Reopen(); err != nil {
+					s.log.Error("SIGHUP: reopening the audit trail failed", "error", err)
+					continue
+				}
+				s.log.Info("SIGHUP: audit trail reopened", "segment", s.trail.Segment())
+			}
+		}
+	}()
+
 	// Grants changed by another process (fsbroker grants revoke) reach the
 	// session within a second.
 	err = s.grants.Watch(watchCtx, func(server string) {

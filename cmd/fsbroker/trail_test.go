@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -226,5 +227,57 @@ func TestServerIDIsPinned(t *testing.T) {
 	}
 	if len(servers) == 0 || servers[0] != "indexer-prod" {
 		t.Errorf("decision records name %q, want the pinned indexer-prod", servers)
+	}
+}
+
+// TestSIGHUPReopensTheTrail: a log shipper moves the segment away and sends
+// SIGHUP; the broker goes on in a new segment that continues the chain.
+func TestSIGHUPReopensTheTrail(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "a.txt"), "hello")
+	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail)
+	p.handshake("2025-11-25")
+	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read: %s", r.raw)
+	}
+	before, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
+	if len(before) != 1 {
+		t.Fatalf("segments before SIGHUP: %q", before)
+	}
+	shipped := filepath.Join(dir, "shipped")
+	if err := os.Mkdir(shipped, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(before[0], filepath.Join(shipped, filepath.Base(before[0]))); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGHUP)
+	p.waitLog(regexp.MustCompile(`SIGHUP: audit trail reopened`))
+	if r := p.call(2, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read after SIGHUP: %s", r.raw)
+	}
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	after, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
+	if len(after) != 1 || after[0] == before[0] {
+		t.Fatalf("segments after SIGHUP: %q, want one new segment", after)
+	}
+	if n := trailDecisions(t, trail); n != 1 {
+		t.Errorf("%d decisions in the new segment, want the read after SIGHUP", n)
+	}
+	// Shipped and current segments together verify as one chain.
+	if err := os.Rename(filepath.Join(shipped, filepath.Base(before[0])), before[0]); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(trail, trailKeys(t, state, trail))
+	if err != nil || !rep.OK || rep.Segments != 2 {
+		t.Errorf("Verify = %+v, %v; want both segments intact", rep, err)
 	}
 }
