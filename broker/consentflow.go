@@ -201,7 +201,10 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 	}
 	detail := fmt.Sprintf("%s access; %d requested, %d approvable, %d approved by %s",
 		access, len(p.RequestedPaths), len(approvable), len(approved), providerName(decision, s.consent))
-	if err := s.appendAudit(ctx, audit.Record{Kind: audit.KindConsent, Method: "files/consent",
+	// The provider may have used up the request's time (a person who did not
+	// answer): the records are written regardless.
+	recordCtx := context.WithoutCancel(ctx)
+	if err := s.appendAudit(recordCtx, audit.Record{Kind: audit.KindConsent, Method: "files/consent",
 		Operation: string(access), Paths: paths, Allow: audit.Bool(len(approved) > 0), Detail: detail}); err != nil {
 		return nil, errcode.Wrap(errcode.IOError, reasonAuditUnavailable, err)
 	}
@@ -221,7 +224,7 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 			return nil, errcode.Wrap(errcode.IOError, "the consent grants cannot be stored", err)
 		}
 		for _, g := range stored {
-			s.appendAudit(ctx, audit.Record{Kind: audit.KindGrant, Method: "files/consent", Operation: string(g.Access),
+			s.appendAudit(recordCtx, audit.Record{Kind: audit.KindGrant, Method: "files/consent", Operation: string(g.Access),
 				Paths: []string{s.auditPath(canonicalPath(targets[g.Path]))}, Allow: audit.Bool(true),
 				Detail: truncate("granted "+g.ID+" by "+g.By, audit.MaxDetail-8)})
 		}
