@@ -77,7 +77,7 @@ type Filter struct {
 }
 
 // allKinds are the kinds a Filter may name.
-var allKinds = append(slices.Clone(callerKinds), KindSegmentStart, KindCheckpoint)
+var allKinds = append(slices.Clone(callerKinds), KindSegmentStart, KindCheckpoint, KindRetention)
 
 // Validate reports a filter that cannot match as meant: an unknown kind or decision, a
 // malformed path digest, or an empty time range.

@@ -55,8 +55,9 @@ var callerKinds = []Kind{
 }
 
 // ErrInvalidRecord is returned, wrapped, by Append for a record it will not write: an unknown
-// or writer-only kind, an over-long detail, negative bytes, a decision without decisionId or
-// allow, or an outcome without outcome (the members the schema requires).
+// or writer-only kind, an over-long detail, negative bytes, a line over 1 MiB (longer than
+// Verify reads), a decision without decisionId or allow, or an outcome without outcome (the
+// members the schema requires). Such a refusal is not a failure of the trail.
 var ErrInvalidRecord = errors.New("audit: invalid record")
 
 // Record is one audit record. Append sets V, Seq, Time, Prev and Mac; the caller sets Kind and

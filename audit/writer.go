@@ -359,6 +359,9 @@ func (w *Writer) Append(ctx context.Context, rec Record) (uint64, error) {
 	}
 	if err := w.write(&rec); err != nil {
 		w.mu.Unlock()
+		if errors.Is(err, ErrInvalidRecord) {
+			return 0, err
+		}
 		return 0, w.unavailable(err)
 	}
 	seq, gen := w.seq, w.written
@@ -432,6 +435,10 @@ func (w *Writer) write(rec *Record) error {
 	if err != nil {
 		return err
 	}
+	if len(line) > maxLine {
+		// Verify reads no line longer than this; such a record would pass for an edit.
+		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line), maxLine)
+	}
 	if _, err := w.f.Write(line); err != nil {
 		w.broken = fmt.Errorf("write %s: %w", filepath.Base(w.f.Name()), err)
 		if terr := w.f.Truncate(w.off); terr != nil {
@@ -464,6 +471,15 @@ func (w *Writer) checkpoint() error {
 	}
 	if w.covered {
 		return nil
+	}
+	// The checkpointed record must be on disk before the signed .ckpt that
+	// names it: else a power failure could leave a .ckpt naming a record the
+	// segment lost, which verify would take for truncation.
+	if w.cfg.sync != SyncNone {
+		if err := w.f.Sync(); err != nil {
+			w.broken = fmt.Errorf("fsync %s: %w", filepath.Base(w.f.Name()), err)
+			return w.broken
+		}
 	}
 	sig := ed25519.Sign(w.keys.priv, checkpointMessage(w.seq, w.lastMAC, w.lastTime))
 	data, err := json.Marshal(checkpointFile{

@@ -449,3 +449,22 @@ func TestVerifyEdgeSegments(t *testing.T) {
 		t.Fatalf("%+v", rep)
 	}
 }
+
+// TestAppendRefusesOverlongRecords: a record whose line would be longer than Verify reads is
+// refused (it would pass for an edit), and the writer goes on.
+func TestAppendRefusesOverlongRecords(t *testing.T) {
+	keys := newTestKeys(t)
+	w := keys.open(t, t.TempDir())
+	defer w.Close()
+	rec := sampleRecord(KindDecision, 1)
+	rec.Paths = []string{strings.Repeat("p", maxLine)}
+	if _, err := w.Append(context.Background(), rec); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("Append of a %d-byte path = %v, want ErrInvalidRecord", maxLine, err)
+	}
+	if w.Failures() != 0 {
+		t.Errorf("an invalid record counted as a failure")
+	}
+	if _, err := w.Append(context.Background(), sampleRecord(KindDecision, 2)); err != nil {
+		t.Fatalf("the next Append: %v", err)
+	}
+}

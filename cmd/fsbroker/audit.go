@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -566,11 +565,11 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			dir = filepath.Dir(path)
 		}
 		p := filepath.Join(dir, audit.PublicKeyFile)
-		pub, err := audit.LoadPublicKey(p)
+		published, err := audit.LoadPublishedKeys(dir) // checkpoint.pub, and those retired by a rotation
 		if err != nil {
 			return configErrorf("no checkpoint public key: %v; give a trusted copy with --checkpoint-pub FILE", err)
 		}
-		keys.Checkpoint = []ed25519.PublicKey{pub}
+		keys.Checkpoint = published
 		if !*asJSON {
 			fmt.Fprintf(stderr, "fsbroker: note: checkpoints checked against %s, which is only as trustworthy as the log directory; give a trusted copy with --checkpoint-pub\n", p)
 		}

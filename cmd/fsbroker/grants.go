@@ -334,7 +334,8 @@ func recordRevocations(tf *trailFlags, revoked []grants.Grant) error {
 	if err != nil {
 		return err
 	}
-	o := &options{stateDir: state, auditDir: tf.auditPath, auditSync: "always", auditSegment: audit.DefaultMaxSegmentBytes}
+	o := &options{stateDir: state, auditDir: tf.auditPath, auditSync: "always", auditSegment: audit.DefaultMaxSegmentBytes,
+		auditSegmentAge: audit.DefaultMaxSegmentAge}
 	w, err := openAudit(o)
 	if err != nil {
 		return err
