@@ -1,0 +1,535 @@
+package conformance
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed cases case.schema.json
+var embedded embed.FS
+
+// SchemaFile is the name of the case format's JSON Schema inside [Files].
+const SchemaFile = "case.schema.json"
+
+// KnownFailureTag marks a case that the reference broker is known to fail. [Select] leaves
+// such cases out unless the tag is asked for explicitly.
+const KnownFailureTag = "known-failure"
+
+// Files returns the embedded suite: the cases under "cases/" and the schema at [SchemaFile].
+func Files() fs.FS { return embedded }
+
+// Case is one conformance vector: a fixture, a broker configuration, steps and the expected
+// tree afterwards. Its fields mirror case.schema.json.
+type Case struct {
+	// Name identifies the case; it equals the file's base name without extension.
+	Name string `json:"name"`
+	// Description says what the case proves.
+	Description string `json:"description"`
+	// Tags name the PROTOCOL.md sections checked ("s2-lifecycle", "s5-read", ...).
+	Tags []string `json:"tags"`
+	// Requires lists conditions without which the case is skipped: "non-root" (the runner's
+	// user is not root), "linux".
+	Requires []string `json:"requires,omitempty"`
+	// Fixture is the tree created in the case's area before the broker starts.
+	Fixture []Entry `json:"fixture,omitempty"`
+	// Roots are the broker's roots, directories of the fixture.
+	Roots []Root `json:"roots"`
+	// Consent is the broker's consent mode: "auto" (the default) or "deny".
+	Consent string `json:"consent,omitempty"`
+	// Flags are extra broker arguments, after the roots, state directory and consent.
+	Flags []string `json:"flags,omitempty"`
+	// Initialize says how the runner answers the broker's initialize request.
+	Initialize *Initialize `json:"initialize,omitempty"`
+	// Steps run in order; the first failing step ends the case.
+	Steps []Step `json:"steps"`
+	// After is the state the tree must be in once the steps ran.
+	After *After `json:"after,omitempty"`
+	// Timeout bounds the whole case (a Go duration); default 60s.
+	Timeout string `json:"timeout,omitempty"`
+
+	// File is where the case was loaded from.
+	File string `json:"-"`
+}
+
+// Entry is a path in a fixture, a disk change or an after check. Paths are relative to the
+// case's area, with "/" separators.
+type Entry struct {
+	// Path is relative to the area.
+	Path string `json:"path"`
+	// Type is "file" (the default, or "symlink" when Target is set), "dir", "symlink" or "fifo".
+	Type string `json:"type,omitempty"`
+	// Content is a file's text.
+	Content *string `json:"content,omitempty"`
+	// ContentBase64 is a file's bytes, base64-encoded.
+	ContentBase64 *string `json:"contentBase64,omitempty"`
+	// Size makes a file of that many bytes of the fill pattern (see docs/conformance.md).
+	Size *int64 `json:"size,omitempty"`
+	// Target is a symbolic link's target, written as given (after ${...} substitution).
+	Target *string `json:"target,omitempty"`
+	// Mode is the permission bits in octal ("0600").
+	Mode string `json:"mode,omitempty"`
+	// Absent, in an after check, means nothing may exist at Path.
+	Absent bool `json:"absent,omitempty"`
+}
+
+// Root is one broker root.
+type Root struct {
+	// Path is the root's directory, relative to the area.
+	Path string `json:"path"`
+	// Writable passes the root as DIR:rw.
+	Writable bool `json:"writable,omitempty"`
+	// Mount, when it differs from the directory's base name, is given by passing a symbolic
+	// link named Mount (outside the area) that points at the directory.
+	Mount string `json:"mount,omitempty"`
+}
+
+// Initialize is the runner's side of the initialize exchange.
+type Initialize struct {
+	// Manual leaves the exchange to the steps (awaitInitialize, answerInitialize).
+	Manual bool `json:"manual,omitempty"`
+	// Expect is matched against the params of the broker's initialize request.
+	Expect any `json:"expect,omitempty"`
+	// ProtocolVersion is the version the runner answers with; default "2025-11-25".
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// Result, when set, is sent as the whole initialize result instead.
+	Result any `json:"result,omitempty"`
+	// Error, when set, is sent as an error reply instead of a result.
+	Error any `json:"error,omitempty"`
+	// Initialized says whether notifications/initialized must follow; default true for a
+	// result, false for an error.
+	Initialized *bool `json:"initialized,omitempty"`
+}
+
+// Step is one action of a case. Exactly one of the action fields is set.
+type Step struct {
+	// Name captures what the step received (a reply, a notification, a request), to be
+	// referenced later as ${name.result.etag}. Default "s<index>" (from 1).
+	Name string `json:"name,omitempty"`
+	// Comment is free text.
+	Comment string `json:"comment,omitempty"`
+
+	// Request sends a JSON-RPC request and, unless Async, waits for its reply (Expect).
+	Request *Request `json:"request,omitempty"`
+	// Raw sends one line verbatim; with Expect it waits for a reply.
+	Raw *Raw `json:"raw,omitempty"`
+	// Notify sends a notification.
+	Notify *Notify `json:"notify,omitempty"`
+	// Reply waits for the reply to an earlier Async request (by step name).
+	Reply string `json:"reply,omitempty"`
+	// Expect is the reply a Request, Raw or Reply step must get.
+	Expect *Expect `json:"expect,omitempty"`
+
+	// ExpectNotification waits for a notification from the broker.
+	ExpectNotification *NotificationExpect `json:"expectNotification,omitempty"`
+	// ExpectNoNotification checks that no matching notification comes within a time.
+	ExpectNoNotification *NotificationExpect `json:"expectNoNotification,omitempty"`
+	// ExpectRequest waits for a request from the broker (ping is answered automatically).
+	ExpectRequest *RequestExpect `json:"expectRequest,omitempty"`
+	// ExpectExit waits for the broker to exit.
+	ExpectExit *ExitExpect `json:"expectExit,omitempty"`
+	// ExpectStderr waits for the broker's stderr to match a regular expression.
+	ExpectStderr *StderrExpect `json:"expectStderr,omitempty"`
+	// CloseInput closes the broker's stdin (end of the session from the server's side).
+	CloseInput bool `json:"closeInput,omitempty"`
+	// Disk changes the tree behind the broker's back.
+	Disk *DiskChange `json:"disk,omitempty"`
+	// Sleep pauses (a Go duration).
+	Sleep string `json:"sleep,omitempty"`
+	// AwaitInitialize waits for the broker's initialize request (manual handshake).
+	AwaitInitialize *AwaitInitialize `json:"awaitInitialize,omitempty"`
+	// AnswerInitialize answers it (manual handshake).
+	AnswerInitialize *Initialize `json:"answerInitialize,omitempty"`
+}
+
+// Request is a JSON-RPC request the runner sends.
+type Request struct {
+	// Method is the method name.
+	Method string `json:"method"`
+	// Params are sent as given (after substitution); absent means no params member.
+	Params any `json:"params,omitempty"`
+	// ID is the request id; default a number counting from 1.
+	ID any `json:"id,omitempty"`
+	// Async sends without waiting; a later Reply step waits for the answer.
+	Async bool `json:"async,omitempty"`
+}
+
+// Raw is a line sent verbatim (a newline is added).
+type Raw struct {
+	// Text is the line.
+	Text *string `json:"text,omitempty"`
+	// Base64 is the line's bytes, base64-encoded (for invalid UTF-8).
+	Base64 *string `json:"base64,omitempty"`
+	// Prefix, Fill and Suffix build a long line: Prefix, Fill bytes of "a", Suffix.
+	Prefix string `json:"prefix,omitempty"`
+	// Fill is the number of "a" bytes between Prefix and Suffix.
+	Fill int `json:"fill,omitempty"`
+	// Suffix ends a built line.
+	Suffix string `json:"suffix,omitempty"`
+}
+
+// Notify is a notification the runner sends.
+type Notify struct {
+	// Method is the notification's method.
+	Method string `json:"method"`
+	// Params are sent as given.
+	Params any `json:"params,omitempty"`
+}
+
+// Expect is the reply a step must get.
+type Expect struct {
+	// ID is the reply's expected id; default the request's id (a Raw step must set it,
+	// null included, to wait for a reply).
+	ID any `json:"id,omitempty"`
+	// Result is matched against the reply's result; its presence requires a success.
+	Result any `json:"result,omitempty"`
+	// Error is matched against the reply's error; its presence requires an error.
+	Error any `json:"error,omitempty"`
+	// Fail is a shorthand for an error with data.code = Fail and the code of PROTOCOL.md's
+	// table ("FILE_NOT_FOUND" means code -32001 and data.code "FILE_NOT_FOUND").
+	Fail string `json:"fail,omitempty"`
+	// Any accepts any reply, success or error.
+	Any bool `json:"any,omitempty"`
+	// Within bounds the wait (a Go duration); default 10s.
+	Within string `json:"within,omitempty"`
+
+	hasID bool // ID was given, null included
+}
+
+// UnmarshalJSON notes whether id was present, since "id": null is an expectation too.
+func (e *Expect) UnmarshalJSON(b []byte) error {
+	type plain Expect
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	*e = Expect(p)
+	_, e.hasID = keys["id"]
+	return nil
+}
+
+// NotificationExpect matches a notification from the broker.
+type NotificationExpect struct {
+	// Method is the notification's method.
+	Method string `json:"method"`
+	// Params is matched against its params.
+	Params any `json:"params,omitempty"`
+	// Within bounds the wait; default 5s for expectNotification and 1s for
+	// expectNoNotification (which waits that long).
+	Within string `json:"within,omitempty"`
+}
+
+// RequestExpect matches a request from the broker and answers it.
+type RequestExpect struct {
+	// Method is the request's method.
+	Method string `json:"method"`
+	// Params is matched against its params.
+	Params any `json:"params,omitempty"`
+	// Result is sent back (ping is answered with {} when the request arrives, whatever this says).
+	Result any `json:"result,omitempty"`
+	// Within bounds the wait; default 10s.
+	Within string `json:"within,omitempty"`
+}
+
+// AwaitInitialize waits for the broker's initialize request.
+type AwaitInitialize struct {
+	// Expect is matched against its params.
+	Expect any `json:"expect,omitempty"`
+	// Within bounds the wait; default 10s.
+	Within string `json:"within,omitempty"`
+}
+
+// ExitExpect waits for the broker process to end.
+type ExitExpect struct {
+	// Code is the exit status required; any status when absent.
+	Code *int `json:"code,omitempty"`
+	// Within bounds the wait; default 10s.
+	Within string `json:"within,omitempty"`
+}
+
+// StderrExpect waits for the broker's log to match.
+type StderrExpect struct {
+	// Regex is a Go regular expression matched against everything written to stderr so far.
+	Regex string `json:"regex"`
+	// Within bounds the wait; default 5s.
+	Within string `json:"within,omitempty"`
+}
+
+// DiskChange is a change the runner makes to the tree while the broker runs.
+type DiskChange struct {
+	// Op is write, append, mkdir, remove, removeAll, rename, symlink, fifo or chmod.
+	Op string `json:"op"`
+	// Path is the path changed, relative to the area.
+	Path string `json:"path"`
+	// To is the new path of a rename.
+	To string `json:"to,omitempty"`
+	// Content is the text written or appended.
+	Content string `json:"content,omitempty"`
+	// Target is a symbolic link's target.
+	Target string `json:"target,omitempty"`
+	// Mode is chmod's octal mode.
+	Mode string `json:"mode,omitempty"`
+}
+
+// After is the expected state of the tree once the steps ran.
+type After struct {
+	// Files are checked one by one: type, content, size, target, mode, or absence.
+	Files []Entry `json:"files,omitempty"`
+	// Exactly maps a directory (relative to the area) to every path beneath it, recursively,
+	// relative to it; nothing else may be there.
+	Exactly map[string][]string `json:"exactly,omitempty"`
+	// OutsideUnchanged checks that nothing in the area outside the roots changed, other than
+	// by disk steps; default true.
+	OutsideUnchanged *bool `json:"outsideUnchanged,omitempty"`
+}
+
+// failCodes maps PROTOCOL.md section 4's data.code to the JSON-RPC error code.
+var failCodes = map[string]int{
+	"FILE_NOT_FOUND":       -32001,
+	"PERMISSION_DENIED":    -32002,
+	"INVALID_PATH":         -32003,
+	"IO_ERROR":             -32004,
+	"TIMEOUT":              -32005,
+	"CONCURRENCY_CONFLICT": -32006,
+	"QUOTA_EXCEEDED":       -32007,
+	"INVALID_PARAMS":       -32602,
+	"NOT_INITIALIZED":      -32600,
+}
+
+var (
+	compileOnce sync.Once
+	caseSchema  *jsonschema.Schema
+	compileErr  error
+)
+
+// schema compiles the embedded case schema once.
+func schema() (*jsonschema.Schema, error) {
+	compileOnce.Do(func() {
+		data, err := embedded.ReadFile(SchemaFile)
+		if err != nil {
+			compileErr = err
+			return
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			compileErr = fmt.Errorf("conformance: parse %s: %w", SchemaFile, err)
+			return
+		}
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource(SchemaFile, doc); err != nil {
+			compileErr = err
+			return
+		}
+		caseSchema, compileErr = c.Compile(SchemaFile)
+	})
+	return caseSchema, compileErr
+}
+
+// ParseCase decodes one case file (YAML or JSON), validates it against the case schema and
+// checks what the schema cannot (the name matches the file name, one action per step, valid
+// durations and patterns). file is used for the name check and in errors.
+func ParseCase(file string, data []byte) (*Case, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	sch, err := schema()
+	if err != nil {
+		return nil, err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		return nil, fmt.Errorf("%s: does not follow %s: %v", file, SchemaFile, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	var c Case
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	c.File = file
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &c, nil
+}
+
+// check enforces what the schema does not.
+func (c *Case) check() error {
+	base := path.Base(c.File)
+	if want := strings.TrimSuffix(base, path.Ext(base)); c.Name != want {
+		return fmt.Errorf("name %q differs from the file name %q", c.Name, want)
+	}
+	if c.Timeout != "" {
+		if _, err := time.ParseDuration(c.Timeout); err != nil {
+			return fmt.Errorf("timeout: %w", err)
+		}
+	}
+	names := map[string]bool{}
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		n := 0
+		for _, set := range []bool{s.Request != nil, s.Raw != nil, s.Notify != nil, s.Reply != "",
+			s.ExpectNotification != nil, s.ExpectNoNotification != nil, s.ExpectRequest != nil,
+			s.ExpectExit != nil, s.ExpectStderr != nil, s.CloseInput, s.Disk != nil, s.Sleep != "",
+			s.AwaitInitialize != nil, s.AnswerInitialize != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("step %d: %d actions, want exactly one", i+1, n)
+		}
+		if s.Expect != nil && s.Request == nil && s.Raw == nil && s.Reply == "" {
+			return fmt.Errorf("step %d: expect belongs to a request, raw or reply step", i+1)
+		}
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("s%d", i+1)
+		}
+		if names[s.Name] {
+			return fmt.Errorf("step %d: name %q used twice", i+1, s.Name)
+		}
+		names[s.Name] = true
+		if s.Reply != "" && !names[s.Reply] {
+			return fmt.Errorf("step %d: reply to %q, which is not an earlier step", i+1, s.Reply)
+		}
+		for _, d := range []string{s.Sleep, durationOf(s)} {
+			if d != "" {
+				if _, err := time.ParseDuration(d); err != nil {
+					return fmt.Errorf("step %d: %w", i+1, err)
+				}
+			}
+		}
+	}
+	if c.Initialize != nil && c.Initialize.Manual && (c.Initialize.Result != nil || c.Initialize.Error != nil || c.Initialize.ProtocolVersion != "") {
+		return errors.New("initialize: manual excludes an answer (use answerInitialize)")
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Roots {
+		m := r.Mount
+		if m == "" {
+			m = path.Base(r.Path)
+		}
+		if seen[m] {
+			return fmt.Errorf("roots: mount %q twice", m)
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+// durationOf returns the within of a step's wait, if any.
+func durationOf(s *Step) string {
+	switch {
+	case s.Expect != nil:
+		return s.Expect.Within
+	case s.ExpectNotification != nil:
+		return s.ExpectNotification.Within
+	case s.ExpectNoNotification != nil:
+		return s.ExpectNoNotification.Within
+	case s.ExpectRequest != nil:
+		return s.ExpectRequest.Within
+	case s.ExpectExit != nil:
+		return s.ExpectExit.Within
+	case s.ExpectStderr != nil:
+		return s.ExpectStderr.Within
+	case s.AwaitInitialize != nil:
+		return s.AwaitInitialize.Within
+	}
+	return ""
+}
+
+// LoadCases reads every *.yaml, *.yml and *.json case under dir in fsys (SchemaFile excepted),
+// sorted by name. Names must be unique.
+func LoadCases(fsys fs.FS, dir string) ([]*Case, error) {
+	var cases []*Case
+	var errs []error
+	byName := map[string]string{}
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch ext := path.Ext(p); {
+		case d.IsDir(), path.Base(p) == SchemaFile:
+			return nil
+		case ext != ".yaml" && ext != ".yml" && ext != ".json":
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		c, err := ParseCase(p, data)
+		if err != nil {
+			errs = append(errs, err)
+			return nil
+		}
+		if other, dup := byName[c.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: name %q already used by %s", p, c.Name, other))
+			return nil
+		}
+		byName[c.Name] = p
+		cases = append(cases, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	slices.SortFunc(cases, func(a, b *Case) int { return strings.Compare(a.Name, b.Name) })
+	return cases, nil
+}
+
+// Suite loads the embedded cases.
+func Suite() ([]*Case, error) { return LoadCases(embedded, "cases") }
+
+// Select returns the cases whose name matches one of the comma-separated globs of run (all when
+// run is empty) and that carry one of tags (all when tags is empty). Cases tagged
+// [KnownFailureTag] are left out unless that tag is among tags.
+func Select(cases []*Case, run string, tags []string) ([]*Case, error) {
+	var globs []string
+	for g := range strings.SplitSeq(run, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			if _, err := path.Match(g, ""); err != nil {
+				return nil, fmt.Errorf("bad pattern %q: %w", g, err)
+			}
+			globs = append(globs, g)
+		}
+	}
+	var out []*Case
+	for _, c := range cases {
+		if len(globs) > 0 && !slices.ContainsFunc(globs, func(g string) bool { ok, _ := path.Match(g, c.Name); return ok }) {
+			continue
+		}
+		if len(tags) > 0 && !slices.ContainsFunc(c.Tags, func(t string) bool { return slices.Contains(tags, t) }) {
+			continue
+		}
+		if slices.Contains(c.Tags, KnownFailureTag) && !slices.Contains(tags, KnownFailureTag) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,98 @@
+//go:build unix
+
+package conformance
+
+// TestConformance runs the whole embedded suite against a freshly built fsbroker (built with
+// the race detector when the tests run with it), one subtest per case. Set
+// FSBROKER_CONFORMANCE_BROKER to a command line to run it against another broker instead, and
+// FSBROKER_CONFORMANCE_TAGS to a comma-separated tag list (known-failure included) to select.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+var brokerCmd []string // the broker command template under test
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if cmd := os.Getenv("FSBROKER_CONFORMANCE_BROKER"); cmd != "" {
+		brokerCmd = strings.Fields(cmd)
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "fsbroker-conformance-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "fsbroker")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/fsbroker/fsbroker/cmd/fsbroker")
+	if out, err := exec.Command(goTool(), args...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+		return 1
+	}
+	brokerCmd = []string{bin, "stdio"}
+	return m.Run()
+}
+
+// goTool returns the go command of the toolchain running the tests.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return "go"
+}
+
+func TestConformance(t *testing.T) {
+	cases, err := Suite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	if s := os.Getenv("FSBROKER_CONFORMANCE_TAGS"); s != "" {
+		tags = strings.Split(s, ",")
+	}
+	if cases, err = Select(cases, "", tags); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Broker: brokerCmd}
+	if raceEnabled {
+		r.Env = append(r.Env, "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+	}
+	// Cases start in t.Run, before t.Parallel returns control, on a semaphore of their own:
+	// they mostly wait on the broker, so more of them run at once than -parallel allows
+	// tests to; each subtest then reports its case's result.
+	sem := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			done := make(chan *Result, 1)
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				done <- r.RunCase(context.Background(), c)
+			}()
+			t.Parallel()
+			res := <-done
+			switch {
+			case res.Skipped != "":
+				t.Skip(res.Skipped)
+			case !res.Passed():
+				t.Error("\n" + res.Report(true))
+			}
+		})
+	}
+}

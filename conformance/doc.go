@@ -1,0 +1,15 @@
+// Package conformance holds fsbroker's protocol test vectors and the runner that plays the MCP
+// server against any broker command over stdio.
+//
+// A vector (a [Case]) is a YAML or JSON file under cases/<section>/<name>.yaml, checked against
+// case.schema.json (JSON Schema 2020-12, embedded). It names a fixture tree, the broker's roots
+// and flags, the initialize exchange, a list of steps (requests with the reply they must get,
+// raw lines, notifications to expect, changes the runner makes on disk, pauses) and the state of
+// the tree afterwards. docs/conformance.md describes the format.
+//
+// A [Runner] runs cases: each one in a fresh temporary directory, against a fresh broker process
+// started from a command template (by default "fsbroker stdio", with --root, --state-dir and
+// --consent appended), in parallel up to a bound. The runner knows nothing of fsbroker's
+// internals: it drives the command over its stdin and stdout only, so any implementation of the
+// protocol can be held to the same cases.
+package conformance

@@ -1,0 +1,6 @@
+//go:build race
+
+package conformance
+
+// raceEnabled: the tests run under the race detector, so the broker they build gets it too.
+const raceEnabled = true
