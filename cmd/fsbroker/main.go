@@ -10,6 +10,7 @@
 //	fsbroker eval --input FILE            the decision on one policy input
 //	fsbroker grants list|revoke ...       show and revoke consent grants
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
+//	fsbroker conformance [--broker CMD]   run the conformance suite against a broker command
 //	fsbroker demo [--dir DIR]             a guided session on built-in defaults
 //	fsbroker version                      print the version
 //
@@ -59,6 +60,7 @@ Usage:
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
   fsbroker grants list|revoke ...       show and revoke consent grants ("fsbroker help grants")
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
+  fsbroker conformance [--broker CMD]   run the conformance suite against a broker command ("fsbroker conformance -h")
   fsbroker demo [--dir DIR]             a guided session on built-in defaults: decisions and the audit trail
   fsbroker version                      print the version
   fsbroker help [COMMAND]               show help
@@ -100,6 +102,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runAudit(ctx, rest, stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, rest, stdout, stderr)
+	case "conformance":
+		err = runConformance(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fsbroker/fsbroker/conformance"
+)
+
+const conformanceHelp = `Usage: fsbroker conformance [--broker "CMD ARGS..."] [--run GLOB] [--tag TAG] [--parallel N] [--verbose]
+
+Runs the conformance suite (PROTOCOL.md's test vectors, see docs/conformance.md) against a broker
+command, playing the MCP server on its stdin and stdout, each case in a fresh temporary directory
+and a fresh broker process. The command gets, for each case, --root DIR[:rw] per root,
+--state-dir DIR, --consent MODE and the case's own flags appended, unless it places them itself
+with the arguments {roots}, {state}, {consent} and {flags}. The default command is this fsbroker
+binary with "stdio".
+
+Cases tagged known-failure run only when that tag is asked for. The last line of output is
+"N passed, M failed". Exit status: 0 when every case passed, 1 when one failed, 2 on a usage error.
+`
+
+// runConformance runs the conformance suite.
+func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fsbroker conformance", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, conformanceHelp, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var (
+		brokerLine string
+		run        string
+		tags       []string
+		casesDir   string
+		parallel   int
+		verbose    bool
+		list       bool
+		grace      time.Duration
+	)
+	fs.StringVar(&brokerLine, "broker", "", "the broker `COMMAND` line, split at spaces (default: this binary with \"stdio\")")
+	fs.StringVar(&run, "run", "", "run only the cases whose name matches one of these comma-separated `GLOB`s")
+	fs.Func("tag", "run only the cases with this `TAG` (repeatable, or comma-separated)", func(v string) error {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&casesDir, "cases", "", "load the cases from `DIR` instead of the built-in suite")
+	fs.IntVar(&parallel, "parallel", 0, "cases run at once (`N`; default twice the CPUs)")
+	fs.BoolVar(&verbose, "verbose", false, "print every case's outcome, and the transcript and broker log of each failure")
+	fs.BoolVar(&list, "list", false, "list the selected cases and their tags instead of running them")
+	fs.DurationVar(&grace, "grace", conformance.DefaultGrace, "how long a broker may take to exit after its stdin closes, and after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelpShown
+		}
+		return configErrorf("conformance: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return configErrorf("conformance: unexpected argument %q", fs.Arg(0))
+	}
+	if parallel < 0 {
+		return configErrorf("conformance: --parallel %d: want 0 or more", parallel)
+	}
+	var (
+		cases []*conformance.Case
+		err   error
+	)
+	if casesDir != "" {
+		cases, err = conformance.LoadCases(os.DirFS(casesDir), ".")
+	} else {
+		cases, err = conformance.Suite()
+	}
+	if err != nil {
+		return configErrorf("conformance: %v", err)
+	}
+	if cases, err = conformance.Select(cases, run, tags); err != nil {
+		return configErrorf("conformance: --run: %v", err)
+	}
+	if list {
+		for _, c := range cases {
+			fmt.Fprintf(stdout, "%-60s %s\n", c.Name, strings.Join(c.Tags, ","))
+		}
+		fmt.Fprintf(stdout, "%d cases\n", len(cases))
+		return nil
+	}
+	if len(cases) == 0 {
+		return configErrorf("conformance: no case matches --run %q --tag %q", run, strings.Join(tags, ","))
+	}
+	broker := strings.Fields(brokerLine)
+	if len(broker) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("conformance: find this binary: %w", err)
+		}
+		broker = []string{self, "stdio"}
+	}
+	r := &conformance.Runner{Broker: broker, Parallel: parallel, Verbose: verbose, Grace: grace}
+	failed := 0
+	for _, res := range r.Run(ctx, cases, stdout) {
+		if res.Skipped == "" && !res.Passed() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
+}
