@@ -142,7 +142,7 @@ func (c *Command) Ask(ctx context.Context, req Request) (Decision, error) {
 		return fail(fmt.Sprintf("answer longer than %d bytes", MaxAnswerBytes), nil)
 	case runErr != nil && ctx.Err() != nil:
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fail(fmt.Sprintf("no answer within %s (process group killed)", c.timeout), ctx.Err())
+			return fail("no answer in time (process group killed)", ctx.Err())
 		}
 		return fail("canceled (process group killed)", ctx.Err())
 	case runErr != nil && !errors.Is(runErr, exec.ErrWaitDelay):

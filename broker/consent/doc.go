@@ -99,7 +99,7 @@
 // its own group also means the program is not in the terminal's foreground
 // group: reading the terminal would stop it, so use prompt for terminal
 // questions. Stdout and stderr are closed a second after the program exits
-// even if something it started holds them open. The first 4 KiB of stderr,
+// even if something it started holds them open. The first 512 bytes of stderr,
 // control characters removed, goes into the error for the log. On Windows
 // there are no process groups: a timeout kills only the program.
 //
