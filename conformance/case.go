@@ -135,6 +135,9 @@ type Step struct {
 	ExpectNotification *NotificationExpect `json:"expectNotification,omitempty"`
 	// ExpectNoNotification checks that no matching notification comes within a time.
 	ExpectNoNotification *NotificationExpect `json:"expectNoNotification,omitempty"`
+	// ExpectNoReply checks that no reply with an id comes within a time (a message that must
+	// not be answered).
+	ExpectNoReply *NoReplyExpect `json:"expectNoReply,omitempty"`
 	// ExpectRequest waits for a request from the broker (ping is answered automatically).
 	ExpectRequest *RequestExpect `json:"expectRequest,omitempty"`
 	// ExpectExit waits for the broker to exit.
@@ -231,6 +234,14 @@ type NotificationExpect struct {
 	Params any `json:"params,omitempty"`
 	// Within bounds the wait; default 5s for expectNotification and 1s for
 	// expectNoNotification (which waits that long).
+	Within string `json:"within,omitempty"`
+}
+
+// NoReplyExpect says no reply with ID may come.
+type NoReplyExpect struct {
+	// ID is the id no reply may carry (null included).
+	ID any `json:"id"`
+	// Within is how long to wait; default 1s.
 	Within string `json:"within,omitempty"`
 }
 
@@ -390,7 +401,7 @@ func (c *Case) check() error {
 		s := &c.Steps[i]
 		n := 0
 		for _, set := range []bool{s.Request != nil, s.Raw != nil, s.Notify != nil, s.Reply != "",
-			s.ExpectNotification != nil, s.ExpectNoNotification != nil, s.ExpectRequest != nil,
+			s.ExpectNotification != nil, s.ExpectNoNotification != nil, s.ExpectNoReply != nil, s.ExpectRequest != nil,
 			s.ExpectExit != nil, s.ExpectStderr != nil, s.CloseInput, s.Disk != nil, s.Sleep != "",
 			s.AwaitInitialize != nil, s.AnswerInitialize != nil} {
 			if set {
@@ -424,16 +435,12 @@ func (c *Case) check() error {
 	if c.Initialize != nil && c.Initialize.Manual && (c.Initialize.Result != nil || c.Initialize.Error != nil || c.Initialize.ProtocolVersion != "") {
 		return errors.New("initialize: manual excludes an answer (use answerInitialize)")
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{} // explicit mounts are links in one directory
 	for _, r := range c.Roots {
-		m := r.Mount
-		if m == "" {
-			m = path.Base(r.Path)
+		if r.Mount != "" && seen[r.Mount] {
+			return fmt.Errorf("roots: mount %q twice", r.Mount)
 		}
-		if seen[m] {
-			return fmt.Errorf("roots: mount %q twice", m)
-		}
-		seen[m] = true
+		seen[r.Mount] = true
 	}
 	return nil
 }
@@ -447,6 +454,8 @@ func durationOf(s *Step) string {
 		return s.ExpectNotification.Within
 	case s.ExpectNoNotification != nil:
 		return s.ExpectNoNotification.Within
+	case s.ExpectNoReply != nil:
+		return s.ExpectNoReply.Within
 	case s.ExpectRequest != nil:
 		return s.ExpectRequest.Within
 	case s.ExpectExit != nil:

@@ -142,7 +142,7 @@ func (r *Runner) report(out io.Writer, res *Result) {
 func (res *Result) Report(verbose bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "FAIL %s (%s, %.2fs)\n", res.Case.Name, res.Case.File, res.Duration.Seconds())
-	fmt.Fprintf(&b, "     %s\n", res.Case.Description)
+	fmt.Fprintf(&b, "     %s\n", strings.TrimSpace(res.Case.Description))
 	for _, f := range res.Failures {
 		fmt.Fprintf(&b, "  - %s\n", strings.ReplaceAll(f, "\n", "\n    "))
 	}
@@ -526,6 +526,18 @@ func (cr *caseRun) step(i int, s *Step) bool {
 		if len(got) > 0 {
 			return fail("want no notification %s matching %s, got %s", ne.Method, show(want), describe(got))
 		}
+	case s.ExpectNoReply != nil:
+		id, err := cr.v.subst(s.ExpectNoReply.ID)
+		if err != nil {
+			return fail("%v", err)
+		}
+		select {
+		case <-time.After(duration(s.ExpectNoReply.Within, defaultQuietWait)):
+		case <-cr.ctx.Done():
+		}
+		if got := cr.s.pending(func(m *message) bool { return m.isResponse() && exactEqual(id, m.id) }); len(got) > 0 {
+			return fail("want no reply with id %s, got %s", show(id), describe(got))
+		}
 	case s.ExpectRequest != nil:
 		re := s.ExpectRequest
 		want, err := cr.v.subst(re.Params)
@@ -730,7 +742,7 @@ func (cr *caseRun) finish() {
 	case cr.exitSet:
 	case how != "":
 		cr.failf("the broker did not exit within %s after its stdin closed (ended by %s)", cr.r.grace(), how)
-	case code != 0:
+	case code != 0 && cr.s.sent("notifications/initialized"):
 		cr.failf("exit status %d after the server closed its output, want 0", code)
 	}
 	for _, b := range cr.s.badLines() {

@@ -298,6 +298,18 @@ func (s *session) pending(match func(*message) bool) []*message {
 	return out
 }
 
+// sent reports whether the broker sent a notification with method, taken or not.
+func (s *session) sent(method string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		if m.isNotification() && m.method == method {
+			return true
+		}
+	}
+	return false
+}
+
 // waitExit waits up to d for the process to end; it returns the exit status and whether it
 // ended.
 func (s *session) waitExit(ctx context.Context, d time.Duration) (int, bool) {
