@@ -211,6 +211,7 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.Path, "path", "", "the grants on the mount-relative `PATH` (proj/dir) and beneath it; not a broader grant")
 	fs.StringVar(&f.ID, "id", "", "the grant `ID` (from fsbroker grants list)")
 	fs.BoolVar(&f.All, "all", false, "every grant of every server (alone: not with another selector)")
+	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the revocations in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
 	dir, err := parseGrantsFlags(fs, args, &tf)
 	if err != nil {
 		return err

@@ -360,3 +360,30 @@ func TestGrantsHelp(t *testing.T) {
 		t.Errorf("help grants frob: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestGrantsRevokeRecordsInTheGivenTrail: --audit DIR puts the revocation's
+// record in the trail the brokers were told to use.
+func TestGrantsRevokeRecordsInTheGivenTrail(t *testing.T) {
+	t.Parallel()
+	state, trail := t.TempDir(), filepath.Join(t.TempDir(), "trail")
+	st, err := grants.Open(filepath.Join(state, grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Grant("srv", grants.Grant{Access: grants.Read, Path: "proj/a", Granted: time.Now(), By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", state, "--audit", trail, "--server", "srv"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	segments, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
+	var found bool
+	for _, f := range segments {
+		b, _ := os.ReadFile(f)
+		found = found || strings.Contains(string(b), `"method":"grants/revoke"`)
+	}
+	if !found {
+		t.Errorf("no grants/revoke record in %s (segments %q)", trail, segments)
+	}
+}
