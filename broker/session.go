@@ -6,6 +6,21 @@
 //
 // A Session runs over any jsonrpc.Stream, so the same code serves a server on
 // this process's stdio, a child process, or a remote transport.
+//
+// # Using the broker from a Go host
+//
+// A Go MCP host serves one server's roots/list and files/* with NewSession
+// and Run: give it a jsonrpc.Stream to the server (jsonrpc.NewLineStream over
+// the server's stdio, or any transport that yields whole JSON-RPC messages),
+// the roots (WithRoots), an executor (WithExecutor) and a decision stage
+// (WithDecider: PolicyDecider over an engine.Engine with the built-in
+// policies.FS or the admin's own). The rest is optional and each piece is the
+// same the fsbroker command uses: WithConsent (a consent.Provider and a
+// grants.Store), WithAudit (an audit.Writer), WithUsage, WithLimiter,
+// WithWatchHub, WithLimits, WithServerID. The session sends initialize, then
+// answers the server's requests until the stream ends; the host keeps the
+// process-wide pieces (executor, hub, grant store, audit writer) and shares
+// them between sessions. See the package example.
 package broker
 
 import (
