@@ -87,6 +87,15 @@ fsbroker's log. The session ends when the server exits; when fsbroker is
 stopped (SIGINT, SIGTERM) it closes the server's stdin, then sends SIGTERM,
 then SIGKILL, waiting --shutdown-timeout between steps.
 `,
+	"wrap": `Usage: fsbroker wrap [flags] -- CMD [ARGS...]
+
+Sit between an MCP host (on this process's stdin and stdout) and the MCP server
+CMD, started as a child process: every message passes both ways unchanged,
+except that the host's initialize gets the roots capability and the server's
+roots/list and files/* requests are answered by fsbroker (the host never sees
+them). The host's own roots narrow the operator's. fsbroker exits with the
+server's exit status. See docs/wrap.md.
+`,
 }
 
 // newFlagSet returns the flag set of a session command bound to a fresh

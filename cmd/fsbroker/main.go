@@ -6,6 +6,7 @@
 //
 //	fsbroker stdio   [flags]              one session on this process's stdin/stdout
 //	fsbroker connect [flags] -- CMD ARGS  start an MCP server over stdio and serve it
+//	fsbroker wrap    [flags] -- CMD ARGS  sit between an MCP host (stdio) and a server it starts
 //	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
 //	fsbroker eval --input FILE            the decision on one policy input
 //	fsbroker grants list|revoke ...       show and revoke consent grants
@@ -55,6 +56,7 @@ const usageText = `fsbroker: the MCP client-side filesystem broker.
 Usage:
   fsbroker stdio   [flags]              serve one MCP server on this process's stdin/stdout
   fsbroker connect [flags] -- CMD ARGS  start an MCP server as a child process and serve it
+  fsbroker wrap    [flags] -- CMD ARGS  sit between an MCP host (this process's stdio) and the server CMD
   fsbroker policy test [--verbose] [DIR] run the Rego tests with coverage (exit 3 compile error, 4 test failure)
   fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runStdio(ctx, rest, stdin, stdout, stderr)
 	case "connect":
 		err = runConnect(ctx, rest, stderr)
+	case "wrap":
+		err = runWrap(ctx, rest, stdin, stdout, stderr)
 	case "policy":
 		err = runPolicy(ctx, rest, stdout, stderr)
 	case "eval":

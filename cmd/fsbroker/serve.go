@@ -120,11 +120,23 @@ func isExited(p *child.Process) bool {
 // serve runs one session over stream until it ends, keeping its roots in step
 // with the config file.
 func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
+	return s.serveView(ctx, stream, nil)
+}
+
+// serveView is serve with the session's roots seen through view (wrap: the
+// operator's roots narrowed by the host's; nil: as they are) and extra
+// session options after the others.
+func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(func() *roots.Set) func() *roots.Set,
+	extra ...broker.Option) error {
 	var current atomic.Pointer[roots.Set]
 	current.Store(s.roots)
-	sess, err := broker.NewSession(stream,
+	rootsOf := current.Load
+	if view != nil {
+		rootsOf = view(current.Load)
+	}
+	sess, err := broker.NewSession(stream, append([]broker.Option{
 		broker.WithLogger(s.log),
-		broker.WithRoots(current.Load),
+		broker.WithRoots(rootsOf),
 		broker.WithValidator(s.validator),
 		broker.WithVersion(brokerVersion()),
 		broker.WithInitTimeout(s.opts.initTimeout),
@@ -143,7 +155,7 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 			jsonrpc.WithMaxInFlight(s.opts.maxInFlight),
 			jsonrpc.WithShutdownTimeout(s.opts.shutdownTimeout),
 		),
-	)
+	}, extra...)...)
 	if err != nil {
 		return err
 	}

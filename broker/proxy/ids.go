@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+)
+
+// party is who sent a message through the router.
+type party uint8
+
+const (
+	host    party = iota // the MCP host, on this process's stdio
+	server               // the wrapped MCP server
+	session              // the broker's own session (roots/list, files/*)
+	router               // the router itself (roots/list to the host)
+)
+
+func (p party) String() string {
+	switch p {
+	case host:
+		return "host"
+	case server:
+		return "server"
+	case session:
+		return "session"
+	default:
+		return "router"
+	}
+}
+
+// inFlight is one request on its way to a peer, awaiting that peer's reply.
+type inFlight struct {
+	from   party
+	id     jsonrpc.ID // the id its sender gave it (zero for the router's own)
+	method string
+	gen    uint64 // the router's roots/list: which request of the host's roots this is
+}
+
+type originKey struct {
+	from party
+	id   jsonrpc.ID
+}
+
+// idTable is the requests in flight toward one peer, by the id that peer
+// sees. Requests keep their sender's id unless another sender already has a
+// request with that id in flight toward the same peer; then, and only then,
+// the request gets a fresh id, and the reply gets its sender's id back. So a
+// peer never sees two requests in flight with one id, whatever ids the host,
+// the server and the broker choose, and nothing is renamed in the usual case.
+type idTable struct {
+	prefix  string
+	next    uint64
+	byWire  map[jsonrpc.ID]inFlight
+	renamed map[originKey]jsonrpc.ID // sender's id -> wire id, for renamed requests only
+}
+
+func newIDTable(prefix string) *idTable {
+	return &idTable{prefix: prefix, byWire: make(map[jsonrpc.ID]inFlight), renamed: make(map[originKey]jsonrpc.ID)}
+}
+
+// assign records a request from sender with its id and returns the id to send
+// it with. A zero id (the router's own request) always gets a fresh one.
+func (t *idTable) assign(r inFlight) jsonrpc.ID {
+	if !r.id.IsZero() {
+		prev, busy := t.byWire[r.id]
+		if !busy || prev.from == r.from {
+			// A sender that reuses its own id in flight gets what it would
+			// get unwrapped: the peer sees both.
+			t.byWire[r.id] = r
+			return r.id
+		}
+	}
+	wire := t.fresh()
+	t.byWire[wire] = r
+	if !r.id.IsZero() {
+		t.renamed[originKey{r.from, r.id}] = wire
+	}
+	return wire
+}
+
+// fresh returns an id of the router's namespace that no request in flight
+// toward this peer has.
+func (t *idTable) fresh() jsonrpc.ID {
+	for {
+		t.next++
+		id := jsonrpc.StringID(t.prefix + strconv.FormatUint(t.next, 10))
+		if _, busy := t.byWire[id]; !busy {
+			return id
+		}
+	}
+}
+
+// settle takes the reply with wire id: the request it answers, now done.
+func (t *idTable) settle(wire jsonrpc.ID) (inFlight, bool) {
+	r, ok := t.byWire[wire]
+	if !ok {
+		return inFlight{}, false
+	}
+	delete(t.byWire, wire)
+	if wire != r.id {
+		delete(t.renamed, originKey{r.from, r.id})
+	}
+	return r, true
+}
+
+// wireOf returns the id under which the peer knows sender's request id.
+func (t *idTable) wireOf(from party, id jsonrpc.ID) (jsonrpc.ID, bool) {
+	if wire, ok := t.renamed[originKey{from, id}]; ok {
+		return wire, true
+	}
+	if r, ok := t.byWire[id]; ok && r.from == from {
+		return id, true
+	}
+	return "", false
+}
+
+// withID returns msg with its "id" replaced, or msg unchanged when id is
+// already its id.
+func withID(msg []byte, old, id jsonrpc.ID) []byte {
+	if old == id {
+		return msg
+	}
+	return withMember(msg, "id", json.RawMessage(id))
+}
+
+// withMember returns msg (a JSON object) with one member replaced.
+func withMember(msg []byte, name string, value json.RawMessage) []byte {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &fields); err != nil {
+		return msg
+	}
+	fields[name] = value
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return msg
+	}
+	return out
+}

@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// HostRoots is the set of directories a host declared as its roots, as
+// absolute, cleaned and (where they exist) symlink-resolved paths. A nil
+// *HostRoots means the host declared none: nothing is narrowed. An empty one
+// means the host allows nothing (or its roots are not known yet): no operator
+// root is visible.
+type HostRoots struct {
+	dirs []string
+}
+
+// Dirs returns the host's directories, sorted.
+func (h *HostRoots) Dirs() []string {
+	if h == nil {
+		return nil
+	}
+	return slices.Clone(h.dirs)
+}
+
+// Equal reports whether two host root sets hold the same directories.
+func (h *HostRoots) Equal(o *HostRoots) bool {
+	if (h == nil) != (o == nil) {
+		return false
+	}
+	return h == nil || slices.Equal(h.dirs, o.dirs)
+}
+
+// ParseHostRoots reads the result of a roots/list request to the host:
+// {"roots":[{"uri":"file:///...", "name":...}]}. Roots that are not local
+// file:// URIs with an absolute path are skipped and reported in skipped
+// (a host root can only narrow, so skipping one never widens anything).
+// A result that is not shaped as roots/list says is an error.
+func ParseHostRoots(result json.RawMessage) (h *HostRoots, skipped []string, err error) {
+	var res struct {
+		Roots *[]struct {
+			URI string `json:"uri"`
+		} `json:"roots"`
+	}
+	if err := json.Unmarshal(result, &res); err != nil || res.Roots == nil {
+		return nil, nil, errors.New(`the host's roots/list result has no "roots" array`)
+	}
+	h = &HostRoots{}
+	for _, r := range *res.Roots {
+		dir, err := hostRootDir(r.URI)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%.200q: %v", r.URI, err))
+			continue
+		}
+		h.dirs = append(h.dirs, dir)
+	}
+	slices.Sort(h.dirs)
+	h.dirs = slices.Compact(h.dirs)
+	return h, skipped, nil
+}
+
+// hostRootDir turns a root URI into an absolute, clean, symlink-resolved
+// directory path.
+func hostRootDir(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", errors.New("not a URI")
+	}
+	if !strings.EqualFold(u.Scheme, "file") {
+		return "", errors.New("not a file:// URI")
+	}
+	if u.Host != "" && !strings.EqualFold(u.Host, "localhost") {
+		return "", errors.New("names a remote host")
+	}
+	p := u.Path
+	if strings.ContainsRune(p, 0) {
+		return "", errors.New("contains a NUL byte")
+	}
+	// file:///C:/dir on Windows.
+	if len(p) >= 3 && p[0] == '/' && p[2] == ':' {
+		p = p[1:]
+	}
+	p = filepath.FromSlash(p)
+	if !filepath.IsAbs(p) {
+		return "", errors.New("not an absolute path")
+	}
+	p = filepath.Clean(p)
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	return p, nil
+}
+
+// covers reports whether dir is the directory root or one of its ancestors.
+func covers(dir, root string) bool {
+	if dir == root {
+		return true
+	}
+	prefix := dir
+	if !strings.HasSuffix(prefix, string(filepath.Separator)) {
+		prefix += string(filepath.Separator)
+	}
+	return strings.HasPrefix(root, prefix)
+}
+
+// Narrow returns the operator's roots that the host's roots allow: an
+// operator root stays when it is one of the host's directories or lies under
+// one; every other operator root is left out, including one that merely
+// contains a host directory (showing it would show more than the host
+// allowed). A root that stays keeps its mount, name, mode and pre-approval,
+// so policies, grants and mount-relative paths mean what they meant. Host
+// directories outside every operator root add nothing. With a nil host set
+// the operator's roots are returned as they are.
+func Narrow(operator *roots.Set, host *HostRoots) *roots.Set {
+	if host == nil {
+		return operator
+	}
+	all := operator.All()
+	var specs []roots.Spec
+	var kept []roots.Root
+	for _, r := range all {
+		if !slices.ContainsFunc(host.dirs, func(d string) bool { return covers(d, r.Path) }) {
+			continue
+		}
+		kept = append(kept, r)
+		specs = append(specs, roots.Spec{Path: r.Path, Mount: r.Mount, Name: r.Name, Writable: r.Writable,
+			Preapproved: r.Preapproved, Origin: "operator root " + r.Mount})
+	}
+	if len(kept) == len(all) {
+		return operator
+	}
+	set, err := roots.New(specs)
+	if err == nil && sameRoots(set.All(), kept) {
+		return set
+	}
+	// A root that no longer resolves as it did (removed, or replaced by a
+	// link) is left out, one by one.
+	var ok []roots.Spec
+	for i, spec := range specs {
+		if one, err := roots.New([]roots.Spec{spec}); err == nil && sameRoots(one.All(), kept[i:i+1]) {
+			ok = append(ok, spec)
+		}
+	}
+	set, _ = roots.New(ok) // each of them resolved alone, and together they did before
+	return set
+}
+
+func sameRoots(a, b []roots.Root) bool { return slices.Equal(a, b) }
+
+// Withheld describes the operator roots that host leaves out, for the log:
+// those that contain one of the host's directories (the host allowed less
+// than the whole root) and those outside every host directory.
+func Withheld(operator *roots.Set, host *HostRoots) (containing, outside []string) {
+	if host == nil {
+		return nil, nil
+	}
+	for _, r := range operator.All() {
+		if slices.ContainsFunc(host.dirs, func(d string) bool { return covers(d, r.Path) }) {
+			continue
+		}
+		if slices.ContainsFunc(host.dirs, func(d string) bool { return covers(r.Path, d) }) {
+			containing = append(containing, r.Mount)
+		} else {
+			outside = append(outside, r.Mount)
+		}
+	}
+	return containing, outside
+}

@@ -1,0 +1,862 @@
+// Package proxy puts the broker between an MCP host and the MCP server it
+// talks to (fsbroker wrap). The host speaks to the Router as if it were the
+// server; the Router forwards every message both ways unchanged, except:
+//
+//   - the host's initialize gets the roots capability
+//     {"listChanged": true, "filesystemBrokering": true} added before it
+//     reaches the server;
+//   - the server's roots/list and files/* requests (and their fs.* aliases)
+//     are answered by the broker's own session, through the whole pipeline
+//     (schema, canonicalization, consent, policy, audit, limits); the host
+//     never sees them;
+//   - the roots that session serves are the operator's roots narrowed by the
+//     host's (see Narrow): when the host declares the roots capability the
+//     Router asks it for its roots once it is initialized, and again on its
+//     notifications/roots/list_changed, which it does not pass on: the server
+//     gets a notifications/roots/list_changed when, and only when, the roots
+//     it can see changed.
+//
+// # How
+//
+// The broker's session (a broker.Session, unchanged: the same code serves a
+// server on stdio or a child process) runs over an in-memory stream pair; the
+// Router holds the other end. It is started once the server has answered the
+// host's initialize, and its own initialize request is answered by the Router
+// with the server's real result, so the session knows the server's identity
+// and protocol version exactly as under connect. Its notifications/initialized
+// is dropped (the host sends its own), and so is anything it would say before
+// the server has been told the session is initialized (a roots list_changed
+// from a config reload, say). Its pings go to the server and their replies
+// come back to it.
+//
+// Three readers (host, server, session) route each message as it comes; a
+// fourth goroutine feeds the session, in order, the server's requests for it,
+// holding them until the session is initialized and the host's roots are known
+// (bounded by WithHostRootsTimeout). Until the host's notifications/initialized
+// has been passed to the server, the Router itself answers a roots/list or
+// files/* request with NOT_INITIALIZED, as the broker does on stdio.
+//
+// # Request ids
+//
+// Requests toward one peer come from two senders (toward the server: the host
+// and the session; toward the host: the server and the Router). Every request
+// keeps its sender's id unless the other sender already has a request with
+// that id in flight toward the same peer; only then does it travel under a
+// fresh id of the Router's namespace ("fsbroker-wrap-N", itself checked
+// against the ids in flight), and its reply, and any cancellation of it, is
+// translated back. So no peer ever sees two requests in flight with one id,
+// whatever ids the host and the server choose, and in the usual case nothing
+// is renamed at all.
+//
+// # Cancellation and progress
+//
+// notifications/cancelled and notifications/progress pass through. A
+// cancellation from the server of a request the session is answering goes to
+// the session (which then sends no reply), never to the host.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// DefaultHostRootsTimeout bounds the wait for the host's answer to roots/list.
+// Until it comes, the session's requests wait; after it, no root is visible
+// until the host answers (fail closed).
+const DefaultHostRootsTimeout = 10 * time.Second
+
+// idPrefix starts the ids of the requests the Router sends, or renames.
+const idPrefix = "fsbroker-wrap-"
+
+// View narrows the operator's roots: given the source of the operator's
+// current roots, it returns the source of the roots the session serves.
+type View func(operator func() *roots.Set) func() *roots.Set
+
+// SessionFunc runs the broker's session, in the MCP client role, over stream
+// until ctx ends (then it returns nil) or the session fails. The session must
+// take its roots through view, so that the host's roots narrow them.
+type SessionFunc func(ctx context.Context, stream jsonrpc.Stream, view View) error
+
+// BrokerSession returns a SessionFunc that runs a broker.Session with opts
+// and the operator's roots from operator (narrowed by the host's), with the
+// transport named "wrap" in policy input and audit records.
+func BrokerSession(operator func() *roots.Set, opts ...broker.Option) SessionFunc {
+	return func(ctx context.Context, stream jsonrpc.Stream, view View) error {
+		all := append(append([]broker.Option(nil), opts...), broker.WithRoots(view(operator)), broker.WithTransport("wrap"))
+		s, err := broker.NewSession(stream, all...)
+		if err != nil {
+			return err
+		}
+		return s.Run(ctx)
+	}
+}
+
+// Option configures a Router.
+type Option func(*Router)
+
+// WithLogger sets the Router's logger.
+func WithLogger(l hclog.Logger) Option { return func(r *Router) { r.log = l } }
+
+// WithHostRootsTimeout bounds the wait for the host's answer to roots/list
+// (default DefaultHostRootsTimeout).
+func WithHostRootsTimeout(d time.Duration) Option {
+	return func(r *Router) {
+		if d > 0 {
+			r.rootsTimeout = d
+		}
+	}
+}
+
+// Router routes messages between a host, a server and the broker's session.
+type Router struct {
+	host, server jsonrpc.Stream
+	sessEnd      *memStream // the session's end of the pair
+	end          *memStream // the Router's end
+	run          SessionFunc
+	log          hclog.Logger
+	rootsTimeout time.Duration
+
+	hostRoots atomic.Pointer[HostRoots] // nil: the host declared no roots
+	operator  atomic.Pointer[func() *roots.Set]
+	cache     atomic.Pointer[viewCache]
+
+	mu                sync.Mutex
+	toServer          *idTable
+	toHost            *idTable
+	atSession         map[jsonrpc.ID]bool // server requests the session is answering
+	initSeen          bool                // the host's initialize went by
+	hostHasRoots      bool                // ... and declared the roots capability
+	initResult        json.RawMessage     // the server's initialize result
+	sessionStarted    bool
+	sessionReadyShut  bool
+	serverInitialized bool // the host's notifications/initialized went to the server
+	rootsKnown        bool // rootsReady is closed
+	rootsAsked        uint64
+	rootsApplied      uint64
+	rootsTimer        *time.Timer
+	closing           bool
+
+	runCtx       context.Context
+	sessCancel   context.CancelFunc
+	sessionReady chan struct{} // closed once the session is initialized
+	rootsReady   chan struct{} // closed once the host's roots are known (or will not be)
+	hostDone     chan struct{}
+	hostOnce     sync.Once
+	toSession    chan []byte
+	sessDone     chan struct{}
+	sessErr      error
+}
+
+type viewCache struct {
+	operator *roots.Set
+	host     *HostRoots
+	view     *roots.Set
+}
+
+// New returns a Router between host (the MCP host's stream: this process's
+// stdio under fsbroker wrap) and server (the MCP server's), which answers the
+// server's roots/list and files/* requests with the session run starts.
+func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
+	sessEnd, end := streamPair()
+	r := &Router{
+		host: host, server: server, sessEnd: sessEnd, end: end, run: run,
+		log:          hclog.NewNullLogger(),
+		rootsTimeout: DefaultHostRootsTimeout,
+		toServer:     newIDTable(idPrefix),
+		toHost:       newIDTable(idPrefix),
+		atSession:    make(map[jsonrpc.ID]bool),
+		sessionReady: make(chan struct{}),
+		rootsReady:   make(chan struct{}),
+		hostDone:     make(chan struct{}),
+		toSession:    make(chan []byte, 256),
+		sessDone:     make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// HostDone is closed when the host's input has ended (or the host can no
+// longer be written to). The server is still served until its output ends;
+// the caller stops it (closing its input first).
+func (r *Router) HostDone() <-chan struct{} { return r.hostDone }
+
+// HostRoots returns the host's roots as last known: nil when the host
+// declared no roots capability.
+func (r *Router) HostRoots() *HostRoots { return r.hostRoots.Load() }
+
+// view is the View handed to the session.
+func (r *Router) view(operator func() *roots.Set) func() *roots.Set {
+	r.operator.Store(&operator)
+	return func() *roots.Set { return r.narrowed(operator()) }
+}
+
+// narrowed returns op narrowed by the host's current roots, computed once
+// per pair of sets.
+func (r *Router) narrowed(op *roots.Set) *roots.Set {
+	h := r.hostRoots.Load()
+	if c := r.cache.Load(); c != nil && c.operator == op && c.host == h {
+		return c.view
+	}
+	v := Narrow(op, h)
+	r.cache.Store(&viewCache{operator: op, host: h, view: v})
+	return v
+}
+
+// current returns the roots the session serves now, or nil (and false) before
+// the session has asked for them.
+func (r *Router) current() (*roots.Set, bool) {
+	op := r.operator.Load()
+	if op == nil {
+		return nil, false
+	}
+	return r.narrowed((*op)()), true
+}
+
+// Run routes messages until the server's output ends (nil), ctx is cancelled
+// (nil), reading from the server fails, or the session fails (its error). The
+// end of the host's input does not end Run: the server's remaining output is
+// still passed on while the caller stops it (see HostDone). Run does not
+// close the host's or the server's stream.
+func (r *Router) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.mu.Lock()
+	r.runCtx = ctx
+	r.mu.Unlock()
+	serverDone := make(chan error, 1)
+	go r.readHost()
+	go func() { serverDone <- r.readServer() }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+		r.log.Debug("stopping: shutdown requested")
+	case err = <-serverDone:
+		if err == nil {
+			r.log.Debug("the server's output ended")
+		}
+	case <-r.sessDone:
+		err = r.sessErr
+		if err == nil {
+			err = errors.New("the broker session ended on its own")
+		}
+	}
+	if serr := r.shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// shutdown stops the session (letting its requests in flight finish, as its
+// connection's shutdown timeout allows) and closes the in-memory pair.
+func (r *Router) shutdown() error {
+	r.mu.Lock()
+	r.closing = true
+	started, cancel := r.sessionStarted, r.sessCancel
+	if r.rootsTimer != nil {
+		r.rootsTimer.Stop()
+	}
+	r.mu.Unlock()
+	var err error
+	if started {
+		cancel()
+		<-r.sessDone
+		err = r.sessErr
+	}
+	_ = r.end.Close()
+	_ = r.sessEnd.Close()
+	return err
+}
+
+// markHostDone records that the host is gone.
+func (r *Router) markHostDone(why string) {
+	r.hostOnce.Do(func() {
+		r.log.Info(why)
+		close(r.hostDone)
+	})
+}
+
+func (r *Router) readHost() {
+	for {
+		raw, err := r.host.Read()
+		switch {
+		case errors.Is(err, jsonrpc.ErrMessageTooLarge):
+			r.log.Warn("refused an oversized message from the host")
+			r.writeHost(tooLarge)
+			continue
+		case errors.Is(err, io.EOF):
+			r.markHostDone("the host closed its input")
+			return
+		case err != nil:
+			r.markHostDone("reading from the host failed: " + err.Error())
+			return
+		}
+		r.fromHost(raw)
+	}
+}
+
+// readServer routes the server's messages until its output ends (nil) or
+// reading fails.
+func (r *Router) readServer() error {
+	for {
+		raw, err := r.server.Read()
+		switch {
+		case errors.Is(err, jsonrpc.ErrMessageTooLarge):
+			r.log.Warn("refused an oversized message from the server")
+			r.writeServer(tooLarge)
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		r.fromServer(raw)
+	}
+}
+
+var tooLarge = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.NullID,
+	Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: message exceeds the size limit"}})
+
+// fromHost routes one message of the host's.
+func (r *Router) fromHost(raw []byte) {
+	msg, err := jsonrpc.Decode(raw)
+	if err != nil {
+		r.writeServer(raw) // the server answers it as it would unwrapped
+		return
+	}
+	switch {
+	case msg.IsRequest():
+		if msg.Method == "initialize" {
+			raw = r.amendInitialize(raw, msg.Params)
+		}
+		r.mu.Lock()
+		wire := r.toServer.assign(inFlight{from: host, id: msg.ID, method: msg.Method})
+		r.mu.Unlock()
+		if wire != msg.ID {
+			r.log.Debug("a host request's id is in use toward the server; renamed", "id", string(msg.ID), "as", string(wire))
+		}
+		r.writeServer(withID(raw, msg.ID, wire))
+	case msg.IsNotification():
+		switch msg.Method {
+		case "notifications/initialized":
+			r.hostInitialized(raw)
+		case "notifications/roots/list_changed":
+			r.hostRootsChanged()
+		case "notifications/cancelled":
+			r.writeServer(r.cancelled(r.toServer, host, raw, msg.Params))
+		default:
+			r.writeServer(raw)
+		}
+	default:
+		r.mu.Lock()
+		req, ok := r.toHost.settle(msg.ID)
+		r.mu.Unlock()
+		switch {
+		case !ok:
+			r.writeServer(raw)
+		case req.from == router:
+			r.hostRootsAnswered(req.gen, msg)
+		default:
+			r.writeServer(withID(raw, msg.ID, req.id))
+		}
+	}
+}
+
+// fromServer routes one message of the server's.
+func (r *Router) fromServer(raw []byte) {
+	msg, err := jsonrpc.Decode(raw)
+	if err != nil {
+		r.writeHost(raw)
+		return
+	}
+	switch {
+	case msg.IsRequest():
+		if Brokered(msg.Method) {
+			r.requestForSession(msg, raw)
+			return
+		}
+		r.mu.Lock()
+		wire := r.toHost.assign(inFlight{from: server, id: msg.ID, method: msg.Method})
+		r.mu.Unlock()
+		if wire != msg.ID {
+			r.log.Debug("a server request's id is in use toward the host; renamed", "id", string(msg.ID), "as", string(wire))
+		}
+		r.writeHost(withID(raw, msg.ID, wire))
+	case msg.IsNotification():
+		if msg.Method == "notifications/cancelled" {
+			r.serverCancelled(raw, msg.Params)
+			return
+		}
+		r.writeHost(raw)
+	default:
+		r.mu.Lock()
+		req, ok := r.toServer.settle(msg.ID)
+		r.mu.Unlock()
+		switch {
+		case !ok:
+			r.writeHost(raw)
+		case req.from == session:
+			if err := r.end.Write(withID(raw, msg.ID, req.id)); err != nil {
+				r.log.Debug("cannot pass a reply to the session", "error", err)
+			}
+		default:
+			r.writeHost(withID(raw, msg.ID, req.id))
+			if req.method == "initialize" && msg.Error == nil {
+				r.serverAnsweredInitialize(msg.Result)
+			}
+		}
+	}
+}
+
+// Brokered reports whether a request from the server is the broker's to
+// answer: roots/list, files/* and the fs.* aliases.
+func Brokered(method string) bool {
+	c := broker.CanonicalMethod(method)
+	return c == "roots/list" || strings.HasPrefix(c, "files/")
+}
+
+// requestForSession queues a server request for the session, or refuses it
+// while the server has not been told the session is initialized.
+func (r *Router) requestForSession(msg *jsonrpc.Message, raw []byte) {
+	r.mu.Lock()
+	closing := r.closing
+	ready := r.serverInitialized && r.sessionStarted && !closing
+	if ready {
+		r.atSession[msg.ID] = true
+	}
+	ctx := r.runCtx
+	r.mu.Unlock()
+	switch {
+	case closing:
+		r.writeServer(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: msg.ID,
+			Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session ended before the request could run"}}))
+		return
+	case !ready:
+		r.writeServer(notInitialized(msg.ID))
+		return
+	}
+	select {
+	case r.toSession <- append([]byte(nil), raw...):
+	case <-ctx.Done():
+	}
+}
+
+func notInitialized(id jsonrpc.ID) []byte {
+	return mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: id, Error: &jsonrpc.Error{
+		Code: errcode.NotInitialized.RPC(), Message: "not initialized",
+		Data: map[string]string{"code": string(errcode.NotInitialized),
+			"reason": "the session is not initialized yet: only ping is answered before notifications/initialized"},
+	}})
+}
+
+// cancelled passes on a cancellation of a request from sender toward the
+// peer of table, under the id the peer knows it by. The request is
+// forgotten: its receiver should not answer it, and if it does, the reply
+// goes on as it came.
+func (r *Router) cancelled(table *idTable, sender party, raw []byte, params json.RawMessage) []byte {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return raw
+	}
+	id, err := jsonrpc.ParseID(p["requestId"])
+	if err != nil {
+		return raw
+	}
+	r.mu.Lock()
+	wire, ok := table.wireOf(sender, id)
+	if ok {
+		table.settle(wire)
+	}
+	r.mu.Unlock()
+	if !ok || wire == id {
+		return raw
+	}
+	p["requestId"] = json.RawMessage(wire)
+	return withMember(raw, "params", mustMarshal(p))
+}
+
+// serverCancelled routes a cancellation from the server: to the session when
+// it is answering the request, else to the host.
+func (r *Router) serverCancelled(raw []byte, params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) == nil && len(p.RequestID) > 0 {
+		if id, err := jsonrpc.ParseID(p.RequestID); err == nil {
+			r.mu.Lock()
+			mine := r.atSession[id]
+			delete(r.atSession, id)
+			ctx := r.runCtx
+			r.mu.Unlock()
+			if mine {
+				select {
+				case r.toSession <- append([]byte(nil), raw...):
+				case <-ctx.Done():
+				}
+				return
+			}
+		}
+	}
+	r.writeHost(r.cancelled(r.toHost, server, raw, params))
+}
+
+// amendInitialize adds the roots capability to the host's initialize, and
+// notes whether the host declared roots of its own.
+func (r *Router) amendInitialize(raw []byte, params json.RawMessage) []byte {
+	amended, declared, ok := addRootsCapability(params)
+	r.mu.Lock()
+	first := !r.initSeen
+	if first {
+		r.initSeen = true
+		r.hostHasRoots = ok && declared
+		if r.hostHasRoots {
+			r.hostRoots.Store(&HostRoots{}) // nothing is visible until the host says what is
+		} else {
+			r.rootsKnown = true
+			close(r.rootsReady)
+		}
+	}
+	r.mu.Unlock()
+	if first {
+		r.log.Debug("the host's initialize", "declaresRoots", ok && declared)
+	}
+	if !ok {
+		r.log.Warn("the host's initialize params are not an object; passed on unchanged")
+		return raw
+	}
+	return withMember(raw, "params", amended)
+}
+
+// addRootsCapability returns params with capabilities.roots.listChanged and
+// capabilities.roots.filesystemBrokering set, everything else kept, and
+// whether the host declared the roots capability itself. ok is false when
+// params cannot be amended (not an object).
+func addRootsCapability(params json.RawMessage) (amended json.RawMessage, declared, ok bool) {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		if json.Unmarshal(params, &p) != nil || p == nil {
+			return nil, false, false
+		}
+	}
+	caps := map[string]json.RawMessage{}
+	if c, has := p["capabilities"]; has && string(c) != "null" {
+		if json.Unmarshal(c, &caps) != nil || caps == nil {
+			return nil, false, false
+		}
+	}
+	rootsCap := map[string]json.RawMessage{}
+	if rc, has := caps["roots"]; has {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(rc, &m) == nil && m != nil {
+			rootsCap, declared = m, true
+		}
+	}
+	rootsCap["listChanged"] = json.RawMessage("true")
+	rootsCap["filesystemBrokering"] = json.RawMessage("true")
+	caps["roots"] = mustMarshal(rootsCap)
+	p["capabilities"] = mustMarshal(caps)
+	return mustMarshal(p), declared, true
+}
+
+// serverAnsweredInitialize takes the server's initialize result: the session starts
+// (once), and its own initialize will be answered with this result.
+func (r *Router) serverAnsweredInitialize(result json.RawMessage) {
+	r.mu.Lock()
+	if r.sessionStarted || r.closing {
+		r.mu.Unlock()
+		return
+	}
+	r.sessionStarted = true
+	r.initResult = append(json.RawMessage(nil), result...)
+	ctx, cancel := context.WithCancel(r.runCtx)
+	r.sessCancel = cancel
+	r.mu.Unlock()
+	r.log.Debug("the server answered initialize; starting the broker session")
+	go r.readSession()
+	go r.feedSession(ctx)
+	go func() {
+		defer close(r.sessDone)
+		r.sessErr = r.run(ctx, r.sessEnd, r.view)
+	}()
+}
+
+// feedSession passes the server's requests (and cancellations) to the
+// session in order, each request once the session is initialized and the
+// host's roots are known.
+func (r *Router) feedSession(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case raw := <-r.toSession:
+			for _, gate := range []chan struct{}{r.sessionReady, r.rootsReady} {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err := r.end.Write(raw); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// readSession routes the session's messages.
+func (r *Router) readSession() {
+	for {
+		raw, err := r.end.Read()
+		if err != nil {
+			return
+		}
+		msg, err := jsonrpc.Decode(raw)
+		if err != nil {
+			r.log.Error("the broker session sent a malformed message", "error", err)
+			continue
+		}
+		switch {
+		case msg.IsRequest() && msg.Method == "initialize":
+			r.mu.Lock()
+			result := r.initResult
+			r.mu.Unlock()
+			reply := mustMarshal(resultReply{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: result})
+			if err := r.end.Write(reply); err != nil {
+				return
+			}
+		case msg.IsRequest():
+			r.mu.Lock()
+			wire := r.toServer.assign(inFlight{from: session, id: msg.ID, method: msg.Method})
+			r.mu.Unlock()
+			r.writeServer(withID(raw, msg.ID, wire))
+		case msg.IsNotification():
+			r.fromSessionNotification(msg, raw)
+		default: // the session's reply to a server request
+			r.mu.Lock()
+			delete(r.atSession, msg.ID)
+			r.mu.Unlock()
+			r.writeServer(raw)
+		}
+	}
+}
+
+func (r *Router) fromSessionNotification(msg *jsonrpc.Message, raw []byte) {
+	switch msg.Method {
+	case "notifications/initialized":
+		r.mu.Lock()
+		if !r.sessionReadyShut {
+			r.sessionReadyShut = true
+			close(r.sessionReady)
+		}
+		r.mu.Unlock()
+	case "notifications/roots/list_changed":
+		r.mu.Lock()
+		ok := r.serverInitialized
+		r.mu.Unlock()
+		if !ok {
+			r.log.Debug("the server is not initialized yet; its roots list_changed is not sent")
+			return
+		}
+		r.writeServer(raw)
+	case "notifications/files/changed":
+		if !r.visibleChange(msg.Params) {
+			r.log.Debug("a change event under a root the host no longer allows was withheld")
+			return
+		}
+		r.writeServer(raw)
+	default:
+		r.writeServer(raw)
+	}
+}
+
+// visibleChange reports whether a change event names a path under a root the
+// session serves now: a watch set up before the host narrowed its roots
+// reports nothing from a root the host took away.
+func (r *Router) visibleChange(params json.RawMessage) bool {
+	var p struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	set, ok := r.current()
+	if !ok {
+		return true
+	}
+	mount, _, _ := strings.Cut(p.Path, "/")
+	_, visible := set.ByMount(mount)
+	return visible
+}
+
+// hostInitialized passes the host's notifications/initialized to the server
+// and, when the host declared roots, asks the host for them.
+func (r *Router) hostInitialized(raw []byte) {
+	r.mu.Lock()
+	first := !r.serverInitialized
+	r.serverInitialized = true
+	if first && !r.initSeen { // no initialize went by: no roots of the host's to wait for
+		r.initSeen = true
+		r.rootsKnown = true
+		close(r.rootsReady)
+	}
+	ask := first && r.hostHasRoots
+	if ask {
+		r.rootsTimer = time.AfterFunc(r.rootsTimeout, r.hostRootsLate)
+	}
+	r.mu.Unlock()
+	r.writeServer(raw)
+	if ask {
+		r.askHostRoots()
+	}
+}
+
+// hostRootsChanged takes the host's notifications/roots/list_changed: the
+// Router asks for the new roots; the server hears of it only if what it can
+// see changes.
+func (r *Router) hostRootsChanged() {
+	r.mu.Lock()
+	ok := r.serverInitialized && r.hostHasRoots
+	r.mu.Unlock()
+	if !ok {
+		r.log.Debug("ignoring the host's roots list_changed: no roots of the host's are in use")
+		return
+	}
+	r.askHostRoots()
+}
+
+// askHostRoots sends roots/list to the host.
+func (r *Router) askHostRoots() {
+	r.mu.Lock()
+	r.rootsAsked++
+	wire := r.toHost.assign(inFlight{from: router, method: "roots/list", gen: r.rootsAsked})
+	r.mu.Unlock()
+	r.log.Debug("asking the host for its roots", "id", string(wire))
+	r.writeHost(mustMarshal(request{JSONRPC: jsonrpc.Version, ID: wire, Method: "roots/list"}))
+}
+
+// hostRootsLate fails closed when the host has not answered the first
+// roots/list in time: the session's requests go on, and see no root.
+func (r *Router) hostRootsLate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rootsKnown {
+		return
+	}
+	r.rootsKnown = true
+	close(r.rootsReady)
+	r.log.Warn("the host did not answer roots/list in time; no root is visible until it does", "timeout", r.rootsTimeout)
+}
+
+// hostRootsAnswered takes the host's answer to the gen-th roots/list.
+func (r *Router) hostRootsAnswered(gen uint64, msg *jsonrpc.Message) {
+	next := &HostRoots{}
+	if msg.Error != nil {
+		r.log.Warn("the host refused roots/list; no root is visible", "code", msg.Error.Code, "message", msg.Error.Message)
+	} else if h, skipped, err := ParseHostRoots(msg.Result); err != nil {
+		r.log.Warn("the host's roots cannot be read; no root is visible", "error", err)
+	} else {
+		next = h
+		for _, s := range skipped {
+			r.log.Info("ignoring a root of the host's", "root", s)
+		}
+	}
+	r.mu.Lock()
+	if gen <= r.rootsApplied {
+		r.mu.Unlock()
+		r.log.Debug("ignoring an answer to an older roots/list")
+		return
+	}
+	r.rootsApplied = gen
+	op := r.operator.Load()
+	prev := r.hostRoots.Load()
+	r.hostRoots.Store(next)
+	wasKnown := r.rootsKnown
+	if !wasKnown {
+		r.rootsKnown = true
+		close(r.rootsReady)
+	}
+	serverInit := r.serverInitialized
+	r.mu.Unlock()
+
+	changed := true
+	if op != nil {
+		opSet := (*op)()
+		after := Narrow(opSet, next)
+		changed = !Narrow(opSet, prev).Equal(after)
+		containing, outside := Withheld(opSet, next)
+		r.log.Info("the host's roots apply", "hostRoots", len(next.dirs), "visible", after.Len(), "of", opSet.Len())
+		if len(containing) > 0 {
+			r.log.Info("operator roots withheld: each contains a root of the host's, and the host allowed less than the whole root; "+
+				"give fsbroker a root at the host's directory to serve it", "mounts", strings.Join(containing, ","))
+		}
+		if len(outside) > 0 {
+			r.log.Debug("operator roots outside every root of the host's", "mounts", strings.Join(outside, ","))
+		}
+	}
+	if wasKnown && changed && serverInit {
+		r.log.Info("the host's roots changed what the server can see; notifying the server")
+		r.writeServer(listChanged)
+	}
+}
+
+var listChanged = mustMarshal(request{JSONRPC: jsonrpc.Version, Method: "notifications/roots/list_changed"})
+
+func (r *Router) writeHost(msg []byte) {
+	if err := r.host.Write(msg); err != nil {
+		select {
+		case <-r.hostDone:
+		default:
+			r.log.Warn("cannot write to the host", "error", err)
+		}
+		r.markHostDone("the host no longer reads")
+	}
+}
+
+func (r *Router) writeServer(msg []byte) {
+	if err := r.server.Write(msg); err != nil {
+		r.log.Debug("cannot write to the server", "error", err)
+	}
+}
+
+// Wire shapes of the messages the Router writes itself.
+type request struct {
+	JSONRPC string     `json:"jsonrpc"`
+	ID      jsonrpc.ID `json:"id,omitempty"`
+	Method  string     `json:"method"`
+}
+
+type resultReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      jsonrpc.ID      `json:"id"`
+	Result  json.RawMessage `json:"result"`
+}
+
+type errorReply struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      jsonrpc.ID     `json:"id"`
+	Error   *jsonrpc.Error `json:"error"`
+}
+
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("proxy: encode %T: %v", v, err))
+	}
+	return b
+}

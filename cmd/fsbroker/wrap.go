@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os/exec"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/child"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/proxy"
+)
+
+// runWrap sits between an MCP host (this process's stdin and stdout) and the
+// server command, started as a child process: messages pass both ways
+// unchanged, but the server's roots/list and files/* are answered here (see
+// broker/proxy). fsbroker exits with the server's exit status.
+func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o, rest, err := parseOptions("wrap", args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return configErrorf("wrap needs the server command after --, as in: fsbroker wrap --root DIR -- CMD ARGS")
+	}
+	s, err := prepare(o, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	proc, err := child.Start(rest[0], rest[1:], s.log.Named("server"))
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return configErrorf("server command %q: %v", rest[0], err)
+		}
+		return err
+	}
+	s.log.Info("started server", "command", rest[0], "pid", proc.PID(), "roots", s.roots.Len())
+
+	hostStream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	serverStream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
+	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
+		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"))
+	}
+	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")))
+	routed := make(chan error, 1)
+	go func() { routed <- router.Run(ctx) }()
+
+	// The router runs until the server's output ends. When the host closes
+	// its input, the server is stopped as connect stops it (stdin closed,
+	// then SIGTERM, then SIGKILL); a process the server left holding its
+	// output does not keep fsbroker waiting past the shutdown timeout.
+	var (
+		routeErr  error
+		hostDone  = router.HostDone()
+		exited    = proc.Exited()
+		outLeft   <-chan time.Time
+		weStopped bool
+	)
+	stop := func() {
+		if !weStopped {
+			weStopped = true
+			go proc.Stop(o.shutdownTimeout)
+		}
+	}
+loop:
+	for {
+		select {
+		case routeErr = <-routed:
+			break loop
+		case <-hostDone:
+			hostDone = nil
+			s.log.Info("the host closed the connection; stopping the server")
+			stop()
+		case <-exited:
+			exited = nil
+			outLeft = time.After(o.shutdownTimeout)
+		case <-outLeft:
+			outLeft = nil
+			_ = proc.Stdout().Close()
+		}
+	}
+	// A server that ended the session itself gets a moment to exit on its own.
+	if routeErr == nil && ctx.Err() == nil && !weStopped {
+		waitCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		_ = proc.Wait(waitCtx)
+		cancel()
+	}
+	exitedOnItsOwn := !weStopped && isExited(proc)
+	proc.Stop(o.shutdownTimeout) // waits for a stop already under way
+	s.log.Info("server stopped", "status", proc.ExitDescription())
+	if routeErr != nil {
+		if !errors.Is(routeErr, errAlreadyLogged) {
+			s.log.Error("wrap failed", "error", routeErr)
+		}
+		return errAlreadyLogged
+	}
+	switch code := proc.ExitCode(); {
+	case code > 0:
+		s.log.Info("exiting with the server's exit status", "status", code)
+		return &exitCodeError{code: code}
+	case code < 0 && exitedOnItsOwn:
+		s.log.Error("the server was ended by a signal", "status", proc.ExitDescription())
+		return errAlreadyLogged
+	}
+	return nil
+}
