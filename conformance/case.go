@@ -23,6 +23,9 @@ var embedded embed.FS
 // SchemaFile is the name of the case format's JSON Schema inside [Files].
 const SchemaFile = "case.schema.json"
 
+// schemaID is the $id of case.schema.json.
+const schemaID = "https://fsbroker.dev/schema/conformance-case.json"
+
 // KnownFailureTag marks a case that the reference broker is known to fail. [Select] leaves
 // such cases out unless the tag is asked for explicitly.
 const KnownFailureTag = "known-failure"
@@ -343,11 +346,11 @@ func schema() (*jsonschema.Schema, error) {
 		}
 		c := jsonschema.NewCompiler()
 		c.DefaultDraft(jsonschema.Draft2020)
-		if err := c.AddResource(SchemaFile, doc); err != nil {
+		if err := c.AddResource(schemaID, doc); err != nil {
 			compileErr = err
 			return
 		}
-		caseSchema, compileErr = c.Compile(SchemaFile)
+		caseSchema, compileErr = c.Compile(schemaID)
 	})
 	return caseSchema, compileErr
 }
