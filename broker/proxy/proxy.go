@@ -795,7 +795,9 @@ func (r *Router) hostRootsAnswered(gen uint64, msg *jsonrpc.Message) {
 	r.mu.Unlock()
 
 	changed := true
-	if op != nil {
+	if op == nil { // the session has not started serving yet
+		r.log.Info("the host's roots apply", "hostRoots", len(next.dirs))
+	} else {
 		opSet := (*op)()
 		after := Narrow(opSet, next)
 		changed = !Narrow(opSet, prev).Equal(after)
