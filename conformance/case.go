@@ -238,6 +238,9 @@ type NotificationExpect struct {
 	// Within bounds the wait; default 5s for expectNotification and 1s for
 	// expectNoNotification (which waits that long).
 	Within string `json:"within,omitempty"`
+	// AtMost, for expectNoNotification, tolerates up to this many matching notifications
+	// (default 0); they are consumed.
+	AtMost int `json:"atMost,omitempty"`
 }
 
 // NoReplyExpect says no reply with ID may come.

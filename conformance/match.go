@@ -266,7 +266,9 @@ func match(want, got any, at string, diffs *[]string) {
 					add("%s is present (%s), want it absent", strconv.Quote(k), show(gv))
 				}
 			case !present:
-				add("%s is missing, want %s", strconv.Quote(k), show(wv))
+				if !allowsMissing(wv) {
+					add("%s is missing, want %s", strconv.Quote(k), show(wv))
+				}
 			default:
 				match(wv, gv, at+"/"+escapePointer(k), diffs)
 			}
@@ -289,6 +291,25 @@ func match(want, got any, at string, diffs *[]string) {
 			add("got %s, want %s", show(got), show(want))
 		}
 	}
+}
+
+// allowsMissing reports whether a matcher accepts a missing key: $absent, an $anyOf with such
+// an alternative, or a $not of a matcher that does not.
+func allowsMissing(want any) bool {
+	op, arg, ok := operator(want)
+	if !ok {
+		return false
+	}
+	switch op {
+	case "$absent":
+		return true
+	case "$anyOf":
+		alts, _ := arg.([]any)
+		return slices.ContainsFunc(alts, allowsMissing)
+	case "$not":
+		return !allowsMissing(arg)
+	}
+	return false
 }
 
 func matchOp(op string, arg, got any, at string, diffs *[]string, add func(string, ...any)) {

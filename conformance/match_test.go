@@ -47,6 +47,9 @@ func TestMatch(t *testing.T) {
 		{"len of string", `{"$len":3}`, `"abcd"`, []string{"got length 4"}},
 		{"comparisons", `{"a":{"$gte":2},"b":{"$lt":2}}`, `{"a":2,"b":3}`, []string{"/b: got 3, want lt 2"}},
 		{"anyOf", `{"$anyOf":["a",{"$type":"null"}]}`, `null`, nil},
+		{"anyOf absent on a missing key", `{"e":{"$anyOf":[{"$absent":true},1]}}`, `{}`, nil},
+		{"not of a value on a missing key", `{"e":{"$not":1}}`, `{}`, nil},
+		{"not absent needs presence", `{"e":{"$not":{"$absent":true}}}`, `{}`, []string{`"e" is missing`}},
 		{"unknown operator", `{"$nope":1}`, `1`, []string{"unknown operator"}},
 	}
 	for _, tc := range tests {
