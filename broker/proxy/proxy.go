@@ -416,10 +416,12 @@ func (r *Router) fromServer(raw []byte) {
 				r.log.Debug("cannot pass a reply to the session", "error", err)
 			}
 		default:
-			r.writeHost(withID(raw, msg.ID, req.id))
 			if req.method == "initialize" && msg.Error == nil {
+				// Before the host sees the result: the session must be
+				// under way when the host's initialized lets the server ask.
 				r.serverAnsweredInitialize(msg.Result)
 			}
+			r.writeHost(withID(raw, msg.ID, req.id))
 		}
 	}
 }

@@ -425,3 +425,23 @@ func TestWrapExitStatus(t *testing.T) {
 		t.Errorf("exit status without a server command = %d, want %d", code, exitUsage)
 	}
 }
+
+// A server that answers the host's initialize with a protocol version the
+// broker does not support: the host gets the answer as it came, then the
+// session is closed with a clear log line, the server is stopped and
+// fsbroker exits 1.
+func TestWrapUnsupportedVersion(t *testing.T) {
+	t.Parallel()
+	const result = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1999-01-01","capabilities":{},"serverInfo":{"name":"old","version":"1"}}}`
+	p := startWrap(t, nil, "--root", t.TempDir(), "--", "sh", "-c", "read -r line; printf '%s\\n' '"+result+"'; while read -r line; do :; done")
+	r := hostInitialize(p, false)
+	if r.raw != result {
+		t.Errorf("the host got\n%s\nwant\n%s", r.raw, result)
+	}
+	if code := p.waitExit(); code != exitFailure {
+		t.Errorf("exit status = %d, want %d", code, exitFailure)
+	}
+	if !strings.Contains(p.log(), "protocol version is not supported") {
+		t.Error("the log does not say the version is not supported")
+	}
+}

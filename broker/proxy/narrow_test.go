@@ -1,0 +1,225 @@
+package proxy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// mkdirs creates dirs under base and returns base, symlink-resolved.
+func mkdirs(t *testing.T, dirs ...string) string {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return base
+}
+
+func hostRootsResult(t *testing.T, uris ...string) json.RawMessage {
+	t.Helper()
+	list := make([]map[string]string, 0, len(uris))
+	for _, u := range uris {
+		list = append(list, map[string]string{"uri": u})
+	}
+	b, err := json.Marshal(map[string]any{"roots": list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mounts(s *roots.Set) string {
+	var out []string
+	for _, r := range s.All() {
+		out = append(out, r.Mount)
+	}
+	return strings.Join(out, ",")
+}
+
+// Host roots narrow the operator's, never widen them: an operator root stays
+// when it is a host root or lies under one; one that contains a host root, or
+// lies outside every host root, is left out; a host root outside every
+// operator root adds nothing.
+func TestNarrow(t *testing.T) {
+	base := mkdirs(t, "ws/a/inner", "ws/b", "ws/bb", "other", "ws2")
+	if err := os.Symlink(filepath.Join(base, "ws"), filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	op, err := roots.New([]roots.Spec{
+		{Path: filepath.Join(base, "ws/a"), Writable: true, Preapproved: true},
+		{Path: filepath.Join(base, "ws/b")},
+		{Path: filepath.Join(base, "other"), Name: "Other"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := func(p string) string { return roots.FileURI(filepath.Join(base, p)) }
+	for _, tc := range []struct {
+		name string
+		host []string // nil: the host declared no roots
+		want string
+	}{
+		{"no host roots", nil, "a,b,other"},
+		{"host allows nothing", []string{}, ""},
+		{"parent of two", []string{uri("ws")}, "a,b"},
+		{"exact root", []string{uri("ws/b")}, "b"},
+		{"inside a root withholds it", []string{uri("ws/a/inner")}, ""},
+		{"sibling prefix is not a parent", []string{uri("ws/b") + "b"}, ""},
+		{"outside every root adds nothing", []string{uri("ws2"), uri("ws/b")}, "b"},
+		{"filesystem root", []string{"file:///"}, "a,b,other"},
+		{"through a link", []string{uri("link")}, "a,b"},
+		{"trailing slash and dots", []string{uri("ws") + "/./", uri("other") + "/../other"}, "a,b,other"},
+		{"not file URIs", []string{"https://example.com/ws", "file://remote/" + base, "relative/dir"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *HostRoots
+			if tc.host != nil {
+				var skipped []string
+				h, skipped, err = ParseHostRoots(hostRootsResult(t, tc.host...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.name == "not file URIs" && len(skipped) != 3 {
+					t.Errorf("skipped %q, want all three", skipped)
+				}
+			}
+			got := Narrow(op, h)
+			if mounts(got) != tc.want {
+				t.Fatalf("Narrow = %q, want %q", mounts(got), tc.want)
+			}
+			for _, r := range got.All() {
+				orig, _ := op.ByMount(r.Mount)
+				if r != orig {
+					t.Errorf("root %s changed: %+v, was %+v", r.Mount, r, orig)
+				}
+			}
+			if tc.host == nil && got != op {
+				t.Error("without host roots the operator's set must be returned as it is")
+			}
+		})
+	}
+}
+
+func TestWithheld(t *testing.T) {
+	base := mkdirs(t, "ws/a/inner", "ws/b", "other")
+	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
+		{Path: filepath.Join(base, "other")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := ParseHostRoots(hostRootsResult(t, roots.FileURI(filepath.Join(base, "ws/a/inner")),
+		roots.FileURI(filepath.Join(base, "ws/b"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	containing, outside := Withheld(op, h)
+	if !slices.Equal(containing, []string{"a"}) || !slices.Equal(outside, []string{"other"}) {
+		t.Errorf("Withheld = %q, %q; want [a], [other]", containing, outside)
+	}
+}
+
+// A root removed after the operator named it is left out of a narrowed set;
+// the others stay.
+func TestNarrowDropsVanishedRoot(t *testing.T) {
+	base := mkdirs(t, "ws/a", "ws/b", "other")
+	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
+		{Path: filepath.Join(base, "other")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(base, "ws/b")); err != nil {
+		t.Fatal(err)
+	}
+	h, _, _ := ParseHostRoots(hostRootsResult(t, roots.FileURI(filepath.Join(base, "ws"))))
+	if got := mounts(Narrow(op, h)); got != "a" {
+		t.Errorf("Narrow = %q, want a", got)
+	}
+}
+
+func TestParseHostRootsRejectsMalformedResult(t *testing.T) {
+	for _, bad := range []string{`{}`, `{"roots":null}`, `[]`, `{"roots":"x"}`, `nope`} {
+		if _, _, err := ParseHostRoots(json.RawMessage(bad)); err == nil {
+			t.Errorf("ParseHostRoots(%s) succeeded", bad)
+		}
+	}
+	h, _, err := ParseHostRoots(json.RawMessage(`{"roots":[]}`))
+	if err != nil || h == nil || len(h.Dirs()) != 0 {
+		t.Errorf("an empty list: %v, %v; want an empty set", h, err)
+	}
+}
+
+// Requests keep their ids; only an id in flight from the other sender toward
+// the same peer is renamed, and the reply and cancellation find their way
+// back.
+func TestIDTable(t *testing.T) {
+	tb := newIDTable(idPrefix)
+	id := func(s string) jsonrpc.ID { return jsonrpc.StringID(s) }
+	if w := tb.assign(inFlight{from: host, id: id("fsbroker-1")}); w != id("fsbroker-1") {
+		t.Fatalf("first request renamed to %s", w)
+	}
+	// The session's request with the host's id in flight: renamed, and the
+	// fresh id skips ids in flight (the host uses fsbroker-wrap-1 too).
+	tb.assign(inFlight{from: host, id: id(idPrefix + "1")})
+	w := tb.assign(inFlight{from: session, id: id("fsbroker-1")})
+	if w == id("fsbroker-1") || w == id(idPrefix+"1") {
+		t.Fatalf("colliding request sent as %s", w)
+	}
+	if got, ok := tb.wireOf(session, id("fsbroker-1")); !ok || got != w {
+		t.Errorf("wireOf(session) = %s, %v; want %s", got, ok, w)
+	}
+	if got, ok := tb.wireOf(host, id("fsbroker-1")); !ok || got != id("fsbroker-1") {
+		t.Errorf("wireOf(host) = %s, %v", got, ok)
+	}
+	if _, ok := tb.wireOf(router, id("fsbroker-1")); ok {
+		t.Error("wireOf found a request the router never sent")
+	}
+	r, ok := tb.settle(w)
+	if !ok || r.from != session || r.id != id("fsbroker-1") {
+		t.Errorf("settle(%s) = %+v, %v", w, r, ok)
+	}
+	if _, ok := tb.wireOf(session, id("fsbroker-1")); ok {
+		t.Error("a settled request is still known")
+	}
+	// The router's own request always gets a fresh id.
+	if w := tb.assign(inFlight{from: router}); !strings.HasPrefix(string(w), `"`+idPrefix) {
+		t.Errorf("router's request id %s", w)
+	}
+	// A sender reusing its own id in flight is not renamed.
+	if w := tb.assign(inFlight{from: host, id: id("fsbroker-1")}); w != id("fsbroker-1") {
+		t.Errorf("the host's reused id renamed to %s", w)
+	}
+}
+
+func TestAddRootsCapability(t *testing.T) {
+	for _, tc := range []struct {
+		params, want string
+		declared, ok bool
+	}{
+		{`{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"roots":{"listChanged":false,"x":1}},"clientInfo":{"name":"h"}}`,
+			`{"capabilities":{"roots":{"filesystemBrokering":true,"listChanged":true,"x":1},"sampling":{}},"clientInfo":{"name":"h"},"protocolVersion":"2025-06-18"}`,
+			true, true},
+		{`{"capabilities":{}}`, `{"capabilities":{"roots":{"filesystemBrokering":true,"listChanged":true}}}`, false, true},
+		{`{}`, `{"capabilities":{"roots":{"filesystemBrokering":true,"listChanged":true}}}`, false, true},
+		{``, `{"capabilities":{"roots":{"filesystemBrokering":true,"listChanged":true}}}`, false, true},
+		{`{"capabilities":{"roots":null}}`, `{"capabilities":{"roots":{"filesystemBrokering":true,"listChanged":true}}}`, false, true},
+		{`[1]`, ``, false, false},
+		{`{"capabilities":7}`, ``, false, false},
+	} {
+		got, declared, ok := addRootsCapability(json.RawMessage(tc.params))
+		if string(got) != tc.want || declared != tc.declared || ok != tc.ok {
+			t.Errorf("addRootsCapability(%s) = %s, %v, %v; want %s, %v, %v", tc.params, got, declared, ok, tc.want, tc.declared, tc.ok)
+		}
+	}
+}

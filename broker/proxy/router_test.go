@@ -1,0 +1,479 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/watch"
+)
+
+// waitLimit bounds each wait for something that should happen promptly.
+const waitLimit = 10 * time.Second
+
+// wireMsg is one message a test peer received.
+type wireMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+	raw    string
+}
+
+func (m *wireMsg) isRequest(method string) bool { return m.Method == method && len(m.ID) > 0 }
+func (m *wireMsg) isNote(method string) bool    { return m.Method == method && len(m.ID) == 0 }
+func (m *wireMsg) isReplyTo(id string) bool     { return m.Method == "" && string(m.ID) == id }
+
+// testPeer plays the host or the server at the other end of real pipes.
+type testPeer struct {
+	t      *testing.T
+	name   string
+	stream *jsonrpc.LineStream
+
+	mu    sync.Mutex
+	msgs  []*wireMsg
+	taken []bool
+	more  chan struct{}
+	done  bool
+}
+
+// pipePair returns the router's stream toward a peer and the peer's stream.
+func pipePair(t *testing.T) (routerSide, peerSide *jsonrpc.LineStream) {
+	t.Helper()
+	toRouterR, toRouterW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toPeerR, toPeerW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	routerSide = jsonrpc.NewLineStream(toRouterR, toPeerW, 0)
+	peerSide = jsonrpc.NewLineStream(toPeerR, toRouterW, 0)
+	t.Cleanup(func() { _ = routerSide.Close(); _ = peerSide.Close() })
+	return routerSide, peerSide
+}
+
+func newTestPeer(t *testing.T, name string, s *jsonrpc.LineStream) *testPeer {
+	p := &testPeer{t: t, name: name, stream: s, more: make(chan struct{})}
+	go func() {
+		for {
+			raw, err := s.Read()
+			p.mu.Lock()
+			if err != nil {
+				p.done = true
+				close(p.more)
+				p.more = make(chan struct{})
+				p.mu.Unlock()
+				return
+			}
+			m := &wireMsg{raw: string(raw)}
+			if err := json.Unmarshal(raw, m); err != nil {
+				t.Errorf("%s received a malformed line %q", name, raw)
+			}
+			p.msgs = append(p.msgs, m)
+			p.taken = append(p.taken, false)
+			close(p.more)
+			p.more = make(chan struct{})
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+func (p *testPeer) send(v any) {
+	p.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.stream.Write(b); err != nil {
+		p.t.Fatalf("%s: write: %v", p.name, err)
+	}
+}
+
+func (p *testPeer) sendRaw(s string) {
+	p.t.Helper()
+	if err := p.stream.Write([]byte(s)); err != nil {
+		p.t.Fatalf("%s: write: %v", p.name, err)
+	}
+}
+
+// await returns the first message not yet taken that matches.
+func (p *testPeer) await(what string, match func(*wireMsg) bool) *wireMsg {
+	p.t.Helper()
+	m := p.tryAwait(waitLimit, match)
+	if m == nil {
+		p.t.Fatalf("%s: no %s within %s", p.name, what, waitLimit)
+	}
+	return m
+}
+
+func (p *testPeer) tryAwait(d time.Duration, match func(*wireMsg) bool) *wireMsg {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		for i, m := range p.msgs {
+			if !p.taken[i] && match(m) {
+				p.taken[i] = true
+				p.mu.Unlock()
+				return m
+			}
+		}
+		more, done := p.more, p.done
+		p.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-more:
+		case <-timer.C:
+			return nil
+		}
+	}
+}
+
+// all returns every message received so far.
+func (p *testPeer) all() []*wireMsg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*wireMsg(nil), p.msgs...)
+}
+
+// blockingConsent never answers: it waits for its request's end and reports
+// it.
+type blockingConsent struct {
+	asked, ended chan string
+}
+
+func (b *blockingConsent) Ask(ctx context.Context, req consent.Request) (consent.Decision, error) {
+	b.asked <- strings.Join(req.Paths, ",")
+	<-ctx.Done()
+	b.ended <- ctx.Err().Error()
+	return consent.Decision{Provider: "test"}, ctx.Err()
+}
+
+// routerFixture is a Router with a real broker session between two test
+// peers over real pipes.
+type routerFixture struct {
+	host, server *testPeer
+	router       *Router
+	base         string
+	consent      *blockingConsent
+	runErr       chan error
+	cancel       context.CancelFunc
+}
+
+func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
+	t.Helper()
+	base := mkdirs(t, "ws/a", "ws/b")
+	if err := os.WriteFile(filepath.Join(base, "ws/a/hello.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a"), Preapproved: true},
+		{Path: filepath.Join(base, "ws/b"), Preapproved: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := executor.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close() })
+	store, err := grants.Open(filepath.Join(t.TempDir(), grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	hub, err := watch.NewHub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hub.Close() })
+	bc := &blockingConsent{asked: make(chan string, 4), ended: make(chan string, 4)}
+	opts := append([]broker.Option{broker.WithExecutor(x), broker.WithConsent(bc, store), broker.WithWatchHub(hub, 0),
+		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
+
+	hostR, hostP := pipePair(t)
+	serverR, serverP := pipePair(t)
+	r := New(hostR, serverR, BrokerSession(func() *roots.Set { return set }, opts...))
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &routerFixture{host: newTestPeer(t, "host", hostP), server: newTestPeer(t, "server", serverP), router: r,
+		base: base, consent: bc, runErr: make(chan error, 1), cancel: cancel}
+	go func() { f.runErr <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-f.runErr:
+		case <-time.After(waitLimit):
+			t.Error("the router did not stop")
+		}
+	})
+	return f
+}
+
+// handshake initializes host and server through the router: the host
+// declares roots when hostRoots, and answers the router's first roots/list
+// with them.
+func (f *routerFixture) handshake(t *testing.T, hostRoots []string) {
+	t.Helper()
+	caps := map[string]any{}
+	if hostRoots != nil {
+		caps["roots"] = map[string]any{"listChanged": true}
+	}
+	f.host.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
+	init := f.server.await("initialize", func(m *wireMsg) bool { return m.isRequest("initialize") })
+	if !strings.Contains(string(init.Params), `"roots":{"filesystemBrokering":true,"listChanged":true}`) {
+		t.Errorf("the server's initialize has params %s: want the roots capability", init.Params)
+	}
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
+	f.host.await("initialize result", func(m *wireMsg) bool { return m.isReplyTo("1") })
+	f.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	f.server.await("initialized", func(m *wireMsg) bool { return m.isNote("notifications/initialized") })
+	if hostRoots != nil {
+		f.answerRoots(t, hostRoots...)
+	}
+}
+
+// answerRoots answers the router's next roots/list to the host with dirs
+// (relative to the fixture's base).
+func (f *routerFixture) answerRoots(t *testing.T, dirs ...string) {
+	t.Helper()
+	rl := f.host.await("roots/list", func(m *wireMsg) bool { return m.isRequest("roots/list") })
+	list := []map[string]string{}
+	for _, d := range dirs {
+		list = append(list, map[string]string{"uri": roots.FileURI(filepath.Join(f.base, d))})
+	}
+	f.host.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": map[string]any{"roots": list}})
+}
+
+// listRoots asks for the roots as the server and returns their names.
+func (f *routerFixture) listRoots(t *testing.T, id string) string {
+	t.Helper()
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":"` + id + `","method":"roots/list"}`)
+	r := f.server.await("roots/list reply", func(m *wireMsg) bool { return m.isReplyTo(`"` + id + `"`) })
+	var res struct {
+		Roots []struct{ Name string } `json:"roots"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		t.Fatalf("roots/list reply %s", r.raw)
+	}
+	var names []string
+	for _, x := range res.Roots {
+		names = append(names, x.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// The server's roots/list waits for the host's roots, and sees the operator's
+// narrowed by them; the host's list_changed leads to a list_changed to the
+// server only when what it sees changes.
+func TestRouterHostRootsNarrow(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, nil) // hostRoots nil: see below
+	if got := f.listRoots(t, "r0"); got != "a,b" {
+		t.Errorf("a host without roots: the server sees %q, want a,b", got)
+	}
+
+	g := startRouter(t)
+	g.host.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"roots": map[string]any{}},
+		"clientInfo": map[string]any{"name": "host", "version": "1"}}})
+	init := g.server.await("initialize", func(m *wireMsg) bool { return m.isRequest("initialize") })
+	g.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
+	g.host.await("initialize result", func(m *wireMsg) bool { return m.isReplyTo("1") })
+	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	g.server.await("initialized", func(m *wireMsg) bool { return m.isNote("notifications/initialized") })
+	// The server asks before the host has answered: its request waits.
+	g.server.sendRaw(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)
+	if m := g.server.tryAwait(200*time.Millisecond, func(m *wireMsg) bool { return m.isReplyTo(`"r1"`) }); m != nil {
+		t.Fatalf("roots/list answered before the host's roots were known: %s", m.raw)
+	}
+	g.answerRoots(t, "ws")
+	r := g.server.await("roots/list reply", func(m *wireMsg) bool { return m.isReplyTo(`"r1"`) })
+	if !strings.Contains(r.raw, `"name":"a"`) || !strings.Contains(r.raw, `"name":"b"`) {
+		t.Errorf("the server sees %s, want a and b", r.Result)
+	}
+
+	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	g.answerRoots(t, "ws/b", "elsewhere")
+	g.server.await("list_changed", func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") })
+	if got := g.listRoots(t, "r2"); got != "b" {
+		t.Errorf("after narrowing the server sees %q, want b", got)
+	}
+	// Reading under the root the host took away is refused.
+	g.server.sendRaw(`{"jsonrpc":"2.0","id":"read-a","method":"files/read","params":{"path":"a/hello.txt"}}`)
+	rd := g.server.await("files/read reply", func(m *wireMsg) bool { return m.isReplyTo(`"read-a"`) })
+	if !strings.Contains(string(rd.Error), "PERMISSION_DENIED") {
+		t.Errorf("files/read under a withheld root answered %s, want PERMISSION_DENIED", rd.raw)
+	}
+
+	// The same view again: nothing reaches the server before the marker.
+	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	g.answerRoots(t, "ws/b")
+	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "x/marker"})
+	g.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
+	if m := g.server.tryAwait(0, func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") }); m != nil {
+		t.Error("the server was told of a change that changed nothing it can see")
+	}
+	for _, m := range g.server.all() {
+		if m.isNote("notifications/roots/list_changed") && m.raw != `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` {
+			t.Errorf("list_changed sent as %s", m.raw)
+		}
+	}
+	for _, m := range g.host.all() {
+		if m.Method != "" && m.Method != "roots/list" {
+			t.Errorf("the host received %s", m.raw)
+		}
+	}
+}
+
+// A cancellation from the server of a request the session is answering goes
+// to the session (the consent provider's context ends), and nothing reaches
+// the host, not even a reply.
+func TestRouterServerCancelsSessionRequest(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, []string{"ws"})
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":"c1","method":"fs.consent","params":{"message":"may I?","requestedPaths":["a/hello.txt"]}}`)
+	select {
+	case <-f.consent.asked:
+	case <-time.After(waitLimit):
+		t.Fatal("the consent provider was not asked")
+	}
+	f.server.sendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1"}}`)
+	select {
+	case <-f.consent.ended:
+	case <-time.After(waitLimit):
+		t.Fatal("the consent request was not cancelled")
+	}
+	// A ping of the server's goes to the host; its reply comes back, after
+	// anything the session might (wrongly) have sent for c1.
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
+	ping := f.host.await("the server's ping", func(m *wireMsg) bool { return m.isRequest("ping") })
+	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
+	f.server.await("ping reply", func(m *wireMsg) bool { return m.isReplyTo(`"p1"`) })
+	for _, m := range f.server.all() {
+		if m.isReplyTo(`"c1"`) {
+			t.Errorf("the server got a reply to its cancelled request: %s", m.raw)
+		}
+	}
+	for _, m := range f.host.all() {
+		if m.Method != "roots/list" && m.Method != "ping" && !m.isReplyTo("1") {
+			t.Errorf("the host received %s", m.raw)
+		}
+	}
+}
+
+// The session's ping meets a host request with the same id in flight toward
+// the server: one of them travels under a fresh id, the server never sees two
+// requests with one id, each reply (and the host's cancellation) finds its
+// sender, and the host's id and the server's reply are otherwise unchanged.
+func TestRouterRenamesCollidingIDs(t *testing.T) {
+	f := startRouter(t, broker.WithPingInterval(50*time.Millisecond))
+	f.handshake(t, nil)
+	ping := f.server.await("the session's ping", func(m *wireMsg) bool { return m.isRequest("ping") })
+	// The host sends a request with the id the ping has, and cancels it.
+	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/call","params":{"name":"x"}}`)
+	call := f.server.await("tools/call", func(m *wireMsg) bool { return m.isRequest("tools/call") })
+	if string(call.ID) == string(ping.ID) {
+		t.Fatalf("the server has two requests in flight with id %s", ping.ID)
+	}
+	f.host.sendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(ping.ID) + `,"reason":"r"}}`)
+	c := f.server.await("cancellation", func(m *wireMsg) bool { return m.isNote("notifications/cancelled") })
+	if !strings.Contains(string(c.Params), `"requestId":`+string(call.ID)) || !strings.Contains(string(c.Params), `"reason":"r"`) {
+		t.Errorf("the server got the cancellation %s, want requestId %s", c.Params, call.ID)
+	}
+	// Another host request with the same id, answered this time.
+	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/list"}`)
+	list := f.server.await("tools/list", func(m *wireMsg) bool { return m.isRequest("tools/list") })
+	if string(list.ID) == string(ping.ID) {
+		t.Fatalf("the server has two requests in flight with id %s", ping.ID)
+	}
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(list.ID) + `,"result":{"tools":[]}}`)
+	r := f.host.await("tools/list reply", func(m *wireMsg) bool { return m.isReplyTo(string(ping.ID)) })
+	if !strings.Contains(r.raw, `"result":{"tools":[]}`) {
+		t.Errorf("the host got %s", r.raw)
+	}
+	// The ping's reply goes to the session, not to the host.
+	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
+	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
+	f.server.await("a second ping", func(m *wireMsg) bool { return m.isRequest("ping") })
+	for _, m := range f.host.all() {
+		if m.isRequest("ping") || (m.Method == "" && string(m.ID) != "1" && string(m.ID) != string(ping.ID)) {
+			t.Errorf("the host received %s", m.raw)
+		}
+	}
+	n := 0
+	for _, m := range f.host.all() {
+		if m.isReplyTo(string(ping.ID)) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the host got %d replies with id %s, want 1", n, ping.ID)
+	}
+}
+
+// Before the host's initialized has reached the server, the router answers
+// the server's roots/list and files/* itself with NOT_INITIALIZED.
+func TestRouterNotInitialized(t *testing.T) {
+	f := startRouter(t)
+	for i, method := range []string{"roots/list", "files/read", "fs.list"} {
+		f.server.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"path":"a"}}`, i, method))
+		r := f.server.await("reply", func(m *wireMsg) bool { return m.isReplyTo(fmt.Sprint(i)) })
+		if !strings.Contains(string(r.Error), `"code":"NOT_INITIALIZED"`) || !strings.Contains(string(r.Error), `"code":-32600`) {
+			t.Errorf("%s before initialization answered %s", method, r.raw)
+		}
+	}
+	if len(f.host.all()) != 0 {
+		t.Errorf("the host received %s", f.host.all()[0].raw)
+	}
+}
+
+// A change event under a root the host has since taken away is withheld; one
+// under a root still visible is sent.
+func TestRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, []string{"ws"})
+	for _, mount := range []string{"a", "b"} {
+		f.server.sendRaw(`{"jsonrpc":"2.0","id":"w-` + mount + `","method":"files/watch","params":{"path":"` + mount + `","recursive":true}}`)
+		r := f.server.await("watch reply", func(m *wireMsg) bool { return m.isReplyTo(`"w-` + mount + `"`) })
+		if r.Error != nil {
+			t.Fatalf("files/watch %s: %s", mount, r.raw)
+		}
+	}
+	f.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	f.answerRoots(t, "ws/a")
+	f.server.await("list_changed", func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") })
+	if err := os.WriteFile(filepath.Join(f.base, "ws/b/secret.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.base, "ws/a/new.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.server.await("event under a", func(m *wireMsg) bool {
+		return m.isNote("notifications/files/changed") && strings.Contains(string(m.Params), `"path":"a/new.txt"`)
+	})
+	// Events of the two watches are independent: give b's time to come.
+	if m := f.server.tryAwait(500*time.Millisecond, func(m *wireMsg) bool {
+		return m.isNote("notifications/files/changed") && strings.Contains(string(m.Params), `"b/`)
+	}); m != nil {
+		t.Errorf("an event under the withheld root reached the server: %s", m.raw)
+	}
+}
