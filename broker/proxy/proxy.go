@@ -382,7 +382,13 @@ func (r *Router) fromHost(raw []byte) {
 func (r *Router) fromServer(raw []byte) {
 	msg, err := jsonrpc.Decode(raw)
 	if err != nil {
-		r.writeHost(raw)
+		if batchHasBrokered(raw) {
+			// Passed on, it would put roots/list or files/* before the host.
+			r.log.Warn("refused a batch from the server with roots/list or files/* in it")
+			r.writeServer(batchRefused)
+			return
+		}
+		r.writeHost(raw) // the host answers it as it would unwrapped
 		return
 	}
 	switch {
@@ -432,6 +438,26 @@ func Brokered(method string) bool {
 	c := broker.CanonicalMethod(method)
 	return c == "roots/list" || strings.HasPrefix(c, "files/")
 }
+
+// batchHasBrokered reports whether raw is a JSON array holding a message
+// with a method the broker answers.
+func batchHasBrokered(raw []byte) bool {
+	var batch []struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(raw, &batch) != nil {
+		return false
+	}
+	for _, m := range batch {
+		if Brokered(m.Method) {
+			return true
+		}
+	}
+	return false
+}
+
+var batchRefused = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.NullID,
+	Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: batch requests are not supported: send one JSON object per line"}})
 
 // requestForSession queues a server request for the session, or refuses it
 // while the server has not been told the session is initialized.

@@ -81,9 +81,7 @@ func newTestPeer(t *testing.T, name string, s *jsonrpc.LineStream) *testPeer {
 				return
 			}
 			m := &wireMsg{raw: string(raw)}
-			if err := json.Unmarshal(raw, m); err != nil {
-				t.Errorf("%s received a malformed line %q", name, raw)
-			}
+			_ = json.Unmarshal(raw, m) // a line that is not an object keeps only raw
 			p.msgs = append(p.msgs, m)
 			p.taken = append(p.taken, false)
 			close(p.more)
@@ -475,5 +473,32 @@ func TestRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 		return m.isNote("notifications/files/changed") && strings.Contains(string(m.Params), `"b/`)
 	}); m != nil {
 		t.Errorf("an event under the withheld root reached the server: %s", m.raw)
+	}
+}
+
+// Messages that are not single JSON-RPC messages pass unchanged, except a
+// batch from the server that holds roots/list or files/*: it is refused, so
+// that it never reaches the host.
+func TestRouterBatchesAndMalformedLines(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, nil)
+	f.server.sendRaw(`[{"jsonrpc":"2.0","id":"b1","method":"files/read","params":{"path":"a/hello.txt"}}]`)
+	r := f.server.await("batch refusal", func(m *wireMsg) bool { return m.isReplyTo("null") })
+	if !strings.Contains(string(r.Error), "-32600") {
+		t.Errorf("batch with files/read answered %s", r.raw)
+	}
+	const otherBatch = `[{"jsonrpc":"2.0","id":"b2","method":"sampling/createMessage"}]`
+	f.server.sendRaw(otherBatch)
+	f.server.sendRaw(`{not json`)
+	f.host.sendRaw(`[1,2]`)
+	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.host.await("the server's batch", func(m *wireMsg) bool { return m.raw == otherBatch })
+	f.host.await("the server's malformed line", func(m *wireMsg) bool { return m.raw == `{not json` })
+	f.server.await("the host's batch", func(m *wireMsg) bool { return m.raw == `[1,2]` })
+	f.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
+	for _, m := range f.host.all() {
+		if strings.Contains(m.raw, "files/read") {
+			t.Errorf("the host received %s", m.raw)
+		}
 	}
 }
