@@ -71,9 +71,9 @@ type peer struct {
 	push   chan string // raw SSE text for the GET stream
 	gets   chan http.Header
 
-	onInit func(w http.ResponseWriter) // answers initialize (default: JSON with session "s-1")
+	onInit func(w http.ResponseWriter)                              // answers initialize (default: JSON with session "s-1")
 	onGet  func(w http.ResponseWriter, r *http.Request, n int) bool // false: default behaviour
-	onPost func(w http.ResponseWriter, m rpc) bool              // false: default behaviour
+	onPost func(w http.ResponseWriter, m rpc) bool                  // false: default behaviour
 	nGet   int
 }
 
