@@ -52,7 +52,7 @@ func mounts(s *roots.Set) string {
 // when it is a host root or lies under one; one that contains a host root, or
 // lies outside every host root, is left out; a host root outside every
 // operator root adds nothing.
-func TestNarrow(t *testing.T) {
+func TestWrapNarrow(t *testing.T) {
 	base := mkdirs(t, "ws/a/inner", "ws/b", "ws/bb", "other", "ws2")
 	if err := os.Symlink(filepath.Join(base, "ws"), filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestNarrow(t *testing.T) {
 	}
 }
 
-func TestWithheld(t *testing.T) {
+func TestWrapWithheld(t *testing.T) {
 	base := mkdirs(t, "ws/a/inner", "ws/b", "other")
 	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
 		{Path: filepath.Join(base, "other")}})
@@ -132,7 +132,7 @@ func TestWithheld(t *testing.T) {
 
 // A root removed after the operator named it is left out of a narrowed set;
 // the others stay.
-func TestNarrowDropsVanishedRoot(t *testing.T) {
+func TestWrapNarrowDropsVanishedRoot(t *testing.T) {
 	base := mkdirs(t, "ws/a", "ws/b", "other")
 	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
 		{Path: filepath.Join(base, "other")}})
@@ -148,7 +148,7 @@ func TestNarrowDropsVanishedRoot(t *testing.T) {
 	}
 }
 
-func TestParseHostRootsRejectsMalformedResult(t *testing.T) {
+func TestWrapParseHostRootsRejectsMalformedResult(t *testing.T) {
 	for _, bad := range []string{`{}`, `{"roots":null}`, `[]`, `{"roots":"x"}`, `nope`} {
 		if _, _, err := ParseHostRoots(json.RawMessage(bad)); err == nil {
 			t.Errorf("ParseHostRoots(%s) succeeded", bad)
@@ -163,7 +163,7 @@ func TestParseHostRootsRejectsMalformedResult(t *testing.T) {
 // Requests keep their ids; only an id in flight from the other sender toward
 // the same peer is renamed, and the reply and cancellation find their way
 // back.
-func TestIDTable(t *testing.T) {
+func TestWrapIDTable(t *testing.T) {
 	tb := newIDTable(idPrefix)
 	id := func(s string) jsonrpc.ID { return jsonrpc.StringID(s) }
 	if w := tb.assign(inFlight{from: host, id: id("fsbroker-1")}); w != id("fsbroker-1") {
@@ -202,7 +202,7 @@ func TestIDTable(t *testing.T) {
 	}
 }
 
-func TestAddRootsCapability(t *testing.T) {
+func TestWrapAddRootsCapability(t *testing.T) {
 	for _, tc := range []struct {
 		params, want string
 		declared, ok bool

@@ -281,7 +281,7 @@ func (f *routerFixture) listRoots(t *testing.T, id string) string {
 // The server's roots/list waits for the host's roots, and sees the operator's
 // narrowed by them; the host's list_changed leads to a list_changed to the
 // server only when what it sees changes.
-func TestRouterHostRootsNarrow(t *testing.T) {
+func TestWrapRouterHostRootsNarrow(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, nil) // hostRoots nil: see below
 	if got := f.listRoots(t, "r0"); got != "a,b" {
@@ -344,7 +344,7 @@ func TestRouterHostRootsNarrow(t *testing.T) {
 // A cancellation from the server of a request the session is answering goes
 // to the session (the consent provider's context ends), and nothing reaches
 // the host, not even a reply.
-func TestRouterServerCancelsSessionRequest(t *testing.T) {
+func TestWrapRouterServerCancelsSessionRequest(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, []string{"ws"})
 	f.server.sendRaw(`{"jsonrpc":"2.0","id":"c1","method":"fs.consent","params":{"message":"may I?","requestedPaths":["a/hello.txt"]}}`)
@@ -381,7 +381,7 @@ func TestRouterServerCancelsSessionRequest(t *testing.T) {
 // the server: one of them travels under a fresh id, the server never sees two
 // requests with one id, each reply (and the host's cancellation) finds its
 // sender, and the host's id and the server's reply are otherwise unchanged.
-func TestRouterRenamesCollidingIDs(t *testing.T) {
+func TestWrapRouterRenamesCollidingIDs(t *testing.T) {
 	f := startRouter(t, broker.WithPingInterval(50*time.Millisecond))
 	f.handshake(t, nil)
 	ping := f.server.await("the session's ping", func(m *wireMsg) bool { return m.isRequest("ping") })
@@ -430,7 +430,7 @@ func TestRouterRenamesCollidingIDs(t *testing.T) {
 
 // Before the host's initialized has reached the server, the router answers
 // the server's roots/list and files/* itself with NOT_INITIALIZED.
-func TestRouterNotInitialized(t *testing.T) {
+func TestWrapRouterNotInitialized(t *testing.T) {
 	f := startRouter(t)
 	for i, method := range []string{"roots/list", "files/read", "fs.list"} {
 		f.server.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"path":"a"}}`, i, method))
@@ -446,7 +446,7 @@ func TestRouterNotInitialized(t *testing.T) {
 
 // A change event under a root the host has since taken away is withheld; one
 // under a root still visible is sent.
-func TestRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
+func TestWrapRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, []string{"ws"})
 	for _, mount := range []string{"a", "b"} {
@@ -479,7 +479,7 @@ func TestRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 // Messages that are not single JSON-RPC messages pass unchanged, except a
 // batch from the server that holds roots/list or files/*: it is refused, so
 // that it never reaches the host.
-func TestRouterBatchesAndMalformedLines(t *testing.T) {
+func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, nil)
 	f.server.sendRaw(`[{"jsonrpc":"2.0","id":"b1","method":"files/read","params":{"path":"a/hello.txt"}}]`)
