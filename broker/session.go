@@ -270,6 +270,8 @@ func (s *Session) initialize(ctx context.Context) error {
 	s.info = info
 	s.infoMu.Unlock()
 
+	// The session's start is in the trail before any of its decisions.
+	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
 	// Mark the session initialized before the notification leaves, so that a
 	// server reacting to it at once is never told NOT_INITIALIZED.
 	s.initialized.Store(true)
@@ -278,7 +280,6 @@ func (s *Session) initialize(ctx context.Context) error {
 	}
 	s.log.Info("session initialized", "server", info.Name, "serverVersion", info.Version,
 		"protocolVersion", info.ProtocolVersion, "roots", s.roots().Len())
-	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
 	return nil
 }
 
