@@ -147,6 +147,8 @@ type Step struct {
 	ExpectExit *ExitExpect `json:"expectExit,omitempty"`
 	// ExpectStderr waits for the broker's stderr to match a regular expression.
 	ExpectStderr *StderrExpect `json:"expectStderr,omitempty"`
+	// Signal sends the broker process "TERM" or "INT".
+	Signal string `json:"signal,omitempty"`
 	// CloseInput closes the broker's stdin (end of the session from the server's side).
 	CloseInput bool `json:"closeInput,omitempty"`
 	// Disk changes the tree behind the broker's back.
@@ -408,7 +410,7 @@ func (c *Case) check() error {
 		n := 0
 		for _, set := range []bool{s.Request != nil, s.Raw != nil, s.Notify != nil, s.Reply != "",
 			s.ExpectNotification != nil, s.ExpectNoNotification != nil, s.ExpectNoReply != nil, s.ExpectRequest != nil,
-			s.ExpectExit != nil, s.ExpectStderr != nil, s.CloseInput, s.Disk != nil, s.Sleep != "",
+			s.ExpectExit != nil, s.ExpectStderr != nil, s.Signal != "", s.CloseInput, s.Disk != nil, s.Sleep != "",
 			s.AwaitInitialize != nil, s.AnswerInitialize != nil} {
 			if set {
 				n++

@@ -588,6 +588,10 @@ func (cr *caseRun) step(i int, s *Step) bool {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	case s.Signal != "":
+		if err := signalProcess(cr.s.cmd, s.Signal); err != nil {
+			return fail("signal %s: %v", s.Signal, err)
+		}
 	case s.CloseInput:
 		cr.s.closeInput()
 	case s.Disk != nil:

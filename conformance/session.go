@@ -248,11 +248,14 @@ func (s *session) sendLine(b []byte) error {
 // closeInput closes the broker's stdin.
 func (s *session) closeInput() {
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if !s.closed {
+	was := s.closed
+	if !was {
 		s.closed = true
 		_ = s.stdin.Close()
-		s.transcript = append(s.transcript, "> (end of input)")
+	}
+	s.wmu.Unlock()
+	if !was {
+		s.note("> (end of input)")
 	}
 }
 

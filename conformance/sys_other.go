@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -21,4 +22,12 @@ func signalGroup(cmd *exec.Cmd, _ bool) {
 	if cmd.Process != nil {
 		_ = cmd.Process.Kill()
 	}
+}
+
+// signalProcess can only interrupt here.
+func signalProcess(cmd *exec.Cmd, name string) error {
+	if name != "INT" {
+		return errors.New("only INT can be sent on this system")
+	}
+	return cmd.Process.Signal(os.Interrupt)
 }

@@ -3,6 +3,7 @@
 package conformance
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -34,4 +35,13 @@ func signalGroup(cmd *exec.Cmd, term bool) {
 	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
 		_ = cmd.Process.Signal(sig)
 	}
+}
+
+// signalProcess sends the broker process (not its group) SIGTERM ("TERM") or SIGINT ("INT").
+func signalProcess(cmd *exec.Cmd, name string) error {
+	sig, ok := map[string]os.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT}[name]
+	if !ok {
+		return fmt.Errorf("unknown signal %q", name)
+	}
+	return cmd.Process.Signal(sig)
 }
