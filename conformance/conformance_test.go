@@ -96,3 +96,46 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestCommand drives "fsbroker conformance" itself: its last line, its exit statuses, and
+// known failures run only on request.
+func TestCommand(t *testing.T) {
+	if os.Getenv("FSBROKER_CONFORMANCE_BROKER") != "" {
+		t.Skip("testing another broker")
+	}
+	t.Parallel()
+	bin := brokerCmd[0]
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		lastLine string
+	}{
+		{"passing cases", []string{"--run", "server-ping-answered-with-empty-object,string-id-is-echoed"}, 0, "2 passed, 0 failed"},
+		{"known failures on request", []string{"--tag", "known-failure", "--parallel", "1"}, 1, "0 passed, 2 failed"},
+		{"another broker command", []string{"--run", "string-id-is-echoed", "--broker", bin + " stdio"}, 0, "1 passed, 0 failed"},
+		{"a broker that is not one", []string{"--run", "string-id-is-echoed", "--broker", "/bin/cat", "--grace", "1s"}, 1, "0 passed, 1 failed"},
+		{"no case selected", []string{"--run", "no-such-case"}, 2, ""},
+		{"bad flag", []string{"--bogus"}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, append([]string{"conformance"}, tc.args...)...)
+			cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
+			out, err := cmd.CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d; output:\n%s", code, tc.code, out)
+			}
+			lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+			if last := lines[len(lines)-1]; tc.lastLine != "" && last != tc.lastLine {
+				t.Errorf("last line %q, want %q; output:\n%s", last, tc.lastLine, out)
+			}
+		})
+	}
+}

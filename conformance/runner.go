@@ -361,7 +361,7 @@ func (cr *caseRun) awaitInitialize(expect any, within string) bool {
 		return m.isRequest() && m.method == "initialize"
 	})
 	if m == nil {
-		cr.failf("initialize: the broker sent no initialize request (got %s)", describe(cr.s.pending(func(*message) bool { return true })))
+		cr.failf("initialize: the broker sent no initialize request (got %s)%s", describe(cr.s.pending(func(*message) bool { return true })), cr.exitNote())
 		return false
 	}
 	cr.initReq = m
@@ -640,7 +640,7 @@ func (cr *caseRun) awaitReply(label, name string, id any, e *Expect, byRequest b
 		return m.isResponse() && exactEqual(id, m.id)
 	})
 	if m == nil {
-		cr.failf("%s: no reply with id %s within %s (broker exited: %v)", label, show(id), within, cr.s.hasExited())
+		cr.failf("%s: no reply with id %s within %s%s", label, show(id), within, cr.exitNote())
 		return false
 	}
 	cr.v.captured[name] = m.value
@@ -742,6 +742,14 @@ func (cr *caseRun) resnapshot(paths ...string) {
 			cr.outside[k] = v
 		}
 	}
+}
+
+// exitNote says how the broker ended, if it did.
+func (cr *caseRun) exitNote() string {
+	if code, ok := cr.s.waitExit(cr.ctx, 100*time.Millisecond); ok {
+		return fmt.Sprintf("; the broker exited with status %d", code)
+	}
+	return ""
 }
 
 // finish ends the session and checks the stream and the tree.
