@@ -516,25 +516,30 @@ func (s *Stream) readJSON(resp *http.Response, callID jsonrpc.ID) {
 		s.replyLost(callID, "the server answered with an empty body")
 		return
 	}
-	s.inspect(body)
-	s.deliver(item{msg: body})
+	_, listen := s.inspect(body)
+	if s.deliver(item{msg: body}) && listen {
+		s.startListening()
+	}
 }
 
-// inspect looks at a message from the server: the initialize result sets the
-// protocol version and opens the event stream, before the broker sees it, so
-// that the stream is open when the server learns the session is initialized.
-func (s *Stream) inspect(msg []byte) *jsonrpc.Message {
+// inspect looks at a message from the server. The initialize result sets
+// the protocol version, and from then on the broker's messages wait until the
+// event stream has been tried (see awaitListening), so that the stream is
+// open when the server learns that the session is initialized; listen
+// reports that the caller must start it (startListening) once it has handed
+// the result over, so that nothing from the stream overtakes the result.
+func (s *Stream) inspect(msg []byte) (m *jsonrpc.Message, listen bool) {
 	m, err := jsonrpc.Decode(msg)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	if !m.IsResponse() || m.Error != nil {
-		return m
+		return m, false
 	}
 	s.mu.Lock()
 	if s.initID.IsZero() || m.ID != s.initID || s.listening != nil {
 		s.mu.Unlock()
-		return m
+		return m, false
 	}
 	var res struct {
 		ProtocolVersion string `json:"protocolVersion"`
@@ -545,10 +550,14 @@ func (s *Stream) inspect(msg []byte) *jsonrpc.Message {
 	}
 	s.listening = make(chan struct{})
 	s.mu.Unlock()
+	return m, true
+}
+
+// startListening opens the standalone event stream in the background.
+func (s *Stream) startListening() {
 	if !s.goRead(s.listen) {
 		s.settleListening()
 	}
-	return m
 }
 
 // versionPattern is what a protocol version must look like to go in a header.
@@ -627,8 +636,8 @@ func (s *Stream) followWith(er *eventReader, resp *http.Response, callID jsonrpc
 	for {
 		if resp != nil {
 			answered, progressed := s.consume(resp, er, callID)
-			if answered || s.ctx.Err() != nil {
-				return
+			if answered || s.isClosed() {
+				return // (a server ends its streams when Close ends the session)
 			}
 			if progressed {
 				failures = 0
@@ -704,11 +713,15 @@ func (s *Stream) consume(resp *http.Response, er *eventReader, callID jsonrpc.ID
 		}
 		progressed = true
 		var m *jsonrpc.Message
+		listen := false
 		if !callID.IsZero() || s.initPending() {
-			m = s.inspect(ev.data)
+			m, listen = s.inspect(ev.data)
 		}
 		if !s.deliver(item{msg: ev.data}) {
 			return true, progressed
+		}
+		if listen {
+			s.startListening()
 		}
 		if m != nil && m.IsResponse() && m.ID == callID {
 			return true, progressed
@@ -826,6 +839,13 @@ func (s *Stream) noteSession(resp *http.Response) {
 	}
 }
 
+// isClosed reports whether Close has begun.
+func (s *Stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // goRead runs f on a goroutine that Close waits for; false once closed.
 func (s *Stream) goRead(f func()) bool {
 	s.mu.Lock()
@@ -852,11 +872,15 @@ func (s *Stream) deliver(it item) bool {
 }
 
 // fail breaks the stream: Read returns err once what came before is read.
+// It is logged here too, since it is mostly found in the background (on the
+// event stream) and the session may end on another symptom first (a write to
+// a connection that already ended).
 func (s *Stream) fail(err error) {
 	if s.ctx.Err() != nil {
 		return
 	}
 	s.failOnce.Do(func() {
+		s.log.Error("the connection to the server broke", "error", err)
 		s.failErr = err
 		close(s.failed)
 	})

@@ -29,8 +29,10 @@ type fileConfig struct {
 	ServerID string       `json:"serverId"`
 	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
 	// from a bundle server.
-	OPA   json.RawMessage `json:"opa"`
-	Audit struct {
+	OPA json.RawMessage `json:"opa"`
+	// Remote is the MCP server that connect serves over Streamable HTTP.
+	Remote *remoteConfig `json:"remote"`
+	Audit  struct {
 		Dir             string `json:"dir"`
 		Sync            string `json:"sync"`
 		RedactPaths     bool   `json:"redactPaths"`

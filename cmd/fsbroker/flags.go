@@ -69,6 +69,9 @@ type options struct {
 	retentionBytes  int64
 	opaConfig       json.RawMessage // the config file's opa member
 	opaBundles      bool            // pull the policy set as opaConfig says
+	remoteURL       string          // connect --url, or the config's remote.url
+	remoteCA        string          // --ca, or the config's remote.ca
+	remoteHeaders   []string        // --header values, "NAME: VALUE"
 
 	set map[string]bool // flags given on the command line
 }
@@ -81,11 +84,15 @@ client, sends initialize, and answers the server's roots/list requests. Logs go
 to stderr.
 `,
 	"connect": `Usage: fsbroker connect [flags] -- CMD [ARGS...]
+       fsbroker connect [flags] --url URL
 
 Start CMD as an MCP server over stdio and serve it. The server's stderr goes to
 fsbroker's log. The session ends when the server exits; when fsbroker is
 stopped (SIGINT, SIGTERM) it closes the server's stdin, then sends SIGTERM,
 then SIGKILL, waiting --shutdown-timeout between steps.
+
+With --url (or remote.url in the config file), serve the remote MCP server at
+URL over Streamable HTTP instead (--ca, --header; see docs/remote.md).
 `,
 	"wrap": `Usage: fsbroker wrap [flags] -- CMD [ARGS...]
 
@@ -158,6 +165,9 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
 	fs.DurationVar(&o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
 	fs.Int64Var(&o.retentionBytes, "audit-retention-bytes", 0, "delete the oldest closed audit segments while all of them hold more than `BYTES` (0: no limit)")
+	if cmd == "connect" {
+		registerRemoteFlags(fs, o)
+	}
 	return fs, o
 }
 
@@ -545,5 +555,6 @@ func (o *options) mergeConfig(c *fileConfig) error {
 			*d.dst = v
 		}
 	}
+	o.mergeRemote(c)
 	return nil
 }

@@ -53,8 +53,8 @@ func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(rest) == 0 {
-		return configErrorf("connect needs the server command after --, as in: fsbroker connect --root DIR -- CMD ARGS")
+	if len(rest) == 0 || o.remoteURL != "" {
+		return runRemote(ctx, o, rest, stderr) // a remote server over Streamable HTTP
 	}
 	s, err := prepare(o, stderr)
 	if err != nil {
