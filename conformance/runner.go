@@ -214,7 +214,20 @@ func (r *Runner) RunCase(ctx context.Context, c *Case) *Result {
 		res.Failures = []string{"set-up: " + err.Error()}
 		return res
 	}
+	// Past the deadline, a broker that stopped reading could hold a write to its stdin for
+	// ever: kill it, which ends the write.
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			if !cr.s.hasExited() {
+				signalGroup(cr.s.cmd, false)
+			}
+		case <-finished:
+		}
+	}()
 	cr.run()
+	close(finished)
 	res.Failures = cr.fails
 	if cr.s != nil {
 		res.Transcript = cr.s.lastTranscript(transcriptLines)
@@ -426,7 +439,11 @@ func (cr *caseRun) answerInitialize(init *Initialize, auto bool) bool {
 func (cr *caseRun) step(i int, s *Step) bool {
 	label := fmt.Sprintf("step %d (%s)", i+1, s.Name)
 	fail := func(format string, args ...any) bool {
-		cr.failf("%s: %s", label, fmt.Sprintf(format, args...))
+		msg := fmt.Sprintf(format, args...)
+		if cr.ctx.Err() != nil {
+			msg += " (the case's deadline passed)"
+		}
+		cr.failf("%s: %s", label, msg)
 		return false
 	}
 	switch {
