@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/remote"
@@ -88,7 +89,23 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 		return err
 	}
 	s.log.Info("serving a remote server", "url", stream.URL(), "roots", s.roots.Len())
+	// A POST that hangs, or keeps being retried, must not hold fsbroker once
+	// it is told to stop: in-flight replies get the shutdown timeout, then
+	// the stream is closed under them.
+	served := make(chan struct{})
+	go func() {
+		select {
+		case <-served:
+		case <-ctx.Done():
+			select {
+			case <-served:
+			case <-time.After(o.shutdownTimeout):
+				_ = stream.Close()
+			}
+		}
+	}()
 	err = s.serveView(ctx, stream, nil, broker.WithTransport("http"))
+	close(served)
 	_ = stream.Close()
 	return err
 }

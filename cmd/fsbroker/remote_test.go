@@ -481,6 +481,30 @@ func TestRemoteURLSessionExpired(t *testing.T) {
 	}
 }
 
+// SIGTERM while a POST hangs (a server that never answers initialize):
+// fsbroker still stops, after the shutdown timeout, with status 0.
+func TestRemoteURLStopsWhileAPOSTHangs(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	posted := make(chan struct{}, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posted <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) })
+	p := startRemoteBroker(t, nil, "--root", t.TempDir(), "--url", ts.URL+"/mcp", "--shutdown-timeout", "200ms")
+	select {
+	case <-posted:
+	case <-time.After(waitLimit):
+		t.Fatal("no POST of initialize")
+	}
+	sigterm(t, p)
+}
+
 // Usage and configuration errors exit 2 with a message naming the setting,
 // and never show a header's value.
 func TestRemoteURLConfigErrors(t *testing.T) {
