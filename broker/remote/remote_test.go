@@ -6,6 +6,7 @@ package remote
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -336,6 +337,41 @@ func TestStreamExchange(t *testing.T) {
 				t.Errorf("requests %s, want POST GET POST POST DELETE", got)
 			}
 		})
+	}
+}
+
+// Over TLS with HTTP/2 (one connection carries the event stream and the
+// POSTs), trusting the server's CA only.
+func TestStreamHTTP2(t *testing.T) {
+	p := newPeer(t)
+	var mu sync.Mutex
+	protos := map[string]int{}
+	inner := p.srv.Config.Handler
+	p.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos[r.Proto]++
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	})
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
+	t.Cleanup(p.srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(p.srv.Certificate())
+	s := newStream(t, p.srv.URL+"/mcp", WithRootCAs(pool))
+	handshake(t, s, p)
+	p.push <- sseEvent("", `{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+	if m := decode(t, read(t, s)); m.Method != "roots/list" {
+		t.Fatalf("got %+v", m)
+	}
+	if err := s.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	awaitPosted(t, p)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(protos) != 1 || protos["HTTP/2.0"] == 0 {
+		t.Errorf("protocols used: %v, want HTTP/2.0 only", protos)
 	}
 }
 
