@@ -111,6 +111,9 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 // handleKnown validates a known method's params and runs its handler under
 // the operation's deadline.
 func (s *Session) handleKnown(ctx context.Context, name string, m method, req *jsonrpc.Message) (any, error) {
+	if err := checkText(req.Params); err != nil {
+		return nil, err
+	}
 	if err := s.validator.ValidateParams(name, req.Params); err != nil {
 		var verr *schema.Error
 		if errors.As(err, &verr) {
