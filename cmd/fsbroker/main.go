@@ -160,6 +160,21 @@ func runHelp(args []string, stdout io.Writer) error {
 	if args[0] == "grants" {
 		return grantsHelp(args[1:], stdout)
 	}
+	// Commands with flag sets of their own print them for -h.
+	switch args[0] {
+	case "conformance":
+		return runConformance(context.Background(), []string{"-h"}, stdout, stdout)
+	case "demo":
+		return runDemo(context.Background(), []string{"-h"}, stdout, stdout)
+	case "eval":
+		return runEval(context.Background(), []string{"-h"}, stdout, stdout)
+	case "policy":
+		sub := "test"
+		if len(args) > 1 {
+			sub = args[1]
+		}
+		return runPolicy(context.Background(), []string{sub, "-h"}, stdout, stdout)
+	}
 	fs, _ := newFlagSet(args[0], stdout)
 	if fs == nil {
 		return configErrorf("unknown command %q (run \"fsbroker help\")", args[0])

@@ -188,3 +188,16 @@ func TestConfigSymlinkSwap(t *testing.T) {
 		t.Errorf("roots after the swap = %q, want %q", got, []string{a, b})
 	}
 }
+
+// TestHelpForEveryCommand: `fsbroker help CMD` prints CMD's flags and exits 0 for every
+// command the usage lists.
+func TestHelpForEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{{"stdio"}, {"connect"}, {"wrap"}, {"policy"}, {"policy", "check"}, {"eval"},
+		{"audit"}, {"audit", "verify"}, {"grants"}, {"conformance"}, {"demo"}} {
+		stdout, stderr, code := runPlain(t, append([]string{"help"}, cmd...)...)
+		if code != 0 || !strings.Contains(stdout, "fsbroker "+cmd[0]) {
+			t.Errorf("help %v: exit %d\n%s%s", cmd, code, stdout, stderr)
+		}
+	}
+}
