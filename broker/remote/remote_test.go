@@ -2,7 +2,7 @@ package remote
 
 // These tests run the Stream against real HTTP servers (net/http/httptest)
 // whose handlers play the MCP server's side of Streamable HTTP by hand, and,
-// in TestSessionWithGoSDKServer, against the official Go SDK's server.
+// in TestRemoteSessionWithGoSDKServer, against the official Go SDK's server.
 
 import (
 	"context"
@@ -257,7 +257,7 @@ func handshake(t *testing.T, s *Stream, p *peer) rpc {
 // stream: the headers go with every request after initialize, the server's
 // request comes on the GET stream (opened before notifications/initialized
 // leaves), the reply is POSTed back, and Close ends the session with DELETE.
-func TestStreamExchange(t *testing.T) {
+func TestRemoteStreamExchange(t *testing.T) {
 	for _, mode := range []string{"json", "sse"} {
 		t.Run(mode, func(t *testing.T) {
 			p := newPeer(t)
@@ -342,7 +342,7 @@ func TestStreamExchange(t *testing.T) {
 
 // Over TLS with HTTP/2 (one connection carries the event stream and the
 // POSTs), trusting the server's CA only.
-func TestStreamHTTP2(t *testing.T) {
+func TestRemoteStreamHTTP2(t *testing.T) {
 	p := newPeer(t)
 	var mu sync.Mutex
 	protos := map[string]int{}
@@ -377,7 +377,7 @@ func TestStreamHTTP2(t *testing.T) {
 
 // A GET stream that breaks is resumed with Last-Event-ID after the server's
 // retry time, and what the server sends on the new stream arrives.
-func TestStreamResumesEventStream(t *testing.T) {
+func TestRemoteStreamResumesEventStream(t *testing.T) {
 	p := newPeer(t)
 	p.onGet = func(w http.ResponseWriter, r *http.Request, n int) bool {
 		if n > 1 {
@@ -408,7 +408,7 @@ func TestStreamResumesEventStream(t *testing.T) {
 // A POST's event stream cut before the reply is resumed with GET and
 // Last-Event-ID; one without event ids cannot be, and the request gets an
 // error reply instead of none.
-func TestStreamResumesReply(t *testing.T) {
+func TestRemoteStreamResumesReply(t *testing.T) {
 	t.Run("with event id", func(t *testing.T) {
 		p := newPeer(t)
 		p.onInit = func(w http.ResponseWriter) {
@@ -451,7 +451,7 @@ func TestStreamResumesReply(t *testing.T) {
 
 // A request refused with an HTTP error and a JSON-RPC error body gets that
 // error as its reply; without such a body, Write fails.
-func TestStreamHTTPErrors(t *testing.T) {
+func TestRemoteStreamHTTPErrors(t *testing.T) {
 	t.Run("JSON-RPC error body", func(t *testing.T) {
 		p := newPeer(t)
 		p.onInit = func(w http.ResponseWriter) {
@@ -518,7 +518,7 @@ func TestStreamHTTPErrors(t *testing.T) {
 
 // A 404 for the session ends the stream with ErrSessionExpired, and Close
 // then sends no DELETE.
-func TestStreamSessionExpired(t *testing.T) {
+func TestRemoteStreamSessionExpired(t *testing.T) {
 	p := newPeer(t)
 	p.onPost = func(w http.ResponseWriter, m rpc) bool {
 		if m.Method == "ping" {
@@ -544,7 +544,7 @@ func TestStreamSessionExpired(t *testing.T) {
 }
 
 // A server without a GET stream (405) is served over POSTs alone.
-func TestStreamWithoutEventStream(t *testing.T) {
+func TestRemoteStreamWithoutEventStream(t *testing.T) {
 	p := newPeer(t)
 	p.onGet = func(w http.ResponseWriter, r *http.Request, n int) bool {
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -564,7 +564,7 @@ func TestStreamWithoutEventStream(t *testing.T) {
 
 // An oversized event is reported as ErrMessageTooLarge and the stream goes
 // on.
-func TestStreamOversizedMessage(t *testing.T) {
+func TestRemoteStreamOversizedMessage(t *testing.T) {
 	p := newPeer(t)
 	s := newStream(t, p.start(), WithMaxMessageBytes(1024))
 	handshake(t, s, p)
@@ -580,7 +580,7 @@ func TestStreamOversizedMessage(t *testing.T) {
 
 // A server that went away: the event stream cannot be reopened, and Read
 // reports it once the retries are spent.
-func TestStreamServerGone(t *testing.T) {
+func TestRemoteStreamServerGone(t *testing.T) {
 	p := newPeer(t)
 	p.onGet = func(w http.ResponseWriter, r *http.Request, n int) bool {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -600,7 +600,7 @@ func TestStreamServerGone(t *testing.T) {
 }
 
 // Nothing secret reaches errors: not the URL's query or user info.
-func TestStreamErrorsHideSecrets(t *testing.T) {
+func TestRemoteStreamErrorsHideSecrets(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -620,7 +620,7 @@ func TestStreamErrorsHideSecrets(t *testing.T) {
 	}
 }
 
-func TestNewRefuses(t *testing.T) {
+func TestRemoteNewRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		url    string
 		header http.Header
@@ -646,7 +646,7 @@ func TestNewRefuses(t *testing.T) {
 // The broker's own session over a Stream to the official Go SDK's server
 // behind its Streamable HTTP handler: the server's ListRoots, called as soon
 // as it is told the session is initialized, gets the broker's roots.
-func TestSessionWithGoSDKServer(t *testing.T) {
+func TestRemoteSessionWithGoSDKServer(t *testing.T) {
 	dir := t.TempDir()
 	set, err := roots.New([]roots.Spec{{Path: dir, Mount: "project"}})
 	if err != nil {

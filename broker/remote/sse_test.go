@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestEventReader(t *testing.T) {
+func TestRemoteEventReader(t *testing.T) {
 	long := strings.Repeat("x", 70<<10) // longer than the read buffer
 	tests := []struct {
 		name   string
