@@ -4,6 +4,9 @@
 GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 15s
+# How long make test fuzzes each target (make fuzz: FUZZTIME).
+TEST_FUZZTIME ?= 3s
+
 # Every fuzz target as DIR:NAME, found in the _test.go files.
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
@@ -17,9 +20,11 @@ build:
 	$(GO) build -o $(BIN)/example-server ./cmd/example-server
 
 ## test: every test (unit, integration over real pipes and subprocesses,
-## interoperability, fuzz seed corpora), with the race detector
+## interoperability, fuzz seed corpora), with the race detector, then each
+## fuzz target for TEST_FUZZTIME (3s)
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 ## bench: the Go benchmarks, with allocations
 bench:
