@@ -198,6 +198,16 @@ func (p *demoPeer) run(stdout io.Writer) error {
 	}}); err != nil {
 		return err
 	}
+	// Like any MCP server, wait for notifications/initialized before asking.
+	for {
+		m, err := p.read()
+		if err != nil {
+			return err
+		}
+		if m.Method == "notifications/initialized" {
+			break
+		}
+	}
 	for _, step := range demoSteps {
 		params := step.params
 		p.seq++
