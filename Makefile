@@ -10,7 +10,7 @@ TEST_FUZZTIME ?= 3s
 # Every fuzz target as DIR:NAME, found in the _test.go files.
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
-.PHONY: demo-sdk all build test bench fuzz lint demo clean
+.PHONY: demo-sdk all build test bench bench-e2e fuzz lint demo clean
 
 all: lint test
 
@@ -26,9 +26,25 @@ test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
-## bench: the Go benchmarks, with allocations
+## bench: the Go micro-benchmarks, with allocations, then the end-to-end
+## comparison (bench-e2e)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	@$(MAKE) --no-print-directory bench-e2e
+
+## bench-e2e: cmd/fsbench drives fsbroker, the raw baseline (cmd/fsbaseline)
+## and the reference TypeScript server over stdio, side by side, and prints
+## the table and DESIGN.md's budgets (about two minutes). The TypeScript server
+## is installed into a cache directory outside the repo when missing
+## (bench/install-ts-server.sh), and skipped, saying why, when it cannot be.
+## BENCHFLAGS: more fsbench flags (-format markdown|json, -duration 5s, ...)
+BENCHFLAGS ?=
+bench-e2e:
+	$(GO) build -o $(BIN)/fsbroker ./cmd/fsbroker
+	$(GO) build -o $(BIN)/fsbaseline ./cmd/fsbaseline
+	$(GO) build -o $(BIN)/fsbench ./cmd/fsbench
+	@sh bench/install-ts-server.sh >/dev/null || true
+	$(BIN)/fsbench $(BENCHFLAGS)
 
 ## fuzz: each fuzz target for FUZZTIME (default 15s); crashers land in testdata/
 ## (minimizing is kept short: targets that write files would otherwise spend

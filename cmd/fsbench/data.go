@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// tree is what the targets serve, made fresh for each fsbench run: a root
+// "data" for every workload but the paged listing, and a root "big" that
+// holds only the large directory, served only in the paged run (so that
+// whatever a target does with a whole root at start, such as fsbroker's
+// sweep for stale temporary files, weighs on that run alone). The roots' base
+// names are the mounts of fsbroker's and fsbaseline's paths.
+//
+//	data/r1k/, r64k/, r1m/  files to read: cfg.files of each size, ASCII text
+//	data/w/                 files to overwrite, cfg.files per target (4 KiB)
+//	data/l1000/             cfg.listN small files (files/list)
+//	big/lbig/               cfg.bigN empty files (the paged listing)
+type tree struct {
+	root    string // data: absolute, symlinks resolved
+	bigRoot string // big: the same
+}
+
+// readDir is the tree's directory of files of size bytes.
+func readDir(size int) string {
+	switch {
+	case size >= 1<<20 && size%(1<<20) == 0:
+		return fmt.Sprintf("r%dm", size>>20)
+	case size >= 1<<10 && size%(1<<10) == 0:
+		return fmt.Sprintf("r%dk", size>>10)
+	}
+	return fmt.Sprintf("r%d", size)
+}
+
+// textOfSize returns size bytes of ASCII text in lines of 64 bytes: JSON
+// escapes one byte a line (the newline), as it would in source code.
+func textOfSize(size int) []byte {
+	var b strings.Builder
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "%06d the quick brown fox jumps over the lazy dog, again and again\n", i)
+	}
+	return []byte(b.String()[:size])
+}
+
+// filePaths returns n tree-relative paths in dir.
+func filePaths(dir, prefix string, n int) []string {
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("%s/%s%06d.txt", dir, prefix, i)
+	}
+	return paths
+}
+
+// makeTree creates the tree in parent for cfg and targets.
+func makeTree(parent string, cfg *config, targets []*target) (*tree, error) {
+	t := &tree{}
+	for _, r := range []struct {
+		name string
+		dir  *string
+	}{{"data", &t.root}, {"big", &t.bigRoot}} {
+		dir := filepath.Join(parent, r.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		dir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return nil, err
+		}
+		*r.dir = dir
+	}
+	root := t.root
+	fill := func(paths []string, content []byte) error {
+		for _, p := range paths {
+			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(p)), content, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	mkdir := func(dir string) error { return os.MkdirAll(filepath.Join(root, dir), 0o755) }
+	for _, size := range readSizes {
+		if err := mkdir(readDir(size)); err != nil {
+			return nil, err
+		}
+		if err := fill(filePaths(readDir(size), "f", cfg.files), textOfSize(size)); err != nil {
+			return nil, err
+		}
+	}
+	if err := mkdir("w"); err != nil {
+		return nil, err
+	}
+	for _, tg := range targets {
+		if err := fill(filePaths("w", tg.name+"-", cfg.files), textOfSize(writeSize)); err != nil {
+			return nil, err
+		}
+	}
+	if err := mkdir("l1000"); err != nil {
+		return nil, err
+	}
+	if err := fill(filePaths("l1000", "f", cfg.listN), []byte("x\n")); err != nil {
+		return nil, err
+	}
+	if cfg.bigN > 0 {
+		if err := os.Mkdir(filepath.Join(t.bigRoot, "lbig"), 0o755); err != nil {
+			return nil, err
+		}
+		for _, p := range filePaths("lbig", "f", cfg.bigN) {
+			f, err := os.OpenFile(filepath.Join(t.bigRoot, filepath.FromSlash(p)), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+			if err != nil {
+				return nil, err
+			}
+			f.Close()
+		}
+	}
+	return t, nil
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// loadSpec is how long and how hard one run drives its target.
+type loadSpec struct {
+	inflight int           // requests outstanding at once (1: sequential)
+	warmup   time.Duration // requests sent before this are not measured
+	duration time.Duration // how long the measured part sends requests
+	max      int           // measured requests at most (0: no limit)
+}
+
+// runStats is what one run measured.
+type runStats struct {
+	lat      []time.Duration // of each measured, successful request
+	elapsed  time.Duration   // from the measured part's start to its last reply
+	errors   int             // failed requests, warm-up included
+	firstErr string
+}
+
+// fail counts a failed request.
+func (s *runStats) fail(err error) {
+	if s.errors == 0 {
+		s.firstErr = err.Error()
+	}
+	s.errors++
+}
+
+// rps is the measured, successful requests per second.
+func (s *runStats) rps() float64 {
+	if s.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(s.lat)) / s.elapsed.Seconds()
+}
+
+// percentile returns the p-th percentile (nearest rank) of d, sorting it.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(math.Ceil(p/100*float64(len(d)))) - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+// checkReply checks one reply: an error, or a result that passes check.
+func checkReply(check func([]byte, bool) error, result, rpcErr []byte, full bool) error {
+	if rpcErr != nil {
+		return fmt.Errorf("error reply: %.300s", rpcErr)
+	}
+	if result == nil {
+		return errors.New("reply without a result")
+	}
+	return check(result, full)
+}
+
+// phase tracks a run's warm-up and measured part.
+type phase struct {
+	spec      loadSpec
+	begin     time.Time
+	measuring bool
+	start     time.Time // of the measured part
+}
+
+// next reports whether another request may be sent, now that sent measured
+// requests were; it starts the measured part once the warm-up is over.
+func (p *phase) next(sent int) bool {
+	now := time.Now()
+	if !p.measuring && now.Sub(p.begin) >= p.spec.warmup {
+		p.measuring, p.start = true, now
+	}
+	return !p.measuring || now.Sub(p.start) < p.spec.duration && (p.spec.max <= 0 || sent < p.spec.max)
+}
+
+// awaitReply reads the child's stdout up to the reply to id; requests and
+// notifications from the child are skipped.
+func awaitReply(c *child, id int64) (result, rpcErr []byte, at time.Time, err error) {
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			return nil, nil, time.Time{}, err
+		}
+		at := time.Now()
+		got, result, rpcErr, reply, err := envelope(line)
+		if err != nil {
+			return nil, nil, at, err
+		}
+		if !reply {
+			continue
+		}
+		if got != id {
+			return nil, nil, at, fmt.Errorf("a reply to id %d while waiting for %d", got, id)
+		}
+		return result, rpcErr, at, nil
+	}
+}
+
+// runLoad sends o's requests to c as spec says and measures each one's
+// latency, from just before its line is written to just after its reply is
+// read. A first reply that fails its check ends the run.
+func runLoad(c *child, o op, spec loadSpec) (*runStats, error) {
+	if spec.inflight <= 1 {
+		return runSequential(c, o, spec)
+	}
+	return runPipelined(c, o, spec)
+}
+
+func runSequential(c *child, o op, spec loadSpec) (*runStats, error) {
+	st := &runStats{}
+	ph := &phase{spec: spec, begin: time.Now()}
+	var buf []byte
+	for i := 0; ph.next(len(st.lat)); i++ {
+		id := int64(i + 1)
+		buf = o.req(buf[:0], id, i)
+		t0 := time.Now()
+		if err := c.send(buf); err != nil {
+			return nil, err
+		}
+		result, rpcErr, at, err := awaitReply(c, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkReply(o.check, result, rpcErr, i == 0); err != nil {
+			st.fail(err)
+			if i == 0 {
+				return st, nil
+			}
+			continue
+		}
+		if ph.measuring {
+			st.lat = append(st.lat, at.Sub(t0))
+			st.elapsed = at.Sub(ph.start)
+		}
+	}
+	return st, nil
+}
+
+// reply is a reply as the reader goroutine of a pipelined run saw it.
+type reply struct {
+	id    int64
+	at    time.Time
+	err   error // the reply failed its check
+	fatal error // the stream failed: the run ends
+}
+
+func runPipelined(c *child, o op, spec loadSpec) (*runStats, error) {
+	replies := make(chan reply, spec.inflight+1)
+	stop := make(chan struct{})
+	defer close(stop)
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.readerDone = done
+	c.mu.Unlock()
+	// The reader parses and checks replies as they come; once the run is
+	// over it keeps reading (and dropping) until the child's stdout ends, so
+	// that the child never blocks on a full pipe.
+	go func() {
+		defer close(done)
+		deliver := func(r reply) {
+			select {
+			case replies <- r:
+			case <-stop:
+			}
+		}
+		full := true
+		for {
+			line, err := c.readLine()
+			if err != nil {
+				deliver(reply{fatal: err})
+				return
+			}
+			at := time.Now()
+			id, result, rpcErr, isReply, err := envelope(line)
+			if err != nil {
+				deliver(reply{fatal: err})
+				continue
+			}
+			if !isReply {
+				continue
+			}
+			deliver(reply{id: id, at: at, err: checkReply(o.check, result, rpcErr, full)})
+			full = false
+		}
+	}()
+
+	ring := int64(max(1024, 2*spec.inflight))
+	starts := make([]time.Time, ring)
+	st := &runStats{}
+	ph := &phase{spec: spec, begin: time.Now()}
+	var buf []byte
+	var sent, recv int64                  // ids are 1..sent
+	firstMeasured := int64(math.MaxInt64) // the first id sent in the measured part
+	sending := true
+	for {
+		for sending && sent-recv < int64(spec.inflight) {
+			measured := 0
+			if ph.measuring {
+				measured = int(sent + 1 - firstMeasured)
+			}
+			if !ph.next(measured) {
+				sending = false
+				break
+			}
+			if ph.measuring && firstMeasured == math.MaxInt64 {
+				firstMeasured = sent + 1
+			}
+			sent++
+			buf = o.req(buf[:0], sent, int(sent-1))
+			starts[sent%ring] = time.Now()
+			if err := c.send(buf); err != nil {
+				return nil, err
+			}
+		}
+		if recv == sent {
+			return st, nil
+		}
+		r := <-replies
+		if r.fatal != nil {
+			return nil, r.fatal
+		}
+		if r.id < 1 || r.id > sent || r.id <= sent-ring {
+			return nil, fmt.Errorf("a reply to id %d, which is not outstanding", r.id)
+		}
+		recv++
+		if r.err != nil {
+			st.fail(r.err)
+			if recv == 1 {
+				sending = false // the first reply failed its check: drain and stop
+			}
+			continue
+		}
+		if r.id >= firstMeasured {
+			st.lat = append(st.lat, r.at.Sub(starts[r.id%ring]))
+			st.elapsed = max(st.elapsed, r.at.Sub(ph.start))
+		}
+	}
+}
+
+// runPages lists a directory of total entries page by page, over and over,
+// and measures each page. Every pass is checked to list every entry once.
+func runPages(c *child, p *pageOp, total, limit int, spec loadSpec) (*runStats, error) {
+	st := &runStats{}
+	ph := &phase{spec: spec, begin: time.Now()}
+	var buf []byte
+	cursor, seen := "", 0
+	for i := 0; ph.next(len(st.lat)); i++ {
+		id := int64(i + 1)
+		buf = p.req(buf[:0], id, cursor)
+		t0 := time.Now()
+		if err := c.send(buf); err != nil {
+			return nil, err
+		}
+		result, rpcErr, at, err := awaitReply(c, id)
+		if err != nil {
+			return nil, err
+		}
+		err = checkReply(func(res []byte, _ bool) error {
+			n, next, err := p.parse(res)
+			switch {
+			case err != nil:
+				return err
+			case next != "" && n != limit:
+				return fmt.Errorf("files/list page of %d entries with a next cursor, want %d", n, limit)
+			}
+			seen += n
+			cursor = next
+			if next == "" {
+				if seen != total {
+					return fmt.Errorf("files/list: %d entries over all pages, want %d", seen, total)
+				}
+				seen = 0
+			}
+			return nil
+		}, result, rpcErr, false)
+		if err != nil {
+			st.fail(err)
+			return st, nil
+		}
+		if ph.measuring {
+			st.lat = append(st.lat, at.Sub(t0))
+			st.elapsed = at.Sub(ph.start)
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,551 @@
+// Command fsbench is fsbroker's end-to-end load generator (`make bench`,
+// `make bench-e2e`): it drives programs over stdio as their peer would, side
+// by side in one run, and reports what a user of each would feel.
+//
+// The targets, each started as a child from a command-line template:
+//
+//   - baseline: cmd/fsbaseline, fsbroker's wire with plain OS calls and no
+//     checks (the reference the budgets of DESIGN.md are ratios against);
+//   - fsbroker: `fsbroker stdio` with its defaults (built-in policies, audit
+//     trail in batch mode), --consent auto, a fresh --state-dir and
+//     --rate-limit 0: the per-server rate limit (200 requests/s by default)
+//     is a throttle, not a cost, and left on it would be all a throughput
+//     figure measured;
+//   - ts: the reference TypeScript filesystem MCP server
+//     (@modelcontextprotocol/server-filesystem) under node, installed into a
+//     cache directory by bench/install-ts-server.sh; skipped, with the
+//     reason, when it is not there.
+//
+// For baseline and fsbroker, fsbench plays the MCP server: it answers the
+// child's initialize, then sends files/read, files/write and files/list. For
+// the TypeScript server it plays the MCP client: initialize, then tools/call
+// of read_text_file, write_file and list_directory.
+//
+// The workloads: files/read of 1 KiB, 64 KiB and 1 MiB files, sequential and
+// with -inflight requests outstanding; files/write of 4 KiB (sequential);
+// files/list of a 1,000-entry directory; a 100,000-entry directory (in a
+// root of its own) listed page by page, time per page; and the time from the
+// child's start to initialize (the same state directory for every start, as
+// a restart would have). Each workload runs in a fresh child, for -warmup and
+// then -duration; reads cycle over -files files of each size. The targets
+// take turns workload by workload, -rounds times; with more than one round
+// the round with the median requests per second is reported.
+//
+// For each workload and target the report gives the requests measured, p50
+// and p99 latency (from just before a request is written to just after its
+// reply is read), requests per second, the child's peak RSS (VmHWM when the
+// run ends; n/a off Linux), and ratios against the baseline and the
+// TypeScript server; then DESIGN.md's budgets, met or not, as ratios; and the
+// machine with its load average before and after. -format markdown prints
+// tables for docs/performance.md, -format json the same as JSON.
+//
+// Usage:
+//
+//	fsbench [flags]
+//
+// Templates are split at spaces; {root} is the served directory, {state} a
+// fresh state directory for each child, {bin} the directory of the fsbench
+// binary and {tscache} the TypeScript server's cache directory.
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The workload sizes.
+var readSizes = []int{1 << 10, 64 << 10, 1 << 20}
+
+const writeSize = 4 << 10
+
+// Default templates of the three targets.
+const (
+	defaultBaseline = "{bin}/fsbaseline --root {root}:rw"
+	defaultBroker   = "{bin}/fsbroker stdio --root {root}:rw --consent auto --state-dir {state} --rate-limit 0"
+	defaultTS       = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
+)
+
+// config is one fsbench run's settings (its flags).
+type config struct {
+	targets   string // comma-separated target names to run
+	baseline  string // command templates
+	broker    string
+	ts        string
+	tsCache   string
+	workloads string // comma-separated workload keys; empty: all
+
+	duration time.Duration
+	warmup   time.Duration
+	max      int // measured requests per run at most; 0: no limit
+	inflight int
+	starts   int
+	rounds   int
+	files    int // files per read size and per target for writes
+	listN    int
+	bigN     int
+	page     int
+	timeout  time.Duration
+
+	format string
+	dir    string
+	keep   bool
+	quiet  bool
+}
+
+// defaultTSCache is where bench/install-ts-server.sh installs the
+// TypeScript server (the same rule as the script's).
+func defaultTSCache() string {
+	if d := os.Getenv("FSBENCH_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "fsbroker-bench")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "fsbroker-bench")
+	}
+	return filepath.Join(home, ".cache", "fsbroker-bench")
+}
+
+// parseFlags returns the run's config from args.
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("fsbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.targets, "targets", "baseline,fsbroker,ts", "the `targets` to run, comma-separated, of baseline, fsbroker and ts")
+	fs.StringVar(&cfg.baseline, "baseline", defaultBaseline, "command `template` of the baseline")
+	fs.StringVar(&cfg.broker, "fsbroker", defaultBroker, "command `template` of fsbroker")
+	fs.StringVar(&cfg.ts, "ts", defaultTS, "command `template` of the TypeScript server")
+	fs.StringVar(&cfg.tsCache, "ts-cache", defaultTSCache(), "`dir` of the TypeScript server's install ({tscache}; bench/install-ts-server.sh)")
+	fs.StringVar(&cfg.workloads, "workloads", "", "the `workloads` to run, comma-separated (default all: "+strings.Join(workloadKeys(), ",")+")")
+	fs.DurationVar(&cfg.duration, "duration", 2*time.Second, "measured time of each run")
+	fs.DurationVar(&cfg.warmup, "warmup", 300*time.Millisecond, "unmeasured time before each run")
+	fs.IntVar(&cfg.max, "n", 0, "measured requests of each run at most (0: as many as -duration allows)")
+	fs.IntVar(&cfg.inflight, "inflight", 8, "requests outstanding at once in the concurrent read runs")
+	fs.IntVar(&cfg.starts, "starts", 10, "starts measured for the start-to-initialize figure")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "runs of every workload against every target, interleaved; the round with the median req/s is reported (for a noisy machine)")
+	fs.IntVar(&cfg.files, "files", 64, "distinct files of each read size, read in turn")
+	fs.IntVar(&cfg.listN, "list", 1000, "entries of the files/list directory")
+	fs.IntVar(&cfg.bigN, "big", 100000, "entries of the directory listed page by page (0: no paged run)")
+	fs.IntVar(&cfg.page, "page", 1000, "entries per page of the paged listing")
+	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "a run still going this long after its warm-up and duration is killed")
+	fs.StringVar(&cfg.format, "format", "text", "output `format`: text, markdown or json")
+	fs.StringVar(&cfg.dir, "dir", "", "work `dir` for the served tree and state (default a fresh temporary one, removed at the end)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
+	fs.BoolVar(&cfg.quiet, "q", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: fsbench [flags]\n\n"+
+			"Drives fsbaseline, fsbroker and the TypeScript filesystem MCP server over stdio and\n"+
+			"reports latency, throughput and peak RSS side by side, with DESIGN.md's budgets.\n"+
+			"Templates: {root} served dir, {state} fresh state dir, {bin} fsbench's dir, {tscache}.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch {
+	case cfg.format != "text" && cfg.format != "markdown" && cfg.format != "json":
+		return nil, fmt.Errorf("-format %q: want text, markdown or json", cfg.format)
+	case cfg.inflight < 1 || cfg.starts < 1 || cfg.rounds < 1 || cfg.files < 1 || cfg.listN < 1 || cfg.bigN < 0:
+		return nil, errors.New("-inflight, -starts, -rounds, -files and -list must be at least 1, -big at least 0")
+	case cfg.page < 1 || cfg.page > 10000:
+		return nil, errors.New("-page must be 1 to 10000")
+	case cfg.duration <= 0:
+		return nil, errors.New("-duration must be positive")
+	}
+	for _, k := range splitList(cfg.workloads) {
+		if !slicesContains(workloadKeys(), k) {
+			return nil, fmt.Errorf("-workloads: unknown workload %q (known: %s)", k, strings.Join(workloadKeys(), ","))
+		}
+	}
+	for _, k := range splitList(cfg.targets) {
+		if k != "baseline" && k != "fsbroker" && k != "ts" {
+			return nil, fmt.Errorf("-targets: unknown target %q (known: baseline, fsbroker, ts)", k)
+		}
+	}
+	return cfg, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fsbench:", err)
+		os.Exit(2)
+	}
+	var progress io.Writer = os.Stderr
+	if cfg.quiet {
+		progress = io.Discard
+	}
+	rep, err := run(cfg, progress)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fsbench:", err)
+		os.Exit(1)
+	}
+	if err := rep.write(os.Stdout, cfg.format); err != nil {
+		fmt.Fprintln(os.Stderr, "fsbench:", err)
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func slicesContains(list []string, s string) bool { return slices.Contains(list, s) }
+
+// workload is one kind of run.
+type workload struct {
+	key      string // its name in -workloads and the JSON
+	title    string
+	kind     string // read, write, list, pages or start
+	size     int    // bytes per file (read, write)
+	inflight int
+}
+
+// allWorkloads returns every workload, in the report's order.
+func allWorkloads(inflight int) []workload {
+	var ws []workload
+	for _, size := range readSizes {
+		name := sizeName(size)
+		key := "read-" + strings.ToLower(strings.TrimSuffix(strings.ReplaceAll(name, " ", ""), "iB"))
+		ws = append(ws, workload{key: key, title: "files/read " + name, kind: "read", size: size, inflight: 1})
+		if inflight > 1 {
+			ws = append(ws, workload{key: key + "-x" + strconv.Itoa(inflight), title: "files/read " + name + ", " + strconv.Itoa(inflight) + " in flight",
+				kind: "read", size: size, inflight: inflight})
+		}
+	}
+	return append(ws,
+		workload{key: "write-4k", title: "files/write 4 KiB", kind: "write", size: writeSize, inflight: 1},
+		workload{key: "list", title: "files/list of a directory", kind: "list", inflight: 1},
+		workload{key: "list-paged", title: "files/list page by page", kind: "pages", inflight: 1},
+		workload{key: "start", title: "start to initialize", kind: "start", inflight: 1},
+	)
+}
+
+// workloadKeys are the keys of the workloads, -inflight 8.
+func workloadKeys() []string {
+	var keys []string
+	for _, w := range allWorkloads(8) {
+		keys = append(keys, strings.Replace(w.key, "-x8", "-xN", 1))
+	}
+	return keys
+}
+
+// selected reports whether -workloads includes w.
+func (cfg *config) selected(w workload) bool {
+	list := splitList(cfg.workloads)
+	if len(list) == 0 {
+		return true
+	}
+	key := w.key
+	if w.kind == "read" && w.inflight > 1 {
+		key = key[:strings.LastIndex(key, "-x")] + "-xN"
+	}
+	return slicesContains(list, key)
+}
+
+// sizeName writes a size as 1 KiB, 64 KiB, 1 MiB.
+func sizeName(size int) string {
+	switch {
+	case size >= 1<<20 && size%(1<<20) == 0:
+		return strconv.Itoa(size>>20) + " MiB"
+	case size >= 1<<10 && size%(1<<10) == 0:
+		return strconv.Itoa(size>>10) + " KiB"
+	}
+	return strconv.Itoa(size) + " B"
+}
+
+// target is one program under test.
+type target struct {
+	name string
+	tmpl string
+	skip string // why it is not run, when it is not
+	hint string // what to do when it cannot start
+}
+
+// proto is how fsbench talks to tg serving root.
+func (tg *target) proto(root string) protocol {
+	if tg.name == "ts" {
+		return toolsProto{root: root}
+	}
+	return filesProto{mount: filepath.Base(root)}
+}
+
+// bench is one fsbench run in progress.
+type bench struct {
+	cfg      *config
+	work     string // the work directory
+	tree     *tree
+	bin      string
+	progress io.Writer
+	states   int // state directories made so far
+}
+
+// newState makes a fresh state directory for a child of tg.
+func (b *bench) newState(tg *target) (string, error) {
+	b.states++
+	state := filepath.Join(b.work, "state", fmt.Sprintf("%s-%d", tg.name, b.states))
+	return state, os.MkdirAll(state, 0o700)
+}
+
+// argv expands tg's template for a child serving root with state as its
+// state directory.
+func (b *bench) argv(tg *target, root, state string) []string {
+	r := strings.NewReplacer("{root}", root, "{state}", state, "{bin}", b.bin, "{tscache}", b.cfg.tsCache)
+	fields := strings.Fields(tg.tmpl)
+	for i, f := range fields {
+		fields[i] = r.Replace(f)
+	}
+	return fields
+}
+
+// start starts a child of tg serving root, with a fresh state directory
+// when state is "", and completes the handshake; it returns the time from
+// the start to initialize.
+func (b *bench) start(tg *target, root, state string) (*child, time.Duration, error) {
+	if state == "" {
+		var err error
+		if state, err = b.newState(tg); err != nil {
+			return nil, 0, err
+		}
+	}
+	c, err := startChild(b.argv(tg, root, state), b.work, []string{"XDG_STATE_HOME=" + filepath.Join(b.work, "xdg-state")})
+	if err != nil {
+		return nil, 0, err
+	}
+	watchdog := time.AfterFunc(b.cfg.timeout, c.kill)
+	took, err := tg.proto(root).handshake(c)
+	watchdog.Stop()
+	if err != nil {
+		c.close(time.Second)
+		return nil, 0, fmt.Errorf("handshake: %w", err)
+	}
+	return c, took, nil
+}
+
+// run runs every selected workload against every target, one workload at
+// a time (the targets side by side, so that a noisy neighbour hurts all
+// of them alike), and returns the report.
+func run(cfg *config, progress io.Writer) (*Report, error) {
+	b := &bench{cfg: cfg, progress: progress}
+	if exe, err := os.Executable(); err == nil {
+		b.bin = filepath.Dir(exe)
+	}
+	b.work = cfg.dir
+	if b.work == "" {
+		dir, err := os.MkdirTemp("", "fsbench-")
+		if err != nil {
+			return nil, err
+		}
+		b.work = dir
+	}
+	if !cfg.keep {
+		defer os.RemoveAll(b.work)
+	}
+	var targets []*target
+	for _, name := range splitList(cfg.targets) {
+		tg := &target{name: name}
+		switch name {
+		case "baseline":
+			tg.tmpl, tg.hint = cfg.baseline, "build it with `make bench-e2e` or give -baseline"
+		case "fsbroker":
+			tg.tmpl, tg.hint = cfg.broker, "build it with `make bench-e2e` or give -fsbroker"
+		case "ts":
+			tg.tmpl, tg.hint = cfg.ts, "install it with bench/install-ts-server.sh, or give -ts"
+		}
+		if strings.TrimSpace(tg.tmpl) == "" {
+			tg.skip = "no command"
+		}
+		targets = append(targets, tg)
+	}
+	fmt.Fprintf(progress, "fsbench: making the served tree in %s\n", b.work)
+	t, err := makeTree(b.work, cfg, targets)
+	if err != nil {
+		return nil, fmt.Errorf("making the served tree: %w", err)
+	}
+	b.tree = t
+	rep := newReport(cfg)
+	for _, tg := range targets {
+		if tg.skip == "" {
+			// One start first: a target that cannot run is skipped, and says why.
+			c, _, err := b.start(tg, t.root, "")
+			if err == nil {
+				err = c.close(5 * time.Second)
+			}
+			if err != nil {
+				tg.skip = fmt.Sprintf("cannot start: %v (%s)", err, tg.hint)
+				fmt.Fprintf(progress, "fsbench: %s skipped: %s\n", tg.name, tg.skip)
+			}
+		}
+		info := targetInfo{Name: tg.name, Skipped: tg.skip}
+		info.Command = strings.Join(b.argv(tg, t.root, filepath.Join(b.work, "state", tg.name+"-N")), " ")
+		rep.Targets = append(rep.Targets, info)
+	}
+	type key struct{ workload, target string }
+	rounds := map[key][]*result{}
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, w := range allWorkloads(cfg.inflight) {
+			if !cfg.selected(w) || w.kind == "pages" && cfg.bigN == 0 {
+				continue
+			}
+			for _, tg := range targets {
+				if tg.skip != "" {
+					continue
+				}
+				res := b.runWorkload(tg, w)
+				k := key{w.key, tg.name}
+				if round == 1 {
+					rep.Results = append(rep.Results, res)
+				}
+				rounds[k] = append(rounds[k], res)
+				label := ""
+				if cfg.rounds > 1 {
+					label = fmt.Sprintf(" (round %d)", round)
+				}
+				fmt.Fprintf(progress, "fsbench: %-12s %-9s %s%s\n", w.key, tg.name, res.summary(), label)
+			}
+		}
+	}
+	for i, r := range rep.Results {
+		rep.Results[i] = median(rounds[key{r.Workload, r.Target}])
+	}
+	rep.Machine.LoadAfter = loadAverage()
+	rep.finish()
+	return rep, nil
+}
+
+// runWorkload runs w against tg in fresh children.
+func (b *bench) runWorkload(tg *target, w workload) *result {
+	res := &result{Workload: w.key, Title: w.title, Target: tg.name, PeakRSS: -1}
+	switch w.kind {
+	case "list":
+		res.Title = fmt.Sprintf("files/list of %d entries", b.cfg.listN)
+	case "pages":
+		res.Title = fmt.Sprintf("files/list of %d entries, per page of %d", b.cfg.bigN, b.cfg.page)
+	}
+	if w.kind == "start" {
+		b.runStarts(tg, res)
+		return res
+	}
+	root := b.tree.root
+	if w.kind == "pages" {
+		root = b.tree.bigRoot
+	}
+	proto := tg.proto(root)
+	spec := loadSpec{inflight: w.inflight, warmup: b.cfg.warmup, duration: b.cfg.duration, max: b.cfg.max}
+	var o op
+	var pages *pageOp
+	switch w.kind {
+	case "read":
+		o = proto.readOp(filePaths(readDir(w.size), "f", b.cfg.files), w.size)
+	case "write":
+		o = proto.writeOp(filePaths("w", tg.name+"-", b.cfg.files), string(textOfSize(w.size)))
+	case "list":
+		o = proto.listOp("l1000", b.cfg.listN)
+	case "pages":
+		if pages = proto.pageOp("lbig", b.cfg.page); pages == nil {
+			res.Skipped = "n/a: no paged listing"
+			return res
+		}
+	}
+	c, _, err := b.start(tg, root, "")
+	if err != nil {
+		res.Skipped = "failed: " + err.Error()
+		return res
+	}
+	watchdog := time.AfterFunc(spec.warmup+spec.duration+b.cfg.timeout, c.kill)
+	var st *runStats
+	if pages != nil {
+		st, err = runPages(c, pages, b.cfg.bigN, b.cfg.page, spec)
+	} else {
+		st, err = runLoad(c, o, spec)
+	}
+	watchdog.Stop()
+	res.PeakRSS = c.peakRSS()
+	if cerr := c.close(5 * time.Second); err == nil && cerr != nil {
+		err = fmt.Errorf("at the end: %w", cerr)
+	}
+	if err != nil {
+		res.Skipped = "failed: " + err.Error()
+		return res
+	}
+	res.fill(st)
+	return res
+}
+
+// runStarts measures the time from start to initialize over cfg.starts
+// children, as a user restarting it would see it: all with the same state
+// directory, which an unmeasured first start has set up.
+func (b *bench) runStarts(tg *target, res *result) {
+	st := &runStats{}
+	state, err := b.newState(tg)
+	if err == nil {
+		var c *child
+		if c, _, err = b.start(tg, b.tree.root, state); err == nil {
+			err = c.close(5 * time.Second)
+		}
+	}
+	if err != nil {
+		res.Skipped = "failed: " + err.Error()
+		return
+	}
+	for range b.cfg.starts {
+		c, took, err := b.start(tg, b.tree.root, state)
+		if err != nil {
+			st.fail(err)
+			continue
+		}
+		res.PeakRSS = max(res.PeakRSS, c.peakRSS())
+		if err := c.close(5 * time.Second); err != nil {
+			st.fail(err)
+			continue
+		}
+		st.lat = append(st.lat, took)
+	}
+	res.fill(st)
+	res.RPS = 0
+}
+
+// median returns the round to report of several rounds of one workload
+// against one target: a failed one if any (failures are not averaged away),
+// else the one with the median requests per second (the median p50 for
+// starts).
+func median(rounds []*result) *result {
+	for _, r := range rounds {
+		if r.Skipped != "" || r.Errors > 0 {
+			return r
+		}
+	}
+	sorted := slices.Clone(rounds)
+	slices.SortFunc(sorted, func(a, b *result) int {
+		if a.Workload == "start" {
+			return cmp.Compare(a.P50, b.P50)
+		}
+		return cmp.Compare(a.RPS, b.RPS)
+	})
+	m := sorted[len(sorted)/2]
+	m.Rounds = len(rounds)
+	return m
+}

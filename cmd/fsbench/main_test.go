@@ -1,0 +1,268 @@
+//go:build unix
+
+package main
+
+// These tests run tiny workloads against the real fsbaseline and fsbroker
+// binaries, built once in TestMain, and check that the report is sane. They
+// assert nothing about speed.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var binDir string // where TestMain built fsbaseline and fsbroker
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "fsbench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	goTool := "go"
+	if p, err := exec.LookPath("go"); err == nil {
+		goTool = p // go test puts its own toolchain first on PATH
+	}
+	for _, pkg := range []string{"fsbaseline", "fsbroker"} {
+		cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, pkg), "github.com/fsbroker/fsbroker/cmd/"+pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// tinyConfig is a run of every workload that takes a few seconds.
+func tinyConfig(t *testing.T, targets string) *config {
+	t.Helper()
+	cfg, err := parseFlags([]string{
+		"-targets", targets,
+		"-baseline", filepath.Join(binDir, "fsbaseline") + " --root {root}:rw",
+		"-fsbroker", filepath.Join(binDir, "fsbroker") + " stdio --root {root}:rw --consent auto --state-dir {state} --rate-limit 0",
+		"-ts", filepath.Join(binDir, "no-such-server") + " {root}",
+		"-duration", "150ms", "-warmup", "30ms", "-inflight", "4", "-starts", "2",
+		"-files", "4", "-list", "50", "-big", "250", "-page", "100",
+		"-dir", t.TempDir(), "-timeout", "20s",
+	}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestRunAgainstBaselineAndBroker(t *testing.T) {
+	rep, err := run(tinyConfig(t, "baseline,fsbroker"), testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(allWorkloads(4)) * 2
+	if len(rep.Results) != want {
+		t.Fatalf("%d results, want %d (every workload against both targets)", len(rep.Results), want)
+	}
+	for _, r := range rep.Results {
+		name := r.Title + ", " + r.Target
+		switch {
+		case r.Skipped != "":
+			t.Errorf("%s: skipped: %s", name, r.Skipped)
+			continue
+		case r.Errors > 0:
+			t.Errorf("%s: %d errors, the first: %s", name, r.Errors, r.FirstError)
+		case r.Requests == 0:
+			t.Errorf("%s: no request measured", name)
+		case r.P50 <= 0 || r.P50 > r.P99:
+			t.Errorf("%s: p50 %v, p99 %v", name, r.P50, r.P99)
+		case r.Workload != "start" && r.RPS <= 0:
+			t.Errorf("%s: %v req/s", name, r.RPS)
+		case runtime.GOOS == "linux" && r.PeakRSS <= 0:
+			t.Errorf("%s: peak RSS %d", name, r.PeakRSS)
+		}
+		if r.Target == "baseline" && r.Workload != "start" && r.RPSvsBaseline != 1 {
+			t.Errorf("%s: %v the baseline's req/s, want 1", name, r.RPSvsBaseline)
+		}
+		if r.Target == "fsbroker" && r.P50vsBaseline <= 0 {
+			t.Errorf("%s: no ratio against the baseline", name)
+		}
+	}
+	if len(rep.Budgets) < 8 {
+		t.Errorf("%d budgets evaluated, want the read, list, paging, start and RSS ones: %+v", len(rep.Budgets), rep.Budgets)
+	}
+	for _, b := range rep.Budgets {
+		if b.Met == nil {
+			t.Errorf("budget %q not measured: %s", b.Budget, b.Measured)
+		}
+	}
+
+	for _, format := range []string{"text", "markdown", "json"} {
+		var out bytes.Buffer
+		if err := rep.write(&out, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "files/read 1 KiB") {
+			t.Errorf("%s output without the 1 KiB reads:\n%s", format, out.String())
+		}
+		if format == "json" {
+			var back Report
+			if err := json.Unmarshal(out.Bytes(), &back); err != nil || len(back.Results) != len(rep.Results) {
+				t.Errorf("the JSON does not read back (%v):\n%s", err, out.String())
+			}
+		}
+	}
+}
+
+// TestMissingTargetIsSkipped: a target that cannot start is reported as
+// skipped, with the reason, and the others still run.
+func TestMissingTargetIsSkipped(t *testing.T) {
+	cfg := tinyConfig(t, "baseline,ts")
+	cfg.workloads = "read-1k,start"
+	rep, err := run(cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Targets) != 2 || !strings.Contains(rep.Targets[1].Skipped, "bench/install-ts-server.sh") {
+		t.Fatalf("targets %+v: want ts skipped with the install hint", rep.Targets)
+	}
+	if len(rep.Results) != 2 || !rep.Results[0].ok() || rep.Results[0].Target != "baseline" {
+		t.Fatalf("results %+v: want the baseline's two", rep.Results)
+	}
+	var out bytes.Buffer
+	rep.write(&out, "text")
+	if !strings.Contains(out.String(), "target ts: skipped: cannot start") {
+		t.Errorf("the table does not say ts was skipped:\n%s", out.String())
+	}
+}
+
+// TestRunTimesOut: a target that never answers is killed after -timeout and
+// the run reports it instead of hanging.
+func TestRunTimesOut(t *testing.T) {
+	cfg := tinyConfig(t, "baseline")
+	// A "broker" that sends initialize, takes the result and then reads
+	// forever without answering.
+	script := filepath.Join(t.TempDir(), "silent.sh")
+	body := `#!/bin/sh
+echo '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"filesystemBrokering":true}}}}'
+read -r line
+echo '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+while read -r line; do :; done
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.baseline = script
+	cfg.workloads = "read-1k"
+	cfg.timeout = 500 * time.Millisecond
+	start := time.Now()
+	rep, err := run(cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || !strings.Contains(rep.Results[0].Skipped, "no answer in time") {
+		t.Fatalf("results %+v: want the run failed for no answer", rep.Results)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"-format", "yaml"},
+		{"-targets", "baseline,nginx"},
+		{"-workloads", "read-2k"},
+		{"-page", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	cfg, err := parseFlags([]string{"-workloads", "read-1k-xN,list"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, w := range allWorkloads(cfg.inflight) {
+		if cfg.selected(w) {
+			keys = append(keys, w.key)
+		}
+	}
+	if strings.Join(keys, ",") != "read-1k-x8,list" {
+		t.Errorf("selected %v", keys)
+	}
+}
+
+func TestSkim(t *testing.T) {
+	line := []byte(`{"result":{"content":"a \"quoted\" \\ \\\" {[ text","n":[1,{"x":"}"}],"isError":false},"jsonrpc":"2.0","id":42}`)
+	id, result, rpcErr, isReply, err := envelope(line)
+	if err != nil || id != 42 || rpcErr != nil || !isReply {
+		t.Fatalf("envelope: id %d, error %s, reply %v, %v", id, rpcErr, isReply, err)
+	}
+	if got := string(member(result, "content")); got != `"a \"quoted\" \\ \\\" {[ text"` {
+		t.Errorf("content %s", got)
+	}
+	if got := string(member(result, "n")); got != `[1,{"x":"}"}]` {
+		t.Errorf("n %s", got)
+	}
+	if got := string(member(result, "isError")); got != "false" {
+		t.Errorf("isError %s", got)
+	}
+	if _, _, _, isReply, _ := envelope([]byte(`{"jsonrpc":"2.0","method":"notifications/x","params":{}}`)); isReply {
+		t.Error("a notification taken for a reply")
+	}
+	for _, bad := range []string{``, `[1]`, `{"a":}`, `{"a":"unterminated}`, `{"a":1`} {
+		if _, _, _, _, err := envelope([]byte(bad)); err == nil {
+			t.Errorf("%q skimmed without an error", bad)
+		}
+	}
+}
+
+func TestMedianRound(t *testing.T) {
+	rounds := []*result{{Workload: "read-1k", RPS: 3}, {Workload: "read-1k", RPS: 1}, {Workload: "read-1k", RPS: 2}}
+	if m := median(rounds); m.RPS != 2 || m.Rounds != 3 {
+		t.Errorf("median of 3, 1, 2 req/s: %+v", m)
+	}
+	starts := []*result{{Workload: "start", P50: 30}, {Workload: "start", P50: 10}, {Workload: "start", P50: 20}}
+	if m := median(starts); m.P50 != 20 {
+		t.Errorf("median start: %+v", m)
+	}
+	rounds[1].Errors = 1
+	if m := median(rounds); m != rounds[1] {
+		t.Errorf("a round with errors is not the one reported: %+v", m)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i))
+	}
+	if p50, p99 := percentile(d, 50), percentile(d, 99); p50 != 50 || p99 != 99 {
+		t.Errorf("p50 %v, p99 %v", p50, p99)
+	}
+	if percentile(nil, 50) != 0 {
+		t.Error("percentile of nothing")
+	}
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is one fsbench run's figures; -format json prints it as is.
+type Report struct {
+	Date     string       `json:"date"` // RFC 3339, UTC
+	Machine  machine      `json:"machine"`
+	Settings settings     `json:"settings"`
+	Targets  []targetInfo `json:"targets"`
+	Results  []*result    `json:"results"`
+	Budgets  []budget     `json:"budgets"`
+}
+
+// machine is where the run happened.
+type machine struct {
+	CPUs   int    `json:"cpus"`
+	Model  string `json:"model"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	Kernel string `json:"kernel,omitempty"`
+	Go     string `json:"go"`
+	// The load averages (1, 5 and 15 minutes) before and after the run: a
+	// busy machine's figures are not comparable with a quiet one's.
+	LoadBefore string `json:"loadBefore,omitempty"`
+	LoadAfter  string `json:"loadAfter,omitempty"`
+}
+
+// loadAverage returns the first three fields of /proc/loadavg, or "".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// settings are the run's flags that shape the figures.
+type settings struct {
+	Warmup   string `json:"warmup"`
+	Duration string `json:"duration"`
+	MaxN     int    `json:"maxRequests,omitempty"`
+	Inflight int    `json:"inflight"`
+	Files    int    `json:"files"`
+	ListN    int    `json:"listEntries"`
+	BigN     int    `json:"pagedEntries"`
+	Page     int    `json:"pageSize"`
+	Starts   int    `json:"starts"`
+	Rounds   int    `json:"rounds"`
+}
+
+// targetInfo is one target as run (or skipped).
+type targetInfo struct {
+	Name    string `json:"name"`
+	Command string `json:"command"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// result is one workload against one target.
+type result struct {
+	Workload   string        `json:"workload"`
+	Title      string        `json:"title"`
+	Target     string        `json:"target"`
+	Requests   int           `json:"requests"` // measured and successful (pages, starts)
+	Errors     int           `json:"errors"`
+	FirstError string        `json:"firstError,omitempty"`
+	P50        time.Duration `json:"p50Ns"`
+	P99        time.Duration `json:"p99Ns"`
+	RPS        float64       `json:"rps"`          // 0 for starts
+	PeakRSS    int64         `json:"peakRssBytes"` // -1: not known (not Linux)
+	Skipped    string        `json:"skipped,omitempty"`
+	Rounds     int           `json:"rounds,omitempty"` // the median of this many rounds
+
+	// Ratios against the baseline's and the TypeScript server's figures in
+	// the same run; 0 when there is none.
+	RPSvsBaseline float64 `json:"rpsVsBaseline,omitempty"`
+	RPSvsTS       float64 `json:"rpsVsTs,omitempty"`
+	P50vsBaseline float64 `json:"p50VsBaseline,omitempty"`
+	P50vsTS       float64 `json:"p50VsTs,omitempty"`
+}
+
+// budget is one of DESIGN.md's budgets as this run measured it.
+type budget struct {
+	Budget   string `json:"budget"`
+	Measured string `json:"measured"`
+	Met      *bool  `json:"met"` // null: not measured in this run
+}
+
+func newReport(cfg *config) *Report {
+	return &Report{
+		Date:    time.Now().UTC().Format(time.RFC3339),
+		Machine: thisMachine(),
+		Settings: settings{
+			Warmup: cfg.warmup.String(), Duration: cfg.duration.String(), MaxN: cfg.max, Inflight: cfg.inflight,
+			Files: cfg.files, ListN: cfg.listN, BigN: cfg.bigN, Page: cfg.page, Starts: cfg.starts,
+			Rounds: cfg.rounds,
+		},
+		Results: []*result{},
+		Budgets: []budget{},
+	}
+}
+
+func thisMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version(), Model: "unknown",
+		LoadBefore: loadAverage()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// fill sets the figures from a run's stats.
+func (r *result) fill(st *runStats) {
+	r.Requests, r.Errors, r.FirstError = len(st.lat), st.errors, st.firstErr
+	r.RPS = st.rps()
+	r.P50 = percentile(st.lat, 50)
+	r.P99 = percentile(st.lat, 99)
+}
+
+// ok reports whether r has figures to compare.
+func (r *result) ok() bool { return r != nil && r.Skipped == "" && r.Requests > 0 }
+
+// summary is r in one line, for the progress output.
+func (r *result) summary() string {
+	if r.Skipped != "" {
+		return r.Skipped
+	}
+	s := fmt.Sprintf("p50 %s, p99 %s", fmtDur(r.P50), fmtDur(r.P99))
+	if r.RPS > 0 {
+		s = fmtRPS(r.RPS) + " req/s, " + s
+	}
+	s += ", peak RSS " + fmtRSS(r.PeakRSS)
+	if r.Errors > 0 {
+		s += fmt.Sprintf("; %d errors, the first: %s", r.Errors, r.FirstError)
+	}
+	return s
+}
+
+// find returns the result of workload against target, or nil.
+func (rep *Report) find(workload, target string) *result {
+	for _, r := range rep.Results {
+		if r.Workload == workload && r.Target == target {
+			return r
+		}
+	}
+	return nil
+}
+
+// ratio is a / b, or 0 when either is not positive.
+func ratio(a, b float64) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// finish computes the ratios and the budgets.
+func (rep *Report) finish() {
+	for _, r := range rep.Results {
+		if !r.ok() {
+			continue
+		}
+		if base := rep.find(r.Workload, "baseline"); base.ok() {
+			r.RPSvsBaseline = ratio(r.RPS, base.RPS)
+			r.P50vsBaseline = ratio(float64(r.P50), float64(base.P50))
+		}
+		if ts := rep.find(r.Workload, "ts"); ts.ok() {
+			r.RPSvsTS = ratio(r.RPS, ts.RPS)
+			r.P50vsTS = ratio(float64(r.P50), float64(ts.P50))
+		}
+	}
+	rep.Budgets = rep.budgets()
+}
+
+// budgets checks fsbroker's figures against DESIGN.md's budgets.
+func (rep *Report) budgets() []budget {
+	var out []budget
+	add := func(name, measured string, met *bool) {
+		out = append(out, budget{Budget: name, Measured: measured, Met: met})
+	}
+	verdict := func(ok bool) *bool { return &ok }
+	minimum := map[int]float64{1 << 10: 0.5, 64 << 10: 0.8, 1 << 20: 0.9}
+	for _, w := range allWorkloads(rep.Settings.Inflight) {
+		broker, base := rep.find(w.key, "fsbroker"), rep.find(w.key, "baseline")
+		if broker == nil {
+			continue // not run
+		}
+		switch w.kind {
+		case "read":
+			name := fmt.Sprintf("%s: req/s >= %.1fx the baseline's", w.title, minimum[w.size])
+			if !broker.ok() || !base.ok() {
+				add(name, "not measured", nil)
+				continue
+			}
+			add(name, fmt.Sprintf("%.2fx", broker.RPSvsBaseline), verdict(broker.RPSvsBaseline >= minimum[w.size]))
+		case "list":
+			name := broker.Title + ": p50 <= 1.5x the baseline's"
+			if !broker.ok() || !base.ok() {
+				add(name, "not measured", nil)
+				continue
+			}
+			add(name, fmt.Sprintf("%.2fx (%s against %s)", broker.P50vsBaseline, fmtDur(broker.P50), fmtDur(base.P50)),
+				verdict(broker.P50vsBaseline <= 1.5))
+		case "pages":
+			name := broker.Title + ": p99 < 50 ms a page"
+			if !broker.ok() {
+				add(name, "not measured", nil)
+				continue
+			}
+			add(name, fmt.Sprintf("p50 %s, p99 %s", fmtDur(broker.P50), fmtDur(broker.P99)), verdict(broker.P99 < 50*time.Millisecond))
+		case "start":
+			name := "start to initialize sent: p50 <= 50 ms"
+			if !broker.ok() {
+				add(name, "not measured", nil)
+				continue
+			}
+			add(name, fmt.Sprintf("p50 %s, p99 %s", fmtDur(broker.P50), fmtDur(broker.P99)), verdict(broker.P50 <= 50*time.Millisecond))
+		}
+	}
+	var peak int64 = -1
+	runs, unknown := 0, false
+	for _, r := range rep.Results {
+		if r.Target == "fsbroker" && r.Skipped == "" {
+			runs++
+			unknown = unknown || r.PeakRSS < 0
+			peak = max(peak, r.PeakRSS)
+		}
+	}
+	switch {
+	case runs == 0:
+	case unknown:
+		add("peak RSS <= 64 MiB in every run", "n/a (no /proc/PID/status)", nil)
+	default:
+		add("peak RSS <= 64 MiB in every run", "at most "+fmtRSS(peak), verdict(peak <= 64<<20))
+	}
+	return out
+}
+
+// write prints rep in format: text, markdown or json.
+func (rep *Report) write(w io.Writer, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case "markdown":
+		return rep.writeMarkdown(w)
+	}
+	return rep.writeText(w)
+}
+
+// header is the run's circumstances in a few lines.
+func (rep *Report) header() []string {
+	m := rep.Machine
+	kernel := m.OS
+	if m.Kernel != "" {
+		kernel += " " + m.Kernel
+	}
+	s := rep.Settings
+	lines := []string{
+		fmt.Sprintf("fsbench %s: %d CPUs (%s), %s/%s, %s", rep.Date, m.CPUs, m.Model, kernel, m.Arch, m.Go),
+		fmt.Sprintf("each run: a fresh child, %s warm-up, then %s measured; reads cycle over %d files; concurrent reads keep %d in flight",
+			s.Warmup, s.Duration, s.Files, s.Inflight),
+	}
+	if s.Rounds > 1 {
+		lines = append(lines, fmt.Sprintf("%d rounds, targets interleaved; each figure is from the round with the median req/s (p50 for starts)", s.Rounds))
+	}
+	if m.LoadBefore != "" {
+		lines = append(lines, fmt.Sprintf("load average (1, 5, 15 min): %s before, %s after", m.LoadBefore, m.LoadAfter))
+	}
+	for _, t := range rep.Targets {
+		if t.Skipped != "" {
+			lines = append(lines, fmt.Sprintf("target %s: skipped: %s", t.Name, t.Skipped))
+		} else {
+			lines = append(lines, fmt.Sprintf("target %s: %s", t.Name, t.Command))
+		}
+	}
+	return lines
+}
+
+var columns = []string{"workload", "target", "requests", "errors", "p50", "p99", "req/s",
+	"req/s vs baseline", "req/s vs ts", "p50 vs baseline", "p50 vs ts", "peak RSS"}
+
+// row is r's cells, in columns' order.
+func (r *result) row() []string {
+	if r.Skipped != "" {
+		return []string{r.Title, r.Target, r.Skipped, "", "", "", "", "", "", "", "", ""}
+	}
+	rps := fmtRPS(r.RPS)
+	rpsBase, rpsTS := fmtRatio(r.RPSvsBaseline), fmtRatio(r.RPSvsTS)
+	if r.RPS == 0 {
+		rps, rpsBase, rpsTS = "-", "-", "-"
+	}
+	p50, p99 := fmtDur(r.P50), fmtDur(r.P99)
+	if r.Requests == 0 {
+		p50, p99, rps = "-", "-", "-"
+	}
+	return []string{r.Title, r.Target, strconv.Itoa(r.Requests), strconv.Itoa(r.Errors), p50, p99, rps,
+		rpsBase, rpsTS, fmtRatio(r.P50vsBaseline), fmtRatio(r.P50vsTS), fmtRSS(r.PeakRSS)}
+}
+
+func (rep *Report) errorNotes() []string {
+	var notes []string
+	for _, r := range rep.Results {
+		if r.Errors > 0 {
+			notes = append(notes, fmt.Sprintf("%s, %s: %d errors, the first: %s", r.Title, r.Target, r.Errors, r.FirstError))
+		}
+	}
+	return notes
+}
+
+func (rep *Report) writeText(w io.Writer) error {
+	for _, l := range rep.header() {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, r := range rep.Results {
+		fmt.Fprintln(tw, strings.Join(r.row(), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range rep.errorNotes() {
+		fmt.Fprintln(w, n)
+	}
+	if len(rep.Budgets) > 0 {
+		fmt.Fprintln(w, "\nfsbroker against DESIGN.md's budgets, in this run:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, b := range rep.Budgets {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Budget, b.Measured, fmtMet(b.Met))
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func (rep *Report) writeMarkdown(w io.Writer) error {
+	for _, l := range rep.header() {
+		fmt.Fprintf(w, "%s  \n", l)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "| %s |\n", strings.Join(columns, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat(" --- |", len(columns)))
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r.row(), " | "))
+	}
+	if notes := rep.errorNotes(); len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+	if len(rep.Budgets) > 0 {
+		fmt.Fprintln(w, "\n| budget (DESIGN.md) | measured | met |\n| --- | --- | --- |")
+		for _, b := range rep.Budgets {
+			fmt.Fprintf(w, "| %s | %s | %s |\n", b.Budget, b.Measured, fmtMet(b.Met))
+		}
+	}
+	return nil
+}
+
+func fmtMet(met *bool) string {
+	switch {
+	case met == nil:
+		return "not measured"
+	case *met:
+		return "met"
+	}
+	return "NOT met"
+}
+
+// fmtDur writes d in us, ms or s with three significant digits or so.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " us"
+	case d < 10*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
+}
+
+// fmtRPS writes requests per second with thousands separators.
+func fmtRPS(v float64) string {
+	if v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func fmtRatio(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v < 0.1 {
+		return strconv.FormatFloat(v, 'f', 3, 64) + "x"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "x"
+}
+
+func fmtRSS(b int64) string {
+	if b < 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
+}
