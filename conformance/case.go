@@ -49,7 +49,8 @@ type Case struct {
 	Fixture []Entry `json:"fixture,omitempty"`
 	// Roots are the broker's roots, directories of the fixture.
 	Roots []Root `json:"roots"`
-	// Consent is the broker's consent mode: "auto" (the default) or "deny".
+	// Consent is the broker's consent mode: "auto" (the default), "deny", or "command:PROG ARGS"
+	// (PROTOCOL.md section 7; ${area} may appear in it).
 	Consent string `json:"consent,omitempty"`
 	// Flags are extra broker arguments, after the roots, state directory and consent.
 	Flags []string `json:"flags,omitempty"`
@@ -159,6 +160,11 @@ type Step struct {
 	AwaitInitialize *AwaitInitialize `json:"awaitInitialize,omitempty"`
 	// AnswerInitialize answers it (manual handshake).
 	AnswerInitialize *Initialize `json:"answerInitialize,omitempty"`
+	// Run runs a command beside the broker (a tool of the runner, such as {grants-revoke}).
+	Run *RunStep `json:"run,omitempty"`
+	// Restart ends the broker (end of input, as at the end of a case) and starts it again on
+	// the same area and state directory, with the handshake.
+	Restart *Restart `json:"restart,omitempty"`
 }
 
 // Request is a JSON-RPC request the runner sends.
@@ -171,6 +177,33 @@ type Request struct {
 	ID any `json:"id,omitempty"`
 	// Async sends without waiting; a later Reply step waits for the answer.
 	Async bool `json:"async,omitempty"`
+	// RetryFor (a Go duration) sends the request again, with a new id each time (unless ID is
+	// given), until a reply matches Expect or this long has passed since the first was sent
+	// ("takes effect within 1 second"); the last reply is the one reported. Not with Async.
+	RetryFor string `json:"retryFor,omitempty"`
+}
+
+// RunStep runs a command beside the broker and waits for it to end.
+type RunStep struct {
+	// Argv is the command. Its first element names a tool of the runner in braces
+	// ("{grants-revoke}") and stands for that tool's command template ([Runner.Tools]); the
+	// others are arguments, ${...} references expanded. A case whose tool the runner lacks is
+	// skipped.
+	Argv []string `json:"argv"`
+	// ExpectExit is a matcher on the exit status; default 0 (`{$any: true}` accepts any).
+	ExpectExit any `json:"expectExit,omitempty"`
+	// Within bounds the run (a Go duration); default 10s.
+	Within string `json:"within,omitempty"`
+}
+
+// Restart is a broker restart in the middle of a case.
+type Restart struct {
+	// Consent is the new broker's consent mode; default the case's.
+	Consent string `json:"consent,omitempty"`
+	// Flags, when given ([] included), replace the case's flags for the new broker.
+	Flags []string `json:"flags,omitempty"`
+	// Within bounds the old broker's exit after its stdin closes; default the runner's grace.
+	Within string `json:"within,omitempty"`
 }
 
 // Raw is a line sent verbatim (a newline is added).
@@ -411,7 +444,7 @@ func (c *Case) check() error {
 		for _, set := range []bool{s.Request != nil, s.Raw != nil, s.Notify != nil, s.Reply != "",
 			s.ExpectNotification != nil, s.ExpectNoNotification != nil, s.ExpectNoReply != nil, s.ExpectRequest != nil,
 			s.ExpectExit != nil, s.ExpectStderr != nil, s.Signal != "", s.CloseInput, s.Disk != nil, s.Sleep != "",
-			s.AwaitInitialize != nil, s.AnswerInitialize != nil} {
+			s.AwaitInitialize != nil, s.AnswerInitialize != nil, s.Run != nil, s.Restart != nil} {
 			if set {
 				n++
 			}
@@ -432,7 +465,19 @@ func (c *Case) check() error {
 		if s.Reply != "" && !names[s.Reply] {
 			return fmt.Errorf("step %d: reply to %q, which is not an earlier step", i+1, s.Reply)
 		}
-		for _, d := range []string{s.Sleep, durationOf(s)} {
+		if s.Request != nil && s.Request.RetryFor != "" && s.Request.Async {
+			return fmt.Errorf("step %d: retryFor waits for each reply: not with async", i+1)
+		}
+		if s.Run != nil {
+			if _, ok := toolName(s.Run.Argv[0]); !ok {
+				return fmt.Errorf("step %d: run: argv[0] %q: want a tool of the runner in braces, such as {grants-revoke}", i+1, s.Run.Argv[0])
+			}
+		}
+		var retry string
+		if s.Request != nil {
+			retry = s.Request.RetryFor
+		}
+		for _, d := range []string{s.Sleep, durationOf(s), retry} {
 			if d != "" {
 				if _, err := time.ParseDuration(d); err != nil {
 					return fmt.Errorf("step %d: %w", i+1, err)
@@ -472,8 +517,39 @@ func durationOf(s *Step) string {
 		return s.ExpectStderr.Within
 	case s.AwaitInitialize != nil:
 		return s.AwaitInitialize.Within
+	case s.Run != nil:
+		return s.Run.Within
+	case s.Restart != nil:
+		return s.Restart.Within
 	}
 	return ""
+}
+
+// toolName returns NAME for an argument "{NAME}" naming a tool.
+func toolName(arg string) (string, bool) {
+	if len(arg) < 3 || arg[0] != '{' || arg[len(arg)-1] != '}' {
+		return "", false
+	}
+	name := arg[1 : len(arg)-1]
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || i > 0 && (r == '-' || r >= '0' && r <= '9')) {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// Tools returns the names of the tools the case's run steps use, in order of first use.
+func (c *Case) Tools() []string {
+	var out []string
+	for i := range c.Steps {
+		if r := c.Steps[i].Run; r != nil && len(r.Argv) > 0 {
+			if n, ok := toolName(r.Argv[0]); ok && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // LoadCases reads every *.yaml, *.yml and *.json case under dir in fsys (SchemaFile excepted),

@@ -31,16 +31,91 @@ steps:
 		t.Errorf("steps = %+v", c.Steps)
 	}
 	for name, text := range map[string]string{
-		"wrong name":        strings.Replace(good, "name: good", "name: other", 1),
-		"two actions":       strings.Replace(good, "- request: {method: ping}", "- {request: {method: ping}, sleep: 1s}", 1),
-		"unknown field":     good + "bogus: 1\n",
-		"no tags":           strings.Replace(good, "tags: [s2-lifecycle]", "tags: []", 1),
-		"bad fail code":     strings.Replace(good, "error: {code: -32700}", "fail: NOPE", 1),
-		"expect on a sleep": strings.Replace(good, "- request: {method: ping}", "- {sleep: 1s, expect: {any: true}}", 1),
+		"wrong name":         strings.Replace(good, "name: good", "name: other", 1),
+		"two actions":        strings.Replace(good, "- request: {method: ping}", "- {request: {method: ping}, sleep: 1s}", 1),
+		"unknown field":      good + "bogus: 1\n",
+		"no tags":            strings.Replace(good, "tags: [s2-lifecycle]", "tags: []", 1),
+		"bad fail code":      strings.Replace(good, "error: {code: -32700}", "fail: NOPE", 1),
+		"expect on a sleep":  strings.Replace(good, "- request: {method: ping}", "- {sleep: 1s, expect: {any: true}}", 1),
+		"run without a tool": strings.Replace(good, "- request: {method: ping}", "- run: {argv: [/bin/true]}", 1),
+		"run without argv":   strings.Replace(good, "- request: {method: ping}", "- run: {expectExit: 0}", 1),
+		"retry of async":     strings.Replace(good, "- request: {method: ping}", "- request: {method: ping, async: true, retryFor: 1s}", 1),
+		"bad retryFor":       strings.Replace(good, "- request: {method: ping}", "- request: {method: ping, retryFor: soon}", 1),
+		"bad consent":        strings.Replace(good, "roots: [{path: proj}]", "roots: [{path: proj}]\nconsent: prompt", 1),
+		"restart, unknown":   strings.Replace(good, "- request: {method: ping}", "- restart: {roots: []}", 1),
 	} {
 		if _, err := ParseCase("cases/x/good.yaml", []byte(text)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+func TestParseCaseRunAndRestart(t *testing.T) {
+	text := `
+name: good
+description: d
+tags: [s5-consent]
+roots: [{path: proj}]
+consent: "command:${area}/approve.sh"
+steps:
+  - run: {argv: ["{grants-revoke}", --path, proj/dir], expectExit: {$any: true}, within: 5s}
+  - restart: {consent: deny, flags: []}
+  - request: {method: files/read, params: {path: proj/a}, retryFor: 1s}
+    expect: {fail: PERMISSION_DENIED}
+  - run: {argv: ["{other-tool}"]}
+  - run: {argv: ["{grants-revoke}"]}
+`
+	c, err := ParseCase("cases/x/good.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tools(); !slices.Equal(got, []string{"grants-revoke", "other-tool"}) {
+		t.Errorf("Tools() = %q", got)
+	}
+	if r := c.Steps[1].Restart; r == nil || r.Consent != "deny" || r.Flags == nil || len(r.Flags) != 0 {
+		t.Errorf("restart = %+v, want consent deny and flags [] (given, empty)", r)
+	}
+	if c.Steps[2].Request.RetryFor != "1s" {
+		t.Errorf("retryFor = %q", c.Steps[2].Request.RetryFor)
+	}
+}
+
+func TestParseTools(t *testing.T) {
+	tools, err := ParseTools("")
+	if err != nil || !slices.Equal(tools[ToolGrantsRevoke], DefaultTools()[ToolGrantsRevoke]) {
+		t.Errorf("empty: %q, %v", tools, err)
+	}
+	tools, err = ParseTools("grants-revoke=/opt/other/revoke --data {statedir} ; x-y=a b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/opt/other/revoke", "--data", "{statedir}"}; !slices.Equal(tools[ToolGrantsRevoke], want) {
+		t.Errorf("grants-revoke = %q, want %q", tools[ToolGrantsRevoke], want)
+	}
+	if !slices.Equal(tools["x-y"], []string{"a", "b"}) {
+		t.Errorf("x-y = %q", tools["x-y"])
+	}
+	if tools, err = ParseTools("grants-revoke="); err != nil || tools[ToolGrantsRevoke] != nil {
+		t.Errorf("removed: %q, %v", tools, err)
+	}
+	for _, bad := range []string{"grants-revoke", "Grants=x", "=x"} {
+		if _, err := ParseTools(bad); err == nil {
+			t.Errorf("ParseTools(%q): no error", bad)
+		}
+	}
+}
+
+// TestRunCaseSkipsWithoutTool: a case whose run step names a tool the runner lacks is skipped,
+// before anything starts.
+func TestRunCaseSkipsWithoutTool(t *testing.T) {
+	c, err := ParseCase("cases/x/t.yaml", []byte("name: t\ndescription: d\ntags: [s5-consent]\nroots: [{path: p}]\n"+
+		"steps:\n  - run: {argv: [\"{grants-revoke}\", --path, p]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Broker: []string{"/nonexistent/broker"}, Tools: map[string][]string{}}
+	if res := r.RunCase(t.Context(), c); res.Skipped == "" || len(res.Failures) > 0 {
+		t.Errorf("result %+v, want skipped", res)
 	}
 }
 

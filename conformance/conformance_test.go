@@ -4,8 +4,10 @@ package conformance
 
 // TestConformance runs the whole embedded suite against a freshly built fsbroker (built with
 // the race detector when the tests run with it), one subtest per case. Set
-// FSBROKER_CONFORMANCE_BROKER to a command line to run it against another broker instead, and
-// FSBROKER_CONFORMANCE_TAGS to a comma-separated tag list (known-failure included) to select.
+// FSBROKER_CONFORMANCE_BROKER to a command line to run it against another broker instead,
+// FSBROKER_CONFORMANCE_TOOLS to that broker's tools ("grants-revoke=CMD ARGS"; see
+// [ParseTools]; "grants-revoke=" when it has none), and FSBROKER_CONFORMANCE_TAGS to a
+// comma-separated tag list (known-failure included) to select.
 
 import (
 	"context"
@@ -70,6 +72,11 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Broker: brokerCmd}
+	if spec := os.Getenv("FSBROKER_CONFORMANCE_TOOLS"); spec != "" {
+		if r.Tools, err = ParseTools(spec); err != nil {
+			t.Fatal("FSBROKER_CONFORMANCE_TOOLS:", err)
+		}
+	}
 	if raceEnabled {
 		r.Env = append(r.Env, "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	}

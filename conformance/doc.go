@@ -4,8 +4,9 @@
 // A vector (a [Case]) is a YAML or JSON file under cases/<section>/<name>.yaml, checked against
 // case.schema.json (JSON Schema 2020-12, embedded). It names a fixture tree, the broker's roots
 // and flags, the initialize exchange, a list of steps (requests with the reply they must get,
-// raw lines, notifications to expect, changes the runner makes on disk, pauses) and the state of
-// the tree afterwards. docs/conformance.md describes the format.
+// raw lines, notifications to expect, changes the runner makes on disk, pauses, tools run beside
+// the broker such as {grants-revoke}, restarts of the broker on the same state directory) and the
+// state of the tree afterwards. docs/conformance.md describes the format.
 //
 // A [Runner] runs cases: each one in a fresh temporary directory, against a fresh broker process
 // started from a command template (by default "fsbroker stdio", with --root, --state-dir and

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -31,6 +32,11 @@ const (
 	defaultNotifyWait  = 5 * time.Second
 	defaultQuietWait   = time.Second
 	transcriptLines    = 40
+	defaultRunWait     = 10 * time.Second
+	retryPause         = 50 * time.Millisecond
+
+	// serverName is the serverInfo.name of the runner's initialize result, and ${server}.
+	serverName = "fsbroker-conformance"
 )
 
 // Placeholders of the broker command template. An argument equal to one of them is replaced by
@@ -44,6 +50,48 @@ const (
 	PlaceholderFlags   = "{flags}"   // the case's own flags
 )
 
+// PlaceholderBrokerBin stands, inside a tool's command template, for the first word of the
+// broker command ([Runner.Broker][0]). {area} and {statedir} are replaced there too.
+const PlaceholderBrokerBin = "{broker-bin}"
+
+// ToolGrantsRevoke is the tool a run step names as {grants-revoke}: PROTOCOL.md section 5's
+// `fsbroker grants revoke` for the case's state directory. The case appends the selectors
+// (--server ID, --path P); the command must revoke the grants they match, so that the running
+// broker refuses new requests under them within 1 second.
+const ToolGrantsRevoke = "grants-revoke"
+
+// DefaultTools returns the tools of a runner whose Tools is nil: fsbroker's own commands,
+// run as the broker command's program.
+func DefaultTools() map[string][]string {
+	return map[string][]string{
+		ToolGrantsRevoke: {PlaceholderBrokerBin, "grants", "revoke", "--state-dir", "{statedir}"},
+	}
+}
+
+// ParseTools reads tool templates written as NAME=COMMAND ARGS..., several separated by ";"
+// (the command is split at spaces, like the broker command). They are added to
+// [DefaultTools]; "NAME=" with no command removes that tool, so the cases using it are
+// skipped.
+func ParseTools(spec string) (map[string][]string, error) {
+	tools := DefaultTools()
+	for item := range strings.SplitSeq(spec, ";") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, cmd, ok := strings.Cut(item, "=")
+		name = strings.TrimSpace(name)
+		if _, valid := toolName("{" + name + "}"); !ok || !valid {
+			return nil, fmt.Errorf("tool %q: want NAME=COMMAND ARGS..., NAME in lower case (grants-revoke)", item)
+		}
+		if f := strings.Fields(cmd); len(f) > 0 {
+			tools[name] = f
+		} else {
+			delete(tools, name)
+		}
+	}
+	return tools, nil
+}
+
 // Runner runs cases against a broker command.
 type Runner struct {
 	// Broker is the command template, for example ["/usr/local/bin/fsbroker", "stdio"].
@@ -56,6 +104,19 @@ type Runner struct {
 	Grace time.Duration
 	// Verbose prints every case's outcome (not only failures) and the transcripts of failures.
 	Verbose bool
+	// Tools maps the name of a command that run steps may use ({grants-revoke}) to its
+	// command template, in which {broker-bin}, {area} and {statedir} are replaced; the step's
+	// arguments follow it. nil means [DefaultTools]. A case using a tool that is not here, or
+	// is mapped to nothing, is skipped.
+	Tools map[string][]string
+}
+
+// tool returns the command template of a tool, or nil.
+func (r *Runner) tool(name string) []string {
+	if r.Tools == nil {
+		return DefaultTools()[name]
+	}
+	return r.Tools[name]
 }
 
 // Result is the outcome of one case.
@@ -161,20 +222,25 @@ func (res *Result) Report(verbose bool) string {
 
 // caseRun is the state of one case while it runs.
 type caseRun struct {
-	r       *Runner
-	c       *Case
-	ctx     context.Context
-	tmp     string
-	area    string
-	roots   []string // absolute root directories
-	v       *vars
-	s       *session
-	outside map[string]string // snapshot of the area outside the roots
-	fails   []string
-	nextID  int
-	ids     map[string]any // request step name -> id sent
-	initReq *message       // the broker's initialize request, once seen
-	exitSet bool           // a step already checked the exit
+	r        *Runner
+	c        *Case
+	ctx      context.Context
+	tmp      string
+	area     string
+	state    string
+	roots    []string // absolute root directories
+	rootArgs []string // --root DIR[:rw] ...
+	env      []string // the broker's and the tools' environment
+	v        *vars
+	s        *session          // the broker running now (set by the case's goroutine only)
+	prev     []*session        // brokers that ran before a restart, in order
+	smu      sync.Mutex        // guards s against the deadline watcher's read
+	outside  map[string]string // snapshot of the area outside the roots
+	fails    []string
+	nextID   int
+	ids      map[string]any // request step name -> id sent
+	initReq  *message       // the broker's initialize request, once seen
+	exitSet  bool           // a step already checked the exit
 }
 
 func (cr *caseRun) failf(format string, args ...any) {
@@ -194,6 +260,12 @@ func (r *Runner) RunCase(ctx context.Context, c *Case) *Result {
 			res.Skipped = "needs Linux"
 		}
 		if res.Skipped != "" {
+			return res
+		}
+	}
+	for _, t := range c.Tools() {
+		if len(r.tool(t)) == 0 {
+			res.Skipped = fmt.Sprintf("the runner has no {%s} command (a run step needs it)", t)
 			return res
 		}
 	}
@@ -220,9 +292,11 @@ func (r *Runner) RunCase(ctx context.Context, c *Case) *Result {
 	go func() {
 		select {
 		case <-ctx.Done():
-			if !cr.s.hasExited() {
-				signalGroup(cr.s.cmd, false)
+			cr.smu.Lock()
+			if s := cr.s; s != nil && !s.hasExited() {
+				signalGroup(s.cmd, false)
 			}
+			cr.smu.Unlock()
 		case <-finished:
 		}
 	}()
@@ -230,10 +304,33 @@ func (r *Runner) RunCase(ctx context.Context, c *Case) *Result {
 	close(finished)
 	res.Failures = cr.fails
 	if cr.s != nil {
-		res.Transcript = cr.s.lastTranscript(transcriptLines)
-		res.Stderr = cr.s.stderr.String()
+		res.Transcript = cr.transcript(transcriptLines)
+		var stderr []string
+		for _, s := range append(slices.Clone(cr.prev), cr.s) {
+			stderr = append(stderr, s.stderr.String())
+		}
+		res.Stderr = strings.Join(stderr, "--- (the broker restarted) ---\n")
 	}
 	return res
+}
+
+// transcript returns the last n lines exchanged, with every broker the case started.
+func (cr *caseRun) transcript(n int) []string {
+	var all []string
+	for _, s := range cr.prev {
+		all = append(all, s.lastTranscript(1<<30)...)
+		all = append(all, "(the broker restarted)")
+	}
+	all = append(all, cr.s.lastTranscript(1<<30)...)
+	if len(all) > n {
+		all = append([]string{fmt.Sprintf("(%d earlier lines)", len(all)-n)}, all[len(all)-n:]...)
+	}
+	return all
+}
+
+// sessions returns every broker the case started, the running one last.
+func (cr *caseRun) sessions() []*session {
+	return append(slices.Clone(cr.prev), cr.s)
 }
 
 // setUp makes the directories and the fixture, and starts the broker.
@@ -247,18 +344,18 @@ func (cr *caseRun) setUp() error {
 		return err
 	}
 	cr.area = filepath.Join(cr.tmp, "area")
-	state := filepath.Join(cr.tmp, "state")
-	for _, d := range []string{cr.area, state, filepath.Join(cr.tmp, "xdg"), filepath.Join(cr.tmp, "mounts")} {
+	cr.state = filepath.Join(cr.tmp, "state")
+	for _, d := range []string{cr.area, cr.state, filepath.Join(cr.tmp, "xdg"), filepath.Join(cr.tmp, "mounts")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
 	}
 	cr.v.fixed["area"] = filepath.ToSlash(cr.area)
-	cr.v.fixed["state"] = filepath.ToSlash(state)
+	cr.v.fixed["state"] = filepath.ToSlash(cr.state)
+	cr.v.fixed["server"] = serverName
 	if err := buildFixture(cr.area, cr.c.Fixture, cr.v); err != nil {
 		return fmt.Errorf("fixture: %w", err)
 	}
-	var rootArgs []string
 	for _, rt := range cr.c.Roots {
 		dir, err := areaPath(cr.area, rt.Path)
 		if err != nil {
@@ -278,33 +375,58 @@ func (cr *caseRun) setUp() error {
 		if rt.Writable {
 			arg += ":rw"
 		}
-		rootArgs = append(rootArgs, "--root", arg)
+		cr.rootArgs = append(cr.rootArgs, "--root", arg)
 	}
 	if cr.outside, err = snapshot(cr.area, cr.roots); err != nil {
 		return err
 	}
-	consent := cr.c.Consent
-	if consent == "" {
-		consent = "auto"
+	argv, err := cr.brokerArgv(cr.c.Consent, cr.c.Flags)
+	if err != nil {
+		return err
+	}
+	cr.env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(cr.tmp, "xdg"))
+	cr.env = append(cr.env, cr.r.Env...)
+	s, err := startSession(argv, cr.env, cr.tmp)
+	if err != nil {
+		return err
+	}
+	cr.setSession(s)
+	return nil
+}
+
+// setSession makes s the running broker.
+func (cr *caseRun) setSession(s *session) {
+	cr.smu.Lock()
+	defer cr.smu.Unlock()
+	cr.s = s
+}
+
+// brokerArgv builds the broker command for a consent mode ("" is auto) and flags, ${...}
+// references expanded in both.
+func (cr *caseRun) brokerArgv(consent string, rawFlags []string) ([]string, error) {
+	consent, err := cr.v.str(orDefault(consent, "auto"))
+	if err != nil {
+		return nil, fmt.Errorf("consent: %w", err)
 	}
 	var flags []string
-	for _, f := range cr.c.Flags {
+	for _, f := range rawFlags {
 		x, err := cr.v.str(f)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		flags = append(flags, x)
 	}
-	argv := buildArgv(cr.r.Broker, map[string][]string{
-		PlaceholderRoots:   rootArgs,
-		PlaceholderState:   {"--state-dir", state},
+	return buildArgv(cr.r.Broker, map[string][]string{
+		PlaceholderRoots:   cr.rootArgs,
+		PlaceholderState:   {"--state-dir", cr.state},
 		PlaceholderConsent: {"--consent", consent},
 		PlaceholderFlags:   flags,
-	}, strings.NewReplacer("{area}", cr.area, "{statedir}", state))
-	env := append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(cr.tmp, "xdg"))
-	env = append(env, cr.r.Env...)
-	cr.s, err = startSession(argv, env, cr.tmp)
-	return err
+	}, cr.replacer()), nil
+}
+
+// replacer replaces {area} and {statedir} inside template arguments.
+func (cr *caseRun) replacer() *strings.Replacer {
+	return strings.NewReplacer("{area}", cr.area, "{statedir}", cr.state)
 }
 
 // buildArgv expands the command template.
@@ -347,14 +469,7 @@ func (cr *caseRun) cleanup() {
 
 // run plays the case: handshake, steps, end of session, checks of the tree.
 func (cr *caseRun) run() {
-	init := cr.c.Initialize
-	if init == nil {
-		init = &Initialize{}
-	}
-	ok := true
-	if !init.Manual {
-		ok = cr.awaitInitialize(init.Expect, "") && cr.answerInitialize(init, true)
-	}
+	ok := cr.handshake()
 	for i := range cr.c.Steps {
 		if !ok {
 			break
@@ -366,6 +481,18 @@ func (cr *caseRun) run() {
 		ok = cr.step(i, &cr.c.Steps[i])
 	}
 	cr.finish()
+}
+
+// handshake does the initialize exchange the case describes, unless it is manual.
+func (cr *caseRun) handshake() bool {
+	init := cr.c.Initialize
+	if init == nil {
+		init = &Initialize{}
+	}
+	if init.Manual {
+		return true
+	}
+	return cr.awaitInitialize(init.Expect, "") && cr.answerInitialize(init, true)
 }
 
 // awaitInitialize waits for the broker's initialize request and matches its params.
@@ -404,13 +531,20 @@ func (cr *caseRun) answerInitialize(init *Initialize, auto bool) bool {
 		var result any = map[string]any{
 			"protocolVersion": orDefault(init.ProtocolVersion, DefaultVersion),
 			"capabilities":    map[string]any{},
-			"serverInfo":      map[string]any{"name": "fsbroker-conformance", "version": "1.0.0"},
+			"serverInfo":      map[string]any{"name": serverName, "version": "1.0.0"},
 		}
 		if init.Result != nil {
 			var err error
 			if result, err = cr.v.subst(init.Result); err != nil {
 				cr.failf("answerInitialize: %v", err)
 				return false
+			}
+		}
+		if r, ok := result.(map[string]any); ok {
+			if info, ok := r["serverInfo"].(map[string]any); ok {
+				if name, ok := info["name"].(string); ok {
+					cr.v.fixed["server"] = name
+				}
 			}
 		}
 		reply["result"] = result
@@ -449,32 +583,50 @@ func (cr *caseRun) step(i int, s *Step) bool {
 	switch {
 	case s.Request != nil:
 		label = fmt.Sprintf("step %d (%s: request %s)", i+1, s.Name, s.Request.Method)
-		var id any
-		if s.Request.ID != nil {
-			var err error
-			if id, err = cr.v.subst(s.Request.ID); err != nil {
+		retry := duration(s.Request.RetryFor, 0)
+		deadline := time.Now().Add(retry)
+		for attempt := 1; ; attempt++ {
+			var id any
+			if s.Request.ID != nil {
+				var err error
+				if id, err = cr.v.subst(s.Request.ID); err != nil {
+					return fail("%v", err)
+				}
+			} else {
+				cr.nextID++
+				id = json.Number(fmt.Sprint(cr.nextID))
+			}
+			msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": s.Request.Method}
+			if s.Request.Params != nil {
+				p, err := cr.v.subst(s.Request.Params)
+				if err != nil {
+					return fail("params: %v", err)
+				}
+				msg["params"] = p
+			}
+			cr.ids[s.Name] = id
+			if err := cr.s.send(msg); err != nil {
 				return fail("%v", err)
 			}
-		} else {
-			cr.nextID++
-			id = json.Number(fmt.Sprint(cr.nextID))
-		}
-		msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": s.Request.Method}
-		if s.Request.Params != nil {
-			p, err := cr.v.subst(s.Request.Params)
-			if err != nil {
-				return fail("params: %v", err)
+			if s.Request.Async {
+				return true
 			}
-			msg["params"] = p
+			why := cr.checkReply(label, s.Name, id, s.Expect, true)
+			switch {
+			case why == "":
+				return true
+			case retry == 0:
+				cr.failf("%s", why)
+				return false
+			case time.Now().After(deadline) || cr.ctx.Err() != nil:
+				cr.failf("%s\n(the last of %d attempts over %s: retryFor %s)", why, attempt, time.Since(deadline.Add(-retry)).Round(time.Millisecond), retry)
+				return false
+			}
+			select {
+			case <-time.After(retryPause):
+			case <-cr.ctx.Done():
+			}
 		}
-		cr.ids[s.Name] = id
-		if err := cr.s.send(msg); err != nil {
-			return fail("%v", err)
-		}
-		if s.Request.Async {
-			return true
-		}
-		return cr.awaitReply(label, s.Name, id, s.Expect, true)
 	case s.Reply != "":
 		id, ok := cr.ids[s.Reply]
 		if !ok {
@@ -625,8 +777,109 @@ func (cr *caseRun) step(i int, s *Step) bool {
 		return cr.awaitInitialize(s.AwaitInitialize.Expect, s.AwaitInitialize.Within)
 	case s.AnswerInitialize != nil:
 		return cr.answerInitialize(s.AnswerInitialize, false)
+	case s.Run != nil:
+		if why := cr.runTool(s.Name, s.Run); why != "" {
+			return fail("%s", why)
+		}
+	case s.Restart != nil:
+		if why := cr.restart(s.Restart); why != "" {
+			return fail("%s", why)
+		}
+		return cr.handshake()
 	}
 	return true
+}
+
+// runTool runs a run step's command to its end, captures {exitCode, stdout, stderr} under
+// name and matches the exit status. It returns what went wrong, or "".
+func (cr *caseRun) runTool(name string, rs *RunStep) string {
+	tool, _ := toolName(rs.Argv[0])
+	template := cr.r.tool(tool)
+	if len(template) == 0 {
+		return fmt.Sprintf("the runner has no {%s} command", tool)
+	}
+	inner := strings.NewReplacer(PlaceholderBrokerBin, cr.r.Broker[0], "{area}", cr.area, "{statedir}", cr.state)
+	var argv []string
+	for _, a := range template {
+		argv = append(argv, inner.Replace(a))
+	}
+	for _, a := range rs.Argv[1:] {
+		x, err := cr.v.str(a)
+		if err != nil {
+			return err.Error()
+		}
+		argv = append(argv, x)
+	}
+	within := duration(rs.Within, defaultRunWait)
+	ctx, cancel := context.WithTimeout(cr.ctx, within)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = cr.env, cr.tmp
+	cmd.WaitDelay = time.Second
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	shown := strings.Join(argv, " ")
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	switch {
+	case errors.As(err, &ee) && ctx.Err() == nil:
+		code = ee.ExitCode()
+	case ctx.Err() != nil:
+		cr.s.note(fmt.Sprintf("$ %s (did not end within %s)", shown, within))
+		return fmt.Sprintf("run %s: did not end within %s", shown, within)
+	case err != nil:
+		cr.s.note(fmt.Sprintf("$ %s (%v)", shown, err))
+		return fmt.Sprintf("run %s: %v", shown, err)
+	}
+	cr.s.note(fmt.Sprintf("$ %s (exit status %d)", shown, code))
+	cr.v.captured[name] = map[string]any{"exitCode": json.Number(fmt.Sprint(code)), "stdout": stdout.String(), "stderr": stderr.String()}
+	var want any = json.Number("0")
+	if rs.ExpectExit != nil {
+		if want, err = cr.v.subst(rs.ExpectExit); err != nil {
+			return err.Error()
+		}
+	}
+	if diffs := Match(want, json.Number(fmt.Sprint(code)), "/exitCode"); len(diffs) > 0 {
+		return fmt.Sprintf("run %s: exit status %d, want %s\n  stdout: %s\n  stderr: %s", shown, code, show(want),
+			clip(strings.TrimSpace(stdout.String()), 1000), clip(strings.TrimSpace(stderr.String()), 1000))
+	}
+	return ""
+}
+
+// restart ends the running broker as a case's end does (end of input, a clean exit within the
+// grace) and starts a new one on the same area and state directory. It returns what went
+// wrong, or "". The caller does the handshake.
+func (cr *caseRun) restart(rs *Restart) string {
+	grace := duration(rs.Within, cr.r.grace())
+	old := cr.s
+	code, how := old.stop(grace)
+	switch {
+	case cr.exitSet:
+	case how != "":
+		return fmt.Sprintf("restart: the broker did not exit within %s after its stdin closed (ended by %s)", grace, how)
+	case code != 0 && old.sent("notifications/initialized"):
+		return fmt.Sprintf("restart: exit status %d after the server closed its output, want 0", code)
+	}
+	consent, flags := cr.c.Consent, cr.c.Flags
+	if rs.Consent != "" {
+		consent = rs.Consent
+	}
+	if rs.Flags != nil {
+		flags = rs.Flags
+	}
+	argv, err := cr.brokerArgv(consent, flags)
+	if err != nil {
+		return "restart: " + err.Error()
+	}
+	s, err := startSession(argv, cr.env, cr.tmp)
+	if err != nil {
+		return "restart: " + err.Error()
+	}
+	cr.prev = append(cr.prev, old)
+	cr.setSession(s)
+	cr.exitSet, cr.initReq = false, nil
+	return ""
 }
 
 // rawLine builds a raw step's bytes.
@@ -649,6 +902,16 @@ func (cr *caseRun) rawLine(r *Raw) ([]byte, error) {
 // awaitReply waits for the reply with id and matches it; byRequest says the default
 // expectation (none given) is a success.
 func (cr *caseRun) awaitReply(label, name string, id any, e *Expect, byRequest bool) bool {
+	if why := cr.checkReply(label, name, id, e, byRequest); why != "" {
+		cr.failf("%s", why)
+		return false
+	}
+	return true
+}
+
+// checkReply is awaitReply returning the failure instead of recording it ("" when the reply
+// matched).
+func (cr *caseRun) checkReply(label, name string, id any, e *Expect, byRequest bool) string {
 	within := defaultReplyWait
 	if e != nil {
 		within = duration(e.Within, defaultReplyWait)
@@ -657,19 +920,17 @@ func (cr *caseRun) awaitReply(label, name string, id any, e *Expect, byRequest b
 		return m.isResponse() && exactEqual(id, m.id)
 	})
 	if m == nil {
-		cr.failf("%s: no reply with id %s within %s%s", label, show(id), within, cr.exitNote())
-		return false
+		return fmt.Sprintf("%s: no reply with id %s within %s%s", label, show(id), within, cr.exitNote())
 	}
 	cr.v.captured[name] = m.value
 	want, err := cr.replyMatcher(e)
 	if err != nil {
-		cr.failf("%s: %v", label, err)
-		return false
+		return fmt.Sprintf("%s: %v", label, err)
 	}
 	if want == nil {
-		return true
+		return ""
 	}
-	return cr.matchValue(label, want, m.value, m)
+	return cr.valueDiff(label, want, m.value, m)
 }
 
 // replyMatcher turns an Expect into a matcher of the whole reply.
@@ -725,13 +986,21 @@ func (cr *caseRun) replyMatcher(e *Expect) (any, error) {
 
 // matchValue matches and records a failure with the expected and received values.
 func (cr *caseRun) matchValue(label string, want, got any, m *message) bool {
+	if why := cr.valueDiff(label, want, got, m); why != "" {
+		cr.failf("%s", why)
+		return false
+	}
+	return true
+}
+
+// valueDiff matches and describes the differences, or returns "".
+func (cr *caseRun) valueDiff(label string, want, got any, m *message) string {
 	diffs := Match(want, got, "")
 	if len(diffs) == 0 {
-		return true
+		return ""
 	}
-	cr.failf("%s: the reply differs:\n  %s\nwant (matcher): %s\ngot: %s", label, strings.Join(diffs, "\n  "),
+	return fmt.Sprintf("%s: the reply differs:\n  %s\nwant (matcher): %s\ngot: %s", label, strings.Join(diffs, "\n  "),
 		show(want), clip(string(m.raw), 1500))
-	return false
 }
 
 // resnapshot takes the runner's own disk change into the outside snapshot.
@@ -779,11 +1048,13 @@ func (cr *caseRun) finish() {
 	case code != 0 && cr.s.sent("notifications/initialized"):
 		cr.failf("exit status %d after the server closed its output, want 0", code)
 	}
-	for _, b := range cr.s.badLines() {
-		cr.failf("stdout line is not a JSON-RPC message: %s", b)
-	}
-	if strings.Contains(cr.s.stderr.String(), "WARNING: DATA RACE") {
-		cr.failf("the race detector fired in the broker")
+	for _, s := range cr.sessions() {
+		for _, b := range s.badLines() {
+			cr.failf("stdout line is not a JSON-RPC message: %s", b)
+		}
+		if strings.Contains(s.stderr.String(), "WARNING: DATA RACE") {
+			cr.failf("the race detector fired in the broker")
+		}
 	}
 	if a := cr.c.After; a != nil {
 		for i := range a.Files {
