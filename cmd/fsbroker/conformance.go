@@ -58,6 +58,14 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&parallel, "parallel", 0, "cases run at once (`N`; default twice the CPUs)")
 	fs.BoolVar(&verbose, "verbose", false, "print every case's outcome, and the transcript and broker log of each failure")
 	fs.BoolVar(&list, "list", false, "list the selected cases and their tags instead of running them")
+	var toolSpecs []string
+	fs.Func("tool", "the command behind a tool cases run beside the broker, as `NAME=COMMAND ARGS` (grants-revoke: fsbroker's \"{broker-bin} grants revoke --state-dir {statedir}\"); repeatable; NAME= alone skips the cases that need it", func(v string) error {
+		if _, err := conformance.ParseTools(v); err != nil {
+			return err
+		}
+		toolSpecs = append(toolSpecs, v)
+		return nil
+	})
 	fs.DurationVar(&grace, "grace", conformance.DefaultGrace, "how long a broker may take to exit after its stdin closes, and after SIGTERM")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -105,6 +113,11 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 		broker = []string{self, "stdio"}
 	}
 	r := &conformance.Runner{Broker: broker, Parallel: parallel, Verbose: verbose, Grace: grace}
+	if len(toolSpecs) > 0 {
+		if r.Tools, err = conformance.ParseTools(strings.Join(toolSpecs, ";")); err != nil {
+			return configErrorf("conformance: --tool: %v", err)
+		}
+	}
 	failed := 0
 	for _, res := range r.Run(ctx, cases, stdout) {
 		if res.Skipped == "" && !res.Passed() {
