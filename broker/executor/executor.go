@@ -191,6 +191,19 @@ func sameObject(a, b Info) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Type == b.Type
 }
 
+// sameVersion reports whether two infos describe the same object, unchanged:
+// sameObject, and the same status change time where the platform gives one.
+// A file system hands a freed inode number to the next file it creates, so a
+// file replaced twice by renames can come back under the number it was
+// resolved with; its change time then differs (it is the new file's creation
+// or later), which sameObject alone would miss. A write into the file, a
+// chmod or a new link changes it too: all are a change under the operation.
+// (Change times have the file system's clock granularity, a few milliseconds
+// on some kernels: a number reused within one tick still passes.)
+func sameVersion(a, b Info) bool {
+	return sameObject(a, b) && (a.Ctime == 0 || b.Ctime == 0 || a.Ctime == b.Ctime)
+}
+
 // Target is a resolved path: the canonical path (symbolic links inside the
 // root resolved) and what is there now.
 type Target struct {

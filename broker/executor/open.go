@@ -18,7 +18,7 @@ func openFallback(h *os.Root, t Target) (*os.File, fs.FileInfo, error) {
 		_ = f.Close()
 		return nil, nil, mapOSError(err, "the file cannot be read")
 	}
-	if !sameObject(infoOf(fi), t.Info) {
+	if !sameVersion(infoOf(fi), t.Info) {
 		_ = f.Close()
 		return nil, nil, conflict("the file changed while the request was decided")
 	}

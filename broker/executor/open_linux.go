@@ -31,7 +31,7 @@ func openChecked(h *os.Root, t Target) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, mapOSError(err, "the file cannot be read")
 	}
-	if !sameObject(infoOf(fi), t.Info) {
+	if !sameVersion(infoOf(fi), t.Info) {
 		return nil, nil, conflict("the file changed while the request was decided")
 	}
 	if !fi.Mode().IsRegular() {

@@ -29,7 +29,7 @@ import (
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
-const waitLimit = 10 * time.Second
+const waitLimit = 30 * time.Second
 
 var (
 	brokerBin string // the fsbroker binary under test
