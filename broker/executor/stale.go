@@ -16,30 +16,68 @@ import (
 // renaming one). Files of live processes, this one included, are kept. The
 // walk goes through the root handle and never follows links. It returns how
 // many files were removed.
+//
+// Directories are read in batches, not whole and sorted, so that a root with
+// a huge directory costs a batch of entries in memory, not the directory.
 func (x *Executor) RemoveStaleTemps(ctx context.Context, r roots.Root) (int, error) {
 	h, err := x.handle(r)
 	if err != nil {
 		return 0, err
 	}
 	removed := 0
-	err = fs.WalkDir(h.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	pending := []string{"."}
+	for len(pending) > 0 {
+		dir := pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		n, subdirs, err := x.removeStaleIn(ctx, h, r, dir)
+		removed += n
 		if err != nil {
-			return nil // unreadable directories are skipped, not fatal
+			return removed, err
 		}
-		if d.IsDir() || !IsTempName(d.Name()) || tempOwnerAlive(d.Name()) {
-			return nil
+		pending = append(pending, subdirs...)
+	}
+	return removed, nil
+}
+
+// staleBatch is how many entries of a directory RemoveStaleTemps reads at once.
+const staleBatch = 1024
+
+// removeStaleIn removes the stale temporary files directly in dir and returns
+// its subdirectories (links are not followed). An unreadable directory is
+// skipped, not fatal; only ctx ending is an error.
+func (x *Executor) removeStaleIn(ctx context.Context, h *os.Root, r roots.Root, dir string) (int, []string, error) {
+	f, err := h.Open(dir)
+	if err != nil {
+		return 0, nil, ctx.Err()
+	}
+	defer f.Close()
+	removed := 0
+	var subdirs []string
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, nil, err
 		}
-		if err := h.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			x.log.Warn("cannot remove a stale temporary file", "root", r.Mount, "error", err)
-			return nil
+		entries, err := f.ReadDir(staleBatch)
+		for _, d := range entries {
+			p := d.Name()
+			if dir != "." {
+				p = dir + "/" + p
+			}
+			switch {
+			case d.IsDir():
+				subdirs = append(subdirs, p)
+			case d.Type().IsRegular() && IsTempName(d.Name()) && !tempOwnerAlive(d.Name()):
+				if err := h.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					x.log.Warn("cannot remove a stale temporary file", "root", r.Mount, "error", err)
+					continue
+				}
+				removed++
+			}
 		}
-		removed++
-		return nil
-	})
-	return removed, err
+		if err != nil { // io.EOF at the end, or an unreadable rest: done with this directory
+			return removed, subdirs, nil
+		}
+	}
 }
 
 // tempOwnerAlive reports whether the process named in a temporary file's
