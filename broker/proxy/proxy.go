@@ -56,6 +56,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -379,16 +380,32 @@ func (r *Router) fromHost(raw []byte) {
 }
 
 // fromServer routes one message of the server's.
+//
+// Only what the Router can read exactly as the host will goes to the host: a
+// message that does not decode strictly, or that has a member twice (a host
+// reading the first "method" could see another request than the one the
+// Router read), is answered by the Router with the JSON-RPC error the host
+// would have given, never passed on; else a message the Router cannot read
+// (an escaped "2.0", say) could carry roots/list or files/* to the host. A
+// batch is passed on only when every element passes that test and none is
+// the broker's to answer.
 func (r *Router) fromServer(raw []byte) {
 	msg, err := jsonrpc.Decode(raw)
+	if err == nil && duplicateMembers(raw) {
+		err = &jsonrpc.DecodeError{ID: jsonrpc.NullID, Err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "invalid request: a member appears twice"}}
+	}
 	if err != nil {
-		if batchHasBrokered(raw) {
-			// Passed on, it would put roots/list or files/* before the host.
-			r.log.Warn("refused a batch from the server with roots/list or files/* in it")
+		if isBatch(raw) {
+			if batchForwardable(raw) {
+				r.writeHost(raw)
+				return
+			}
+			r.log.Warn("refused a batch from the server that could carry roots/list or files/* to the host")
 			r.writeServer(batchRefused)
 			return
 		}
-		r.writeHost(raw) // the host answers it as it would unwrapped
+		r.refuseFromServer(err)
 		return
 	}
 	switch {
@@ -439,21 +456,75 @@ func Brokered(method string) bool {
 	return c == "roots/list" || strings.HasPrefix(c, "files/")
 }
 
-// batchHasBrokered reports whether raw is a JSON array holding a message
-// with a method the broker answers.
-func batchHasBrokered(raw []byte) bool {
-	var batch []struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(raw, &batch) != nil {
+// isBatch reports whether raw is a JSON array.
+func isBatch(raw []byte) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '['
+}
+
+// batchForwardable reports whether a server's batch may go to the host as it
+// is: every element a strictly decodable message without a repeated member,
+// and none a request the broker answers.
+func batchForwardable(raw []byte) bool {
+	var batch []json.RawMessage
+	if json.Unmarshal(raw, &batch) != nil || len(batch) == 0 {
 		return false
 	}
-	for _, m := range batch {
-		if Brokered(m.Method) {
+	for _, elem := range batch {
+		msg, err := jsonrpc.Decode(elem)
+		if err != nil || duplicateMembers(elem) {
+			return false
+		}
+		if msg.Method != "" && Brokered(msg.Method) {
+			return false
+		}
+	}
+	return true
+}
+
+// duplicateMembers reports whether a JSON object has a member name twice at
+// its top level (or is not an object that can be read member by member).
+func duplicateMembers(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return true
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return true
+		}
+		name, ok := t.(string)
+		if !ok || seen[name] {
+			return true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// refuseFromServer answers a server message the Router will not pass on with
+// the error a JSON-RPC peer gives (a parse error or an invalid request, id
+// null when it cannot be read); a reply-shaped message is never answered.
+func (r *Router) refuseFromServer(err error) {
+	var de *jsonrpc.DecodeError
+	if !errors.As(err, &de) {
+		de = &jsonrpc.DecodeError{ID: jsonrpc.NullID, Err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}}
+	}
+	r.log.Warn("refused a message from the server that cannot be passed on as it was read", "error", de.Err.Message)
+	if de.Response {
+		return
+	}
+	id := de.ID
+	if id.IsZero() {
+		id = jsonrpc.NullID
+	}
+	r.writeServer(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: id, Error: de.Err}))
 }
 
 var batchRefused = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.NullID,

@@ -476,9 +476,11 @@ func TestWrapRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 	}
 }
 
-// Messages that are not single JSON-RPC messages pass unchanged, except a
-// batch from the server that holds roots/list or files/*: it is refused, so
-// that it never reaches the host.
+// A batch from the server passes unchanged when every element is a plain
+// message that is not the broker's to answer; one that holds roots/list or
+// files/* is refused, and so is a line the Router cannot read exactly as a
+// host would (answered -32700/-32600, never passed on). The host's batches
+// and lines pass as they are.
 func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, nil)
@@ -493,12 +495,40 @@ func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f.host.sendRaw(`[1,2]`)
 	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
 	f.host.await("the server's batch", func(m *wireMsg) bool { return m.raw == otherBatch })
-	f.host.await("the server's malformed line", func(m *wireMsg) bool { return m.raw == `{not json` })
+	f.server.await("the parse error for the malformed line", func(m *wireMsg) bool {
+		return m.isReplyTo("null") && strings.Contains(string(m.Error), "-32700")
+	})
 	f.server.await("the host's batch", func(m *wireMsg) bool { return m.raw == `[1,2]` })
 	f.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
 	for _, m := range f.host.all() {
 		if strings.Contains(m.raw, "files/read") {
 			t.Errorf("the host received %s", m.raw)
+		}
+	}
+}
+
+// TestWrapRouterNeverPassesWhatItCannotRead: requests the broker answers,
+// disguised so that a lenient reader would see them and a strict one would
+// not, never reach the host (a security review's probes).
+func TestWrapRouterNeverPassesWhatItCannotRead(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, nil)
+	for _, line := range []string{
+		`{"jsonrpc":"2\u002e0","id":"p1","method":"roots/list"}`,
+		`{"jsonrpc":"2.0","id":"p2","method":"roots/list","result":null}`,
+		`{"jsonrpc":"2.0","id":"p3","method":"roots/list","method":"x/y"}`,
+		`{"jsonrpc":"2.0","id":"p4","method":"x/y","method":"files/read"}`,
+		`[{"jsonrpc":"2.0","id":"b1","method":"roots/list"},5]`,
+		`[{"jsonrpc":"2.0","id":"b2","method":"roots/list","Method":"x/y"}]`,
+		`[{"jsonrpc":"2.0","id":"b3","method":"x/y","method":"roots/list"}]`,
+	} {
+		f.server.sendRaw(line)
+	}
+	f.server.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.host.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
+	for _, m := range f.host.all() {
+		if strings.Contains(m.raw, "roots/list") || strings.Contains(m.raw, "files/read") {
+			t.Errorf("the host got %s", m.raw)
 		}
 	}
 }
