@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,9 +190,13 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 			decision.Approved = nil
 		}
 	}
-	approved := decision.Approved
-	if approved == nil {
-		approved = []string{}
+	// Only what the policy let be asked can be granted, whatever a provider
+	// answers.
+	approved := []string{}
+	for _, mp := range decision.Approved {
+		if slices.Contains(approvable, mp) && !slices.Contains(approved, mp) {
+			approved = append(approved, mp)
+		}
 	}
 
 	// The record first: no grant exists that the trail does not show.

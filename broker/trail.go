@@ -122,6 +122,12 @@ func (s *Session) recordDecision(ctx context.Context, req Request, v Verdict, to
 	}
 	c := callFrom(ctx)
 	if c == nil {
+		if s.trail != nil && v.Allow {
+			// A decision outside an audited request would have no record:
+			// refused rather than run unrecorded.
+			s.log.Error("a decision outside an audited request; refusing", "method", req.Method)
+			return errcode.New(errcode.IOError, reasonAuditUnavailable)
+		}
 		return refusal
 	}
 	c.decided, c.allowed, c.decidedAt = true, v.Allow, time.Now()

@@ -102,9 +102,12 @@ type Engine struct {
 	debounce time.Duration
 
 	set      atomic.Pointer[policySet]
-	reloadMu sync.Mutex   // one reload at a time
-	failing  bool         // the last reload failed; guarded by reloadMu
-	watching atomic.Int32 // running Watch loops whose watches are set up
+	reloadMu sync.Mutex // one reload at a time
+	failing  bool       // the last reload failed; guarded by reloadMu
+	// remoteDigest is the sha256 of the bundle last activated from a bundle
+	// server; guarded by reloadMu.
+	remoteDigest string
+	watching     atomic.Int32 // running Watch loops whose watches are set up
 }
 
 // New loads src, compiles it in strict mode and type-checks it against the policy input schema

@@ -3,10 +3,13 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,9 +127,28 @@ func parseServices(raw json.RawMessage, keyConfigs map[string]*keys.Config) (map
 	return clients, nil
 }
 
-// String names the remote source for logs.
+// String names the remote source for logs, without credentials: the URL's
+// user information and query are left out.
 func (r *Remote) String() string {
-	return fmt.Sprintf("bundle %q from %s%s", r.name, r.client.Config().URL, "/"+strings.TrimPrefix(r.source.Resource, "/"))
+	base := r.client.Config().URL
+	if u, err := url.Parse(base); err == nil {
+		u.User, u.RawQuery, u.Fragment = nil, "", ""
+		base = u.String()
+	}
+	resource := r.source.Resource
+	if i := strings.IndexByte(resource, '?'); i >= 0 {
+		resource = resource[:i]
+	}
+	return fmt.Sprintf("bundle %q from %s%s", r.name, base, "/"+strings.TrimPrefix(resource, "/"))
+}
+
+// digestOf is the hex sha256 of a downloaded bundle ("" for none).
+func digestOf(content []byte) string {
+	if content == nil {
+		return ""
+	}
+	sum := sha256.Sum256(content)
+	return hex.EncodeToString(sum[:])
 }
 
 // persistFile is where the last activated bundle is kept, or "" when it is not.
@@ -234,7 +256,9 @@ func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update,
 		}
 		var raw *rawSet
 		if raw, err = rawFromBundle(u.Bundle, "bundle "+r.name, content); err == nil {
-			if old != nil && raw.revision == old.revision && !e.failing {
+			// The same revision with other content (a bundle tool that keeps a
+			// static revision) is a new set all the same.
+			if old != nil && raw.revision == old.revision && digestOf(content) == e.remoteDigest && !e.failing {
 				return nil
 			}
 			set, err = buildRaw(ctx, raw, e.loadOptions())
@@ -254,6 +278,7 @@ func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update,
 	}
 	e.set.Store(set)
 	e.failing = false
+	e.remoteDigest = digestOf(content)
 	e.logLoaded("policies reloaded", set, time.Since(start))
 	if perr := r.persist(content); perr != nil {
 		e.logger.Warn("the new policy bundle is in force but could not be persisted", "error", perr)

@@ -247,3 +247,48 @@ func TestParseRemoteRefuses(t *testing.T) {
 		t.Errorf("build of a remote source = %v, want a *LoadError", err)
 	}
 }
+
+// TestRemoteBundleSameRevisionNewContent: a bundle tool that keeps a static revision still
+// gets its new content in force; and the source's name in logs carries no credentials.
+func TestRemoteBundleSameRevisionNewContent(t *testing.T) {
+	keys := hs256Keys()
+	srv := newBundleServer(t)
+	remote, err := ParseRemote(remoteConfig(t, srv.URL, keys), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := func(open bool) bundle.Bundle {
+		b := makeBundle(t, "static", map[string]string{"authz.rego": bundlePolicy}, map[string]any{"fsbroker": map[string]any{"open": open}})
+		keys.sign(t, &b)
+		return b
+	}
+	e, err := New(context.Background(), Source{Remote: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.serve(t, signed(true), "etag-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	got := make(reloads, 64)
+	go func() { done <- e.Watch(ctx, got.record) }()
+	defer func() { cancel(); <-done }()
+	got.await(t, "static")
+	in := testInput(t, "read", "proj/a", false)
+	if d, _ := e.Decide(context.Background(), in); !d.Allow {
+		t.Fatalf("first content: %+v", d)
+	}
+	srv.serve(t, signed(false), "etag-2")
+	got.await(t, "static")
+	if d, _ := e.Decide(context.Background(), in); d.Allow {
+		t.Errorf("the new content under the same revision was not put in force: %+v", d)
+	}
+
+	withSecrets, err := ParseRemote([]byte(`{"services": {"a": {"url": "https://user:pw@bundles.example.com/base?token=t1"}},
+		"bundles": {"b": {"service": "a", "resource": "p/b.tar.gz?sig=s2"}}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := withSecrets.String(); strings.Contains(name, "pw") || strings.Contains(name, "t1") || strings.Contains(name, "s2") {
+		t.Errorf("String() = %q leaks credentials", name)
+	}
+}
