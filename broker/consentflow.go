@@ -49,8 +49,7 @@ func (s *Session) consentCovers(t executor.Target, access grants.Access, now tim
 	if s.grantStore == nil {
 		return false, nil
 	}
-	server, _ := s.serverID()
-	_, ok, err := s.grantStore.Covers(server, access, t.Path.MountPath(), now)
+	_, ok, err := s.grantStore.Covers(s.StateKey(), access, t.Path.MountPath(), now)
 	return ok, err
 }
 
@@ -102,8 +101,7 @@ func (s *Session) inputGrants(now time.Time) []InputGrant {
 	if s.grantStore == nil {
 		return out
 	}
-	server, _ := s.serverID()
-	gs, err := s.grantStore.List(server)
+	gs, err := s.grantStore.List(s.StateKey())
 	if err != nil {
 		s.log.Error("cannot read the consent grants for the policy input", "error", err)
 		return out // the consent check refuses the request anyway
@@ -217,7 +215,7 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 		if s.grantStore == nil {
 			return nil, errcode.New(errcode.IOError, "no grant store: consent cannot be kept")
 		}
-		server, _ := s.serverID()
+		server := s.StateKey()
 		now := time.Now().UTC()
 		gs := make([]grants.Grant, 0, len(approved))
 		for _, mp := range approved {

@@ -195,7 +195,7 @@ func TestGrantsOutliveTheSessionAndExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer past.Close()
-	if _, err := past.Grant("test-server", grants.Grant{Access: grants.Read, Path: "ro/b.txt", Granted: time.Now().Add(-time.Hour),
+	if _, err := past.Grant(second.sess.StateKey(), grants.Grant{Access: grants.Read, Path: "ro/b.txt", Granted: time.Now().Add(-time.Hour),
 		Expires: time.Now().Add(-time.Minute), By: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestRevocationEndsWatchesAndNotifies(t *testing.T) {
 	f.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/sub", "ro/a.txt"}})
 	res, _, _ := f.call("files/watch", map[string]any{"path": "ro/sub", "recursive": true})
 	watchID := res["watchId"].(string)
-	if _, err := f.store.Revoke(grants.RevokeFilter{Server: "test-server", Path: "ro/sub"}); err != nil {
+	if _, err := f.store.Revoke(grants.RevokeFilter{Server: f.sess.StateKey(), Path: "ro/sub"}); err != nil {
 		t.Fatal(err)
 	}
 	f.sess.GrantsChanged()
@@ -219,4 +219,18 @@ func TestRevocationEndsWatchesAndNotifies(t *testing.T) {
 	f.mustFail("files/read", map[string]any{"path": "ro/sub/c.txt"}, -32002, "PERMISSION_DENIED")
 	f.call("files/read", map[string]any{"path": "ro/a.txt"}) // the other grant stands
 	f.mustFail("files/unwatch", map[string]any{"watchId": watchID}, -32602, "INVALID_PARAMS")
+}
+
+// TestDeclaredNameNeverHoldsAPinnedIDsGrants: a server that declares the name
+// an operator pinned for another server holds none of that one's grants.
+func TestDeclaredNameNeverHoldsAPinnedIDsGrants(t *testing.T) {
+	f := startConsent(t, mustParse(t, "deny"), nil)
+	// Grants for a server pinned as "test-server", the name this one declares.
+	if _, err := f.store.Grant("test-server", grants.Grant{Access: grants.Read, Path: "ro", Granted: time.Now(), By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if key := f.sess.StateKey(); key != DeclaredPrefix+"test-server" {
+		t.Fatalf("StateKey = %q", key)
+	}
+	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
 }

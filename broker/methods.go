@@ -71,8 +71,7 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
 	}
 	if s.limiter != nil && name != "ping" {
-		server, _ := s.serverID()
-		release, refusal, record, suppressed := s.limiter.admit(server)
+		release, refusal, record, suppressed := s.limiter.admit(s.StateKey())
 		if refusal != nil {
 			id := ""
 			if record {
@@ -84,6 +83,12 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	}
 	var c *call
 	if m.audited {
+		// The session's start record comes first in the trail.
+		select {
+		case <-s.startRecorded:
+		case <-ctx.Done():
+			return nil, toRPC(errcode.New(errcode.Timeout, "the session is still starting"), "")
+		}
 		c = s.newCall(name)
 		ctx = withCall(ctx, c)
 	}

@@ -176,8 +176,7 @@ func WithUsage(st *usage.Store) Option { return func(s *Session) { s.usage = st 
 // session's count.
 func (s *Session) writtenToday(now time.Time) int64 {
 	if s.usage != nil {
-		id, _ := s.serverID()
-		if n, err := s.usage.Today(id, now); err == nil {
+		if n, err := s.usage.Today(s.StateKey(), now); err == nil {
 			return max(n, s.bytesWritten.today(now))
 		}
 	}
@@ -190,8 +189,7 @@ func (s *Session) checkUsage(now time.Time) error {
 	if s.usage == nil {
 		return nil
 	}
-	id, _ := s.serverID()
-	if _, err := s.usage.Today(id, now); err != nil {
+	if _, err := s.usage.Today(s.StateKey(), now); err != nil {
 		s.log.Error("cannot read the server's usage; refusing the write", "error", err)
 		return errcode.Wrap(errcode.IOError, "the daily write quota cannot be checked", err)
 	}
@@ -202,8 +200,7 @@ func (s *Session) checkUsage(now time.Time) error {
 func (s *Session) addWritten(now time.Time, n int64) {
 	s.bytesWritten.add(now, n)
 	if s.usage != nil {
-		id, _ := s.serverID()
-		if _, err := s.usage.Add(id, now, n); err != nil {
+		if _, err := s.usage.Add(s.StateKey(), now, n); err != nil {
 			s.log.Error("cannot record the server's usage", "bytes", n, "error", err)
 		}
 	}

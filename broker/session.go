@@ -150,8 +150,10 @@ type Session struct {
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued
 	limiter      *Limiter
-	consent      consent.Provider
-	grantStore   *grants.Store
+	// startRecorded is closed once the session_start record is written.
+	startRecorded chan struct{}
+	consent       consent.Provider
+	grantStore    *grants.Store
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -170,6 +172,8 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		limits:      DefaultLimits(),
 		transport:   "stdio",
 		started:     time.Now(),
+
+		startRecorded: make(chan struct{}),
 	}
 	var idBytes [8]byte
 	if _, err := rand.Read(idBytes[:]); err != nil {
@@ -223,8 +227,7 @@ func (s *Session) Run(ctx context.Context) error {
 		detail = "ended: " + err.Error()
 	}
 	if s.limiter != nil {
-		server, _ := s.serverID()
-		if n := s.limiter.flushSuppressed(server); n > 0 {
+		if n := s.limiter.flushSuppressed(s.StateKey()); n > 0 {
 			detail += fmt.Sprintf("; %d rate-limit refusals of this server not recorded one by one", n)
 		}
 	}
@@ -270,12 +273,15 @@ func (s *Session) initialize(ctx context.Context) error {
 	s.info = info
 	s.infoMu.Unlock()
 
-	// The session's start is in the trail before any of its decisions.
-	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
 	// Mark the session initialized before the notification leaves, so that a
 	// server reacting to it at once is never told NOT_INITIALIZED.
 	s.initialized.Store(true)
-	if err := s.conn.Notify("notifications/initialized", nil); err != nil {
+	err := s.conn.Notify("notifications/initialized", nil)
+	// The session's start is in the trail before any of its decisions: audited
+	// requests wait for it (handleRequest).
+	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
+	close(s.startRecorded)
+	if err != nil {
 		return fmt.Errorf("send initialized notification: %w", err)
 	}
 	s.log.Info("session initialized", "server", info.Name, "serverVersion", info.Version,

@@ -73,6 +73,22 @@ func (s *Session) ServerID() string {
 	return id
 }
 
+// DeclaredPrefix starts the state key of a server whose identity is only the
+// name it declared (see StateKey).
+const DeclaredPrefix = "declared:"
+
+// StateKey is what the server's grants, daily write count and rate limit are
+// kept under: the pinned id as it is, and a declared name behind
+// DeclaredPrefix. A server that declares the name an operator pinned for
+// another one therefore never holds that one's grants, nor spends its quota.
+func (s *Session) StateKey() string {
+	id, pinned := s.serverID()
+	if pinned {
+		return id
+	}
+	return DeclaredPrefix + id
+}
+
 // serverID is the server's identity: the pinned id, else its declared name.
 func (s *Session) serverID() (id string, pinned bool) {
 	if s.pinnedID != "" {

@@ -283,8 +283,7 @@ func TestUsageIsSharedAcrossSessions(t *testing.T) {
 		t.Errorf("bytesWrittenToday seen by session 1 %v, session 2 %v; want [0 5] and [8]", d1.seen, d2.seen)
 	}
 
-	id := f2.sess.Server().Name
-	if err := os.WriteFile(st.Path(id), []byte("{not json"), 0o600); err != nil {
+	if err := os.WriteFile(st.Path(f2.sess.StateKey()), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	data := f2.mustFail("files/write", map[string]any{"path": "rw/d.txt", "content": "x"}, -32004, "IO_ERROR")

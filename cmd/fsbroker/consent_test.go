@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
 )
 
@@ -1009,7 +1010,7 @@ func TestConsentExpiredGrantRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := past.Grant(csPeer,
+	if _, err := past.Grant(broker.DeclaredPrefix+csPeer,
 		grants.Grant{Access: grants.Read, Path: "proj/a.txt", Expires: now.Add(-time.Hour), By: grants.ByPrompt},
 		grants.Grant{Access: grants.Read, Path: "proj/b.txt", Expires: now.Add(time.Hour), By: grants.ByPrompt},
 	); err != nil {
@@ -1037,7 +1038,9 @@ func TestConsentPinnedServerID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(csPeer, grants.Grant{Access: grants.Read, Path: "proj", By: grants.ByPrompt}); err != nil {
+	// A declared name's grants are kept apart from pinned ids' (behind
+	// broker.DeclaredPrefix), so a server cannot claim a pinned id's grants.
+	if _, err := s.Grant(broker.DeclaredPrefix+csPeer, grants.Grant{Access: grants.Read, Path: "proj", By: grants.ByPrompt}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

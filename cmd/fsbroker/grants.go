@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
 )
 
@@ -162,7 +163,7 @@ func grantsList(args []string, stdout, stderr io.Writer) error {
 	if s != nil {
 		defer s.Close()
 		if *server != "" {
-			gs, readErr = s.List(*server)
+			gs, readErr = listBoth(s, *server)
 		} else {
 			gs, readErr = s.ListAll()
 		}
@@ -240,7 +241,7 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 		return &exitCodeError{code: exitFailure}
 	}
 	defer s.Close()
-	revoked, revokeErr := s.Revoke(f)
+	revoked, revokeErr := revokeBoth(s, f)
 	if errors.Is(revokeErr, grants.ErrInvalid) {
 		return &configError{msg: revokeErr.Error()}
 	}
@@ -274,7 +275,7 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) {
 	var gs []grants.Grant
 	if f.Server != "" {
-		gs, _ = s.List(f.Server)
+		gs, _ = listBoth(s, f.Server)
 	} else {
 		gs, _ = s.ListAll()
 	}
@@ -342,12 +343,60 @@ func recordRevocations(tf *trailFlags, revoked []grants.Grant) error {
 		return err
 	}
 	for _, g := range revoked {
-		rec := audit.Record{Kind: audit.KindGrant, Server: g.Server, Method: "grants/revoke", Operation: string(g.Access),
-			Allow: audit.Bool(false), Detail: "revoked " + g.ID + " with fsbroker grants revoke"}
+		server, declared := strings.CutPrefix(g.Server, broker.DeclaredPrefix)
+		detail := "revoked " + g.ID + " with fsbroker grants revoke"
+		if declared {
+			detail += " (a declared name's grant)"
+		}
+		rec := audit.Record{Kind: audit.KindGrant, Server: server, Method: "grants/revoke", Operation: string(g.Access),
+			Allow: audit.Bool(false), Detail: detail}
 		if _, err := w.Append(context.Background(), rec); err != nil {
 			w.Close()
 			return err
 		}
 	}
 	return w.Close()
+}
+
+// serverKeys are the grant-store keys --server S names: the pinned id S, and
+// the declared name S (kept as broker.DeclaredPrefix+S, so that a server
+// declaring a pinned id's name never holds its grants).
+func serverKeys(server string) []string {
+	if strings.HasPrefix(server, broker.DeclaredPrefix) {
+		return []string{server}
+	}
+	return []string{server, broker.DeclaredPrefix + server}
+}
+
+// listBoth lists the grants of every key --server S names.
+func listBoth(s *grants.Store, server string) ([]grants.Grant, error) {
+	var all []grants.Grant
+	var errs []error
+	for _, key := range serverKeys(server) {
+		gs, err := s.List(key)
+		all = append(all, gs...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+// revokeBoth revokes for every key --server S names.
+func revokeBoth(s *grants.Store, f grants.RevokeFilter) ([]grants.Grant, error) {
+	if f.Server == "" {
+		return s.Revoke(f)
+	}
+	var all []grants.Grant
+	var errs []error
+	for _, key := range serverKeys(f.Server) {
+		g := f
+		g.Server = key
+		revoked, err := s.Revoke(g)
+		all = append(all, revoked...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return all, errors.Join(errs...)
 }

@@ -206,7 +206,7 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 	// Grants changed by another process (fsbroker grants revoke) reach the
 	// session within a second.
 	err = s.grants.Watch(watchCtx, func(server string) {
-		if server != grants.AnyServer && server != sess.ServerID() {
+		if server != grants.AnyServer && server != sess.StateKey() {
 			return
 		}
 		s.log.Info("the server's consent grants changed", "server", server)
