@@ -165,7 +165,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
 	fs.DurationVar(&o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
 	fs.Int64Var(&o.retentionBytes, "audit-retention-bytes", 0, "delete the oldest closed audit segments while all of them hold more than `BYTES` (0: no limit)")
-	if cmd == "connect" {
+	if cmd == "connect" || cmd == "wrap" {
 		registerRemoteFlags(fs, o)
 	}
 	return fs, o

@@ -23,8 +23,14 @@ func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
+	if len(rest) > 0 && o.remoteURL != "" {
+		return configErrorf("wrap serves either a server command (after --) or a remote server (--url), not both")
+	}
+	if len(rest) == 0 && o.remoteURL == "" {
+		return configErrorf("wrap needs the server command after --, as in: fsbroker wrap --root DIR -- CMD ARGS, or a remote server: --url URL")
+	}
 	if len(rest) == 0 {
-		return configErrorf("wrap needs the server command after --, as in: fsbroker wrap --root DIR -- CMD ARGS")
+		return wrapRemote(ctx, o, stdin, stdout, stderr)
 	}
 	s, err := prepare(o, stderr)
 	if err != nil {
@@ -104,6 +110,48 @@ loop:
 		return &exitCodeError{code: code}
 	case code < 0 && exitedOnItsOwn:
 		s.log.Error("the server was ended by a signal", "status", proc.ExitDescription())
+		return errAlreadyLogged
+	}
+	return nil
+}
+
+// wrapRemote is wrap in front of a remote server (--url, or the config's
+// remote.url): the host on this process's stdio, the server over Streamable
+// HTTP. It ends when the host closes its input or the remote session ends.
+func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
+	s, err := prepare(o, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	serverStream, err := s.openRemote()
+	if err != nil {
+		return err
+	}
+	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.roots.Len())
+	hostStream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
+		return s.serveView(ctx, stream, view, broker.WithTransport("http"))
+	}
+	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")))
+	routed := make(chan error, 1)
+	go func() { routed <- router.Run(ctx) }()
+	var routeErr error
+	select {
+	case routeErr = <-routed:
+	case <-router.HostDone():
+		s.log.Info("the host closed the connection; ending the remote session")
+		_ = serverStream.Close() // DELETE, and the router's reads end
+		routeErr = <-routed
+	case <-ctx.Done():
+		_ = serverStream.Close()
+		routeErr = <-routed
+	}
+	_ = serverStream.Close()
+	if routeErr != nil && ctx.Err() == nil {
+		if !errors.Is(routeErr, errAlreadyLogged) {
+			s.log.Error("wrap failed", "error", routeErr)
+		}
 		return errAlreadyLogged
 	}
 	return nil

@@ -445,3 +445,35 @@ func TestWrapUnsupportedVersion(t *testing.T) {
 		t.Error("the log does not say the version is not supported")
 	}
 }
+
+// TestWrapURL: wrap in front of a remote server over Streamable HTTP. The test
+// plays the host; the official Go SDK's server, reached over HTTP, lists its
+// roots when the host's notifications/initialized reaches it, and gets the
+// broker's, answered by fsbroker and not the host.
+func TestWrapURL(t *testing.T) {
+	t.Parallel()
+	endpoint, serverErr := startExampleHTTP(t)
+	a := realDir(t, filepath.Join(t.TempDir(), "a"))
+	p := startBroker(t, "", "wrap", "--consent", "auto", "--root", a, "--url", endpoint)
+	p.send(map[string]any{"jsonrpc": "2.0", "id": "h1", "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "test-host", "version": "1"},
+	}})
+	init := p.await("the server's initialize result", func(m *message) bool { return m.isReplyTo(`"h1"`) })
+	if init.Error != nil || !strings.Contains(string(init.Result), "serverInfo") {
+		t.Fatalf("initialize through wrap --url: %s", init.raw)
+	}
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	waitText(t, serverErr, regexp.MustCompile(regexp.QuoteMeta("initialized: 1 roots: file://"+a+" (a)")))
+	if p.hasMessage(func(m *message) bool { return m.isRequest("roots/list") }) {
+		t.Error("the server's roots/list reached the host")
+	}
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	_, stderr, code := runPlain(t, "wrap", "--url", endpoint, "--", "/bin/true")
+	if code != 2 || !strings.Contains(stderr, "not both") {
+		t.Errorf("wrap --url with a command: exit %d\n%s", code, stderr)
+	}
+}
