@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 )
@@ -37,7 +38,8 @@ var demoSteps = []demoStep{
 	{"it reads a source file (allowed: consent given, policy agrees)", "files/read", map[string]any{"path": "project/src/main.go"}},
 	{"it tries to read the project's .env (denied: secrets deny-list)", "files/read", map[string]any{"path": "project/.env"}},
 	{"it tries to change the README (denied: no write consent there)", "files/write", map[string]any{"path": "project/README.md", "content": "pwned"}},
-	{"it writes notes in the scratch root (allowed)", "files/write", map[string]any{"path": "scratch/notes.md", "content": "# Notes\n"}},
+	{"it watches the scratch root for changes", "files/watch", map[string]any{"path": "scratch", "recursive": true}},
+	{"it writes notes in the scratch root (allowed; its watch reports the change)", "files/write", map[string]any{"path": "scratch/notes.md", "content": "# Notes\n"}},
 	{"it tries to climb out of its roots (refused before any decision)", "files/read", map[string]any{"path": "project/../../etc/passwd"}},
 	{"it tries to write 2 KiB at once (denied: over the write limit, 1 KiB in this demo)", "files/write",
 		map[string]any{"path": "scratch/big.bin", "content": strings.Repeat("x", 2048)}},
@@ -116,7 +118,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		served <- s.serve(ctx, stream)
 		stream.Close()
 	}()
-	peer := &demoPeer{in: bufio.NewReader(fromBroker), out: fromServer}
+	peer := &demoPeer{in: bufio.NewReader(fromBroker), pipe: fromBroker, out: fromServer}
 	scriptErr := peer.run(stdout)
 	fromServer.Close() // the server leaves: the session ends
 	if err := <-served; err != nil {
@@ -141,15 +143,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // demoPeer plays the MCP server of the demo over the broker's pipes.
 type demoPeer struct {
-	in  *bufio.Reader
-	out io.Writer
-	seq int
+	in     *bufio.Reader
+	pipe   *os.File // under in, for read deadlines
+	out    io.Writer
+	seq    int
+	events []string // change events not printed yet
 }
 
 // demoMessage is what the demo reads from the broker.
 type demoMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Code int `json:"code"`
@@ -239,6 +244,11 @@ func (p *demoPeer) run(stdout io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(stdout, "   ALLOWED %s\n", summarize(step.method, reply.Result))
+		wait := time.Duration(0)
+		if step.method == "files/write" && strings.HasPrefix(target, "scratch/notes") {
+			wait = 2 * time.Second
+		}
+		p.printEvents(stdout, wait)
 	}
 	return nil
 }
@@ -256,10 +266,45 @@ func (p *demoPeer) awaitReply() (*demoMessage, error) {
 			if err := p.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}}); err != nil {
 				return nil, err
 			}
+		case m.Method == "notifications/files/changed":
+			p.noteEvent(m)
 		case m.Method == "" && string(m.ID) == fmt.Sprint(p.seq):
 			return m, nil
 		}
 	}
+}
+
+// noteEvent keeps a change event to print.
+func (p *demoPeer) noteEvent(m *demoMessage) {
+	var ev struct {
+		Path  string `json:"path"`
+		Event string `json:"event"`
+	}
+	if json.Unmarshal(m.Params, &ev) == nil {
+		p.events = append(p.events, ev.Event+" "+ev.Path)
+	}
+}
+
+// printEvents prints the change events received so far, waiting up to d for
+// a first one when none came yet (events follow the change asynchronously).
+func (p *demoPeer) printEvents(stdout io.Writer, d time.Duration) {
+	if len(p.events) == 0 && d > 0 && p.pipe != nil {
+		_ = p.pipe.SetReadDeadline(time.Now().Add(d))
+		for len(p.events) == 0 {
+			m, err := p.read()
+			if err != nil {
+				break
+			}
+			if m.Method == "notifications/files/changed" {
+				p.noteEvent(m)
+			}
+		}
+		_ = p.pipe.SetReadDeadline(time.Time{})
+	}
+	for _, e := range p.events {
+		fmt.Fprintf(stdout, "   EVENT   %s (notifications/files/changed)\n", e)
+	}
+	p.events = nil
 }
 
 // summarize describes a result in a few words.
@@ -288,6 +333,8 @@ func summarize(method string, result json.RawMessage) string {
 		return fmt.Sprintf("%d bytes read", r.Length)
 	case "files/write":
 		return fmt.Sprintf("written, now %d bytes", r.Size)
+	case "files/watch":
+		return "watching"
 	case "files/consent":
 		var c struct {
 			Granted       bool     `json:"granted"`

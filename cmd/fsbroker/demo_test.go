@@ -22,6 +22,7 @@ func TestDemo(t *testing.T) {
 		"ALLOWED approved: project\n",
 		"ALLOWED approved: scratch\n",
 		"ALLOWED 29 bytes read",
+		"EVENT   created scratch/notes.md",
 		`DENIED  PERMISSION_DENIED: secrets: path matches the protected name pattern ".env"`,
 		"no consent grant covers path for write access",
 		"DENIED  QUOTA_EXCEEDED",
