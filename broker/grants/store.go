@@ -3,9 +3,7 @@ package grants
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,14 +12,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/broker/internal/keyfile"
 )
 
 // Defaults of the options.
@@ -40,21 +38,13 @@ const (
 )
 
 const (
-	dataExt    = ".json"
-	lockExt    = ".lock"
-	tempPrefix = ".tmp-"
-	hashLen    = 2 * sha256.Size
 	// maxFileSize bounds a grants file: DefaultMaxGrants grants with long
 	// paths take about 20 MiB.
 	maxFileSize = 32 << 20
 	// rereadFactor times the maximum staleness is how old a read may be
 	// before the file is reread even though a stat shows no change.
 	rereadFactor = 10
-	// lockRetry is how often a lock held by another process is tried again.
-	lockRetry = time.Millisecond
-	idBytes   = 12
-	fileMode  = 0o600
-	dirMode   = 0o700
+	idBytes      = 12
 )
 
 // Option configures a Store.
@@ -116,7 +106,7 @@ type Store struct {
 	lockWait  time.Duration
 	maxGrants int
 	now       func() time.Time
-	dirf      *os.File      // the directory, kept open to sync renames (nil on Windows)
+	files     *keyfile.Dir
 	done      chan struct{} // closed by Close: ends the watches
 
 	mu      sync.RWMutex
@@ -130,7 +120,6 @@ type entry struct {
 	server string
 	name   string // hex SHA-256 of server
 	path   string
-	lock   string
 
 	// io serialises this Store's file access for the server, so that its
 	// goroutines queue here rather than on the cross-process lock, and a
@@ -190,17 +179,7 @@ func (s *snapshot) covering(access Access, p string, now time.Time) (Grant, bool
 }
 
 // stamp identifies a version of a grants file without reading it.
-type stamp struct {
-	exists   bool
-	size     int64
-	modNanos int64
-	dev, ino uint64 // 0 where the platform has no inode numbers
-}
-
-func stampOf(fi fs.FileInfo) stamp {
-	dev, ino := fileID(fi)
-	return stamp{exists: true, size: fi.Size(), modNanos: fi.ModTime().UnixNano(), dev: dev, ino: ino}
-}
+type stamp = keyfile.Stamp
 
 // Open opens the store in dir, creating the directory (0700) if needed, and
 // removes temporary files left by a crashed writer.
@@ -219,17 +198,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := os.MkdirAll(s.dir, dirMode); err != nil {
-		return nil, fmt.Errorf("grants: create the directory: %w", err)
+	files, err := keyfile.Open(s.dir, "grants", s.lockWait, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
 	}
-	if runtime.GOOS != "windows" { // Windows cannot sync a directory handle
-		f, err := os.Open(s.dir)
-		if err != nil {
-			return nil, fmt.Errorf("grants: open the directory: %w", err)
-		}
-		s.dirf = f
-	}
-	s.removeStaleTemps()
+	s.files = files
 	return s, nil
 }
 
@@ -243,10 +216,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	if s.dirf != nil {
-		return s.dirf.Close()
-	}
-	return nil
+	return s.files.Close()
 }
 
 // Dir returns the store's directory.
@@ -254,12 +224,7 @@ func (s *Store) Dir() string { return s.dir }
 
 // Path returns the file that holds server's grants (which may not exist).
 func (s *Store) Path(server string) string {
-	return filepath.Join(s.dir, fileName(server)+dataExt)
-}
-
-func fileName(server string) string {
-	sum := sha256.Sum256([]byte(server))
-	return hex.EncodeToString(sum[:])
+	return s.files.DataPath(keyfile.Name(server))
 }
 
 // Covers reports whether server holds a grant, live at now, that allows
@@ -514,12 +479,11 @@ func (s *Store) entry(server string) (*entry, error) {
 	if e := s.servers[server]; e != nil {
 		return e, nil
 	}
-	name := fileName(server)
+	name := keyfile.Name(server)
 	e = &entry{
 		server: server,
 		name:   name,
-		path:   filepath.Join(s.dir, name+dataExt),
-		lock:   filepath.Join(s.dir, name+lockExt),
+		path:   s.files.DataPath(name),
 	}
 	s.servers[server] = e
 	s.byHash[name] = e
@@ -540,10 +504,10 @@ func (s *Store) resolve(hash string) (*entry, error) {
 	if e := s.known(hash); e != nil {
 		return e, nil
 	}
-	path := filepath.Join(s.dir, hash+dataExt)
+	path := s.files.DataPath(hash)
 	server, _, _, err := readFile(path, "")
-	if err == nil && server != "" && fileName(server) != hash {
-		err = fmt.Errorf("%w: it holds the grants of server %q, whose file is %s%s", ErrCorrupt, server, fileName(server), dataExt)
+	if err == nil && server != "" && keyfile.Name(server) != hash {
+		err = fmt.Errorf("%w: it holds the grants of server %q, whose file is %s%s", ErrCorrupt, server, keyfile.Name(server), keyfile.DataExt)
 	}
 	if err != nil {
 		return nil, &Error{Op: "list", Path: path, Err: trimPathErr(err, path)}
@@ -578,8 +542,8 @@ func (s *Store) scan() ([]string, error) {
 
 // dataHash returns the hash a grants file name stands for.
 func dataHash(name string) (string, bool) {
-	h, ok := strings.CutSuffix(name, dataExt)
-	return h, ok && len(h) == hashLen && isHex(h)
+	h, ok := strings.CutSuffix(name, keyfile.DataExt)
+	return h, ok && keyfile.IsName(h)
 }
 
 func (e *entry) fail(op string, err error) error {
@@ -638,7 +602,7 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 	gen, dirty, loaded, cached, readAt := e.gen, e.dirty, e.loaded, e.stamp, e.readAt
 	e.mu.Unlock()
 	if loaded && !dirty && time.Since(readAt) < rereadFactor*s.maxStale {
-		if st, err := statFile(e.path); err == nil && st == cached {
+		if st, err := keyfile.StatStamp(e.path); err == nil && st == cached {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.checkedAt = time.Now()
@@ -673,7 +637,7 @@ func (e *entry) install(gen uint64, gs []Grant, st stamp, err error) {
 func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write bool, err error)) error {
 	e.io.Lock()
 	defer e.io.Unlock()
-	unlock, err := s.lockFile(e)
+	unlock, err := s.files.Lock(e.name, true)
 	if err != nil {
 		return err
 	}
@@ -701,34 +665,6 @@ func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write b
 	e.install(gen, next, nst, nil)
 	e.mu.Unlock()
 	return nil
-}
-
-// lockFile takes the server's exclusive cross-process lock, waiting at most
-// the lock wait.
-func (s *Store) lockFile(e *entry) (unlock func(), err error) {
-	fl := flock.New(e.lock, flock.SetPermissions(fileMode))
-	ok, err := fl.TryLock()
-	if err == nil && !ok {
-		ctx, cancel := context.WithTimeout(context.Background(), s.lockWait)
-		ok, err = fl.TryLockContext(ctx, lockRetry)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = nil
-		}
-	}
-	if err != nil || !ok {
-		_ = fl.Close()
-		if err != nil {
-			return nil, fmt.Errorf("lock %s: %w", e.lock, err)
-		}
-		return nil, fmt.Errorf("lock %s: held by another process for more than %s", e.lock, s.lockWait)
-	}
-	return func() {
-		if err := fl.Unlock(); err != nil {
-			s.log.Warn("cannot release a grants lock", "path", e.lock, "error", err)
-			_ = fl.Close()
-		}
-	}, nil
 }
 
 // fileIn is a grants file as read: every member must be present.
@@ -779,7 +715,7 @@ func readFile(path, want string) (server string, gs []Grant, st stamp, err error
 	if err != nil {
 		return "", nil, stamp{}, err
 	}
-	st = stampOf(fi)
+	st = keyfile.StampOf(fi)
 	if !fi.Mode().IsRegular() {
 		return "", nil, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
 	}
@@ -864,11 +800,7 @@ func parse(b []byte, want string) (string, []Grant, error) {
 // grants removes the file.
 func (s *Store) write(e *entry, gs []Grant) (stamp, error) {
 	if len(gs) == 0 {
-		if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return stamp{}, err
-		}
-		s.syncDir()
-		return stamp{}, nil
+		return stamp{}, s.files.Remove(e.name)
 	}
 	out := fileOut{Version: FormatVersion, Server: e.server, Grants: make([]grantOut, len(gs))}
 	for i, g := range gs {
@@ -884,87 +816,7 @@ func (s *Store) write(e *entry, gs []Grant) (stamp, error) {
 	if buf.Len() > maxFileSize {
 		return stamp{}, fmt.Errorf("%w: the grants take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
 	}
-	f, err := os.CreateTemp(s.dir, tempPrefix+e.name+"-*")
-	if err != nil {
-		return stamp{}, err
-	}
-	tmp := f.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		return stamp{}, err
-	}
-	if err := f.Sync(); err != nil {
-		return stamp{}, err
-	}
-	fi, err := f.Stat() // a rename keeps the inode, size and modification time
-	if err != nil {
-		return stamp{}, err
-	}
-	if err := f.Close(); err != nil {
-		return stamp{}, err
-	}
-	if err := os.Rename(tmp, e.path); err != nil {
-		return stamp{}, err
-	}
-	committed = true
-	s.syncDir()
-	return stampOf(fi), nil
-}
-
-// syncDir makes a rename or removal in the directory durable. The change is
-// in place either way; a failed sync only risks it after a power loss,
-// which leaves the old grants.
-func (s *Store) syncDir() {
-	if s.dirf != nil {
-		if err := s.dirf.Sync(); err != nil {
-			s.log.Warn("cannot sync the grants directory", "path", s.dir, "error", err)
-		}
-	}
-}
-
-// removeStaleTemps removes the temporary files whose writer is gone: a
-// writer holds its server's exclusive lock until its rename, so a temporary
-// file whose lock is free was left by a crash.
-func (s *Store) removeStaleTemps() {
-	des, err := os.ReadDir(s.dir)
-	if err != nil {
-		s.log.Warn("cannot list the grants directory", "path", s.dir, "error", err)
-		return
-	}
-	for _, de := range des {
-		name := de.Name()
-		hash, ok := strings.CutPrefix(name, tempPrefix)
-		if !ok || len(hash) < hashLen || !isHex(hash[:hashLen]) {
-			continue
-		}
-		fl := flock.New(filepath.Join(s.dir, hash[:hashLen]+lockExt), flock.SetPermissions(fileMode))
-		if ok, err := fl.TryLock(); err != nil || !ok {
-			continue // its writer may be live
-		}
-		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("cannot remove a leftover grants file", "path", filepath.Join(s.dir, name), "error", err)
-		} else {
-			s.log.Debug("removed a leftover grants file", "path", filepath.Join(s.dir, name))
-		}
-		_ = fl.Unlock()
-	}
-}
-
-func statFile(path string) (stamp, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return stamp{}, nil
-	}
-	if err != nil {
-		return stamp{}, err
-	}
-	return stampOf(fi), nil
+	return s.files.Replace(e.name, buf.Bytes())
 }
 
 // sortGrants orders one server's grants by path, then access, then time
@@ -974,14 +826,4 @@ func sortGrants(gs []Grant) { slices.SortFunc(gs, compareGrants) }
 func compareGrants(a, b Grant) int {
 	return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(string(a.Access), string(b.Access)),
 		a.Granted.Compare(b.Granted), strings.Compare(a.ID, b.ID))
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -85,9 +85,6 @@ package usage
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,14 +92,12 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/broker/internal/keyfile"
 )
 
 // DirName is the name of the usage directory inside the broker's state
@@ -118,18 +113,9 @@ const (
 	DefaultLockWait = 10 * time.Second
 )
 
-const (
-	dataExt    = ".json"
-	lockExt    = ".lock"
-	tempPrefix = ".tmp-"
-	// maxFileSize bounds a count file: an identity of a few hundred bytes
-	// takes at most a few KiB of JSON.
-	maxFileSize = 64 << 10
-	// lockRetry is how often a lock held by another process is tried again.
-	lockRetry = time.Millisecond
-	fileMode  = 0o600
-	dirMode   = 0o700
-)
+// maxFileSize bounds a count file: an identity of a few hundred bytes takes
+// at most a few KiB of JSON.
+const maxFileSize = 64 << 10
 
 var (
 	// ErrCorrupt is matched by the error of a count file that is not a
@@ -186,11 +172,10 @@ func WithLockWait(d time.Duration) Option {
 
 // Store is a directory of per-server daily byte counts.
 type Store struct {
-	dir      string
+	dir      *keyfile.Dir
 	log      hclog.Logger
 	maxStale time.Duration
 	lockWait time.Duration
-	dirf     *os.File // the directory, kept open to sync renames (nil on Windows)
 
 	mu      sync.Mutex
 	closed  bool
@@ -202,7 +187,6 @@ type entry struct {
 	server string
 	name   string // hex SHA-256 of server
 	path   string
-	lock   string
 	want   string // server as it reads back from JSON (invalid UTF-8 is replaced)
 
 	// io serialises this Store's file access for the server, so that its
@@ -227,23 +211,12 @@ type record struct {
 }
 
 // stamp identifies a version of a count file without reading it.
-type stamp struct {
-	exists   bool
-	size     int64
-	modNanos int64
-	dev, ino uint64 // 0 where the platform has no inode numbers
-}
-
-func stampOf(fi fs.FileInfo) stamp {
-	dev, ino := fileID(fi)
-	return stamp{exists: true, size: fi.Size(), modNanos: fi.ModTime().UnixNano(), dev: dev, ino: ino}
-}
+type stamp = keyfile.Stamp
 
 // Open opens the store in dir, creating the directory (0700) if needed, and
 // removes temporary files left by a crashed writer.
 func Open(dir string, opts ...Option) (*Store, error) {
 	s := &Store{
-		dir:      filepath.Clean(dir),
 		log:      hclog.NewNullLogger(),
 		maxStale: DefaultMaxStale,
 		lockWait: DefaultLockWait,
@@ -252,17 +225,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if err := os.MkdirAll(s.dir, dirMode); err != nil {
-		return nil, fmt.Errorf("usage: create the directory: %w", err)
+	d, err := keyfile.Open(dir, "usage", s.lockWait, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
 	}
-	if runtime.GOOS != "windows" { // Windows cannot sync a directory handle
-		f, err := os.Open(s.dir)
-		if err != nil {
-			return nil, fmt.Errorf("usage: open the directory: %w", err)
-		}
-		s.dirf = f
-	}
-	s.removeStaleTemps()
+	s.dir = d
 	return s, nil
 }
 
@@ -275,20 +242,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.dirf != nil {
-		return s.dirf.Close()
-	}
-	return nil
+	return s.dir.Close()
 }
 
 // Path returns the file that holds server's count (which may not exist).
 func (s *Store) Path(server string) string {
-	return filepath.Join(s.dir, fileName(server)+dataExt)
-}
-
-func fileName(server string) string {
-	sum := sha256.Sum256([]byte(server))
-	return hex.EncodeToString(sum[:])
+	return s.dir.DataPath(keyfile.Name(server))
 }
 
 // Today returns the bytes server wrote on now's UTC day, by every process
@@ -309,7 +268,7 @@ func (s *Store) Today(server string, now time.Time) (int64, error) {
 	}
 	e.io.Lock()
 	defer e.io.Unlock()
-	unlock, err := s.lockFile(e, false)
+	unlock, err := s.dir.Lock(e.name, false)
 	if err != nil {
 		return 0, e.fail("today", err)
 	}
@@ -334,7 +293,7 @@ func (s *Store) cached(e *entry, day string) (n int64, ok bool, err error) {
 	if !fresh {
 		return 0, false, nil
 	}
-	st, serr := statFile(e.path)
+	st, serr := keyfile.StatStamp(e.path)
 	if serr != nil {
 		return 0, false, nil // the read reports it
 	}
@@ -388,7 +347,7 @@ func (s *Store) Add(server string, now time.Time, n int64) (int64, error) {
 
 // add is Add's read-modify-write, under e.io.
 func (s *Store) add(e *entry, day string, n int64) (int64, error) {
-	unlock, err := s.lockFile(e, true)
+	unlock, err := s.dir.Lock(e.name, true)
 	if err != nil {
 		return 0, err
 	}
@@ -433,12 +392,11 @@ func (s *Store) entry(server string) (*entry, error) {
 	if e := s.servers[server]; e != nil {
 		return e, nil
 	}
-	name := fileName(server)
+	name := keyfile.Name(server)
 	e := &entry{
 		server: server,
 		name:   name,
-		path:   filepath.Join(s.dir, name+dataExt),
-		lock:   filepath.Join(s.dir, name+lockExt),
+		path:   s.dir.DataPath(name),
 		want:   roundTrip(server),
 	}
 	s.servers[server] = e
@@ -483,38 +441,6 @@ func (s *Store) warnFuture(e *entry, day string) {
 	}
 }
 
-// lockFile takes the server's cross-process lock, shared or exclusive,
-// waiting at most the lock wait.
-func (s *Store) lockFile(e *entry, exclusive bool) (unlock func(), err error) {
-	fl := flock.New(e.lock, flock.SetPermissions(fileMode))
-	try, tryCtx := fl.TryRLock, fl.TryRLockContext
-	if exclusive {
-		try, tryCtx = fl.TryLock, fl.TryLockContext
-	}
-	ok, err := try()
-	if err == nil && !ok {
-		ctx, cancel := context.WithTimeout(context.Background(), s.lockWait)
-		ok, err = tryCtx(ctx, lockRetry)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = nil
-		}
-	}
-	if err != nil || !ok {
-		_ = fl.Close()
-		if err != nil {
-			return nil, fmt.Errorf("lock %s: %w", e.lock, err)
-		}
-		return nil, fmt.Errorf("lock %s: held by another process for more than %s", e.lock, s.lockWait)
-	}
-	return func() {
-		if err := fl.Unlock(); err != nil {
-			s.log.Warn("cannot release a usage lock", "path", e.lock, "error", err)
-			_ = fl.Close()
-		}
-	}, nil
-}
-
 // read reads the count file, under the server's lock. A missing file is
 // the zero record.
 func (e *entry) read() (record, stamp, error) {
@@ -530,7 +456,7 @@ func (e *entry) read() (record, stamp, error) {
 	if err != nil {
 		return record{}, stamp{}, err
 	}
-	st := stampOf(fi)
+	st := keyfile.StampOf(fi)
 	if !fi.Mode().IsRegular() {
 		return record{}, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
 	}
@@ -586,82 +512,7 @@ func (s *Store) write(e *entry, rec record) (stamp, error) {
 	if err := enc.Encode(fileOut{Server: e.server, Day: rec.day, BytesWritten: rec.bytes}); err != nil {
 		return stamp{}, err
 	}
-	f, err := os.CreateTemp(s.dir, tempPrefix+e.name+"-*")
-	if err != nil {
-		return stamp{}, err
-	}
-	tmp := f.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		return stamp{}, err
-	}
-	if err := f.Sync(); err != nil {
-		return stamp{}, err
-	}
-	fi, err := f.Stat() // a rename keeps the inode, size and modification time
-	if err != nil {
-		return stamp{}, err
-	}
-	if err := f.Close(); err != nil {
-		return stamp{}, err
-	}
-	if err := os.Rename(tmp, e.path); err != nil {
-		return stamp{}, err
-	}
-	committed = true
-	if s.dirf != nil {
-		// The count is in place either way; a failed sync only risks the
-		// rename after a power loss, which leaves the old count.
-		if err := s.dirf.Sync(); err != nil {
-			s.log.Warn("cannot sync the usage directory", "path", s.dir, "error", err)
-		}
-	}
-	return stampOf(fi), nil
-}
-
-// removeStaleTemps removes the temporary files whose writer is gone: a
-// writer holds its server's exclusive lock until its rename, so a temporary
-// file whose lock is free was left by a crash.
-func (s *Store) removeStaleTemps() {
-	des, err := os.ReadDir(s.dir)
-	if err != nil {
-		s.log.Warn("cannot list the usage directory", "path", s.dir, "error", err)
-		return
-	}
-	for _, de := range des {
-		name := de.Name()
-		hash, ok := strings.CutPrefix(name, tempPrefix)
-		if !ok || len(hash) < 64 || !isHex(hash[:64]) {
-			continue
-		}
-		fl := flock.New(filepath.Join(s.dir, hash[:64]+lockExt), flock.SetPermissions(fileMode))
-		if ok, err := fl.TryLock(); err != nil || !ok {
-			continue // its writer may be live
-		}
-		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("cannot remove a leftover usage file", "path", filepath.Join(s.dir, name), "error", err)
-		} else {
-			s.log.Debug("removed a leftover usage file", "path", filepath.Join(s.dir, name))
-		}
-		_ = fl.Unlock()
-	}
-}
-
-func statFile(path string) (stamp, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return stamp{}, nil
-	}
-	if err != nil {
-		return stamp{}, err
-	}
-	return stampOf(fi), nil
+	return s.dir.Replace(e.name, buf.Bytes())
 }
 
 // dayOf is now's UTC date, YYYY-MM-DD; such dates order as strings.
@@ -695,14 +546,4 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

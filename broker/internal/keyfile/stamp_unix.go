@@ -1,6 +1,6 @@
 //go:build unix
 
-package grants
+package keyfile
 
 import (
 	"io/fs"

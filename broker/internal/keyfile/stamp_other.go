@@ -1,6 +1,6 @@
 //go:build !unix
 
-package usage
+package keyfile
 
 import "io/fs"
 

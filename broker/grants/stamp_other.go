@@ -1,9 +1,0 @@
-//go:build !unix
-
-package grants
-
-import "io/fs"
-
-// fileID is 0 where a FileInfo carries no inode number: the stamp then
-// rests on size and modification time, and the periodic reread.
-func fileID(fs.FileInfo) (dev, ino uint64) { return 0, 0 }
