@@ -18,11 +18,7 @@ import (
 // processes verifies and holds a decision for every reply.
 func TestConcurrentSessionsFlood(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, state, trail, root := trailDirs(t)
 	const (
 		brokers  = 4
 		requests = 400

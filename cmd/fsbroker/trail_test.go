@@ -31,11 +31,23 @@ func trailKeys(t *testing.T, state, dir string) audit.VerifyKeys {
 	return audit.VerifyKeys{MAC: [][]byte{key}, Checkpoint: []ed25519.PublicKey{pub}}
 }
 
-// trailDecisions counts the decision records in the segments of dir.
-func trailDecisions(t *testing.T, dir string) int {
+// trailDirs makes a test's directory with an empty root proj and returns it,
+// and the state directory, trail and root to run a broker with.
+func trailDirs(t *testing.T) (dir, state, trail, root string) {
+	t.Helper()
+	dir = t.TempDir()
+	state, trail, root = filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, state, trail, root
+}
+
+// trailDecisionRecords returns the decision records in the segments of dir.
+func trailDecisionRecords(t *testing.T, dir string) []audit.Record {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	n := 0
+	var out []audit.Record
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -45,11 +57,17 @@ func trailDecisions(t *testing.T, dir string) int {
 		for sc.Scan() {
 			var r audit.Record
 			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == audit.KindDecision {
-				n++
+				out = append(out, r)
 			}
 		}
 	}
-	return n
+	return out
+}
+
+// trailDecisions counts the decision records in the segments of dir.
+func trailDecisions(t *testing.T, dir string) int {
+	t.Helper()
+	return len(trailDecisionRecords(t, dir))
 }
 
 // TestAuditFailsClosedOnAWriteFailure runs the broker under a file size
@@ -61,11 +79,7 @@ func trailDecisions(t *testing.T, dir string) int {
 // session goes on, and what reached the trail shows no tampering.
 func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, state, trail, root := trailDirs(t)
 	writeFile(t, filepath.Join(root, "old.txt"), "old content")
 	p := startLimited(t, 600, "stdio", "--root", root+":rw", "--state-dir", state, "--audit", trail, "--audit-sync", "always")
 	p.handshake("2025-11-25")
@@ -129,11 +143,7 @@ func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
 // request that was answered.
 func TestAuditSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, state, trail, root := trailDirs(t)
 	writeFile(t, filepath.Join(root, "a.txt"), "hello")
 	p := startBroker(t, "", "stdio", "--root", root+":rw", "--state-dir", state, "--audit", trail)
 	p.handshake("2025-11-25")
@@ -200,11 +210,7 @@ func (p *proc) waitReplies(n int) {
 // server's identity in the audit trail (and for grants, quotas and policy).
 func TestServerIDIsPinned(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	_, state, trail, root := trailDirs(t)
 	writeFile(t, filepath.Join(root, "a.txt"), "hello")
 	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail, "--server-id", "indexer-prod")
 	p.handshake("2025-11-25")
@@ -213,20 +219,9 @@ func TestServerIDIsPinned(t *testing.T) {
 	}
 	p.closeStdin()
 	p.waitExit()
-	files, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
-	var servers []string
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			var r audit.Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == audit.KindDecision {
-				servers = append(servers, r.Server)
-			}
-		}
-	}
-	if len(servers) == 0 || servers[0] != "indexer-prod" {
-		t.Errorf("decision records name %q, want the pinned indexer-prod", servers)
+	recs := trailDecisionRecords(t, trail)
+	if len(recs) == 0 || recs[0].Server != "indexer-prod" {
+		t.Errorf("decision records %+v, want the pinned indexer-prod's", recs)
 	}
 }
 
@@ -234,11 +229,7 @@ func TestServerIDIsPinned(t *testing.T) {
 // SIGHUP; the broker goes on in a new segment that continues the chain.
 func TestSIGHUPReopensTheTrail(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, trail, root := filepath.Join(dir, "state"), filepath.Join(dir, "trail"), filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, state, trail, root := trailDirs(t)
 	writeFile(t, filepath.Join(root, "a.txt"), "hello")
 	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail)
 	p.handshake("2025-11-25")
