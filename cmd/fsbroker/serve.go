@@ -61,14 +61,10 @@ func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer s.close()
-	proc, err := child.Start(rest[0], rest[1:], s.log.Named("server"))
+	proc, err := s.startServer(rest)
 	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return configErrorf("server command %q: %v", rest[0], err)
-		}
 		return err
 	}
-	s.log.Info("started server", "command", rest[0], "pid", proc.PID(), "roots", s.roots.Len())
 
 	stream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
 	sessionCtx, endSession := context.WithCancel(ctx)
@@ -252,6 +248,20 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 	}
 	s.log.Info("session ended")
 	return nil
+}
+
+// startServer starts the server command (connect, wrap); a command that
+// cannot be started (not found, not executable) is a usage error.
+func (s *setup) startServer(argv []string) (*child.Process, error) {
+	proc, err := child.Start(argv[0], argv[1:], s.log.Named("server"))
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, configErrorf("server command %q: %v", argv[0], err)
+		}
+		return nil, err
+	}
+	s.log.Info("started server", "command", argv[0], "pid", proc.PID(), "roots", s.roots.Len())
+	return proc, nil
 }
 
 // recordReload writes a policy reload (or reload failure) to the audit trail.

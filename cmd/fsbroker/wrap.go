@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
-	"os/exec"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker"
-	"github.com/fsbroker/fsbroker/broker/child"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/proxy"
 )
@@ -37,14 +34,10 @@ func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer s.close()
-	proc, err := child.Start(rest[0], rest[1:], s.log.Named("server"))
+	proc, err := s.startServer(rest)
 	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return configErrorf("server command %q: %v", rest[0], err)
-		}
 		return err
 	}
-	s.log.Info("started server", "command", rest[0], "pid", proc.PID(), "roots", s.roots.Len())
 
 	hostStream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
 	serverStream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
