@@ -14,38 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/fsbroker/fsbroker/broker/ptytest"
 )
-
-// openPTY allocates a pseudo-terminal pair through /dev/ptmx (what
-// posix_openpt, unlockpt and ptsname do on Linux).
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	rc, err := m.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint32
-	var ioctlErr error
-	if err := rc.Control(func(fd uintptr) {
-		if ioctlErr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ioctlErr == nil {
-			n, ioctlErr = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
-		}
-	}); err != nil || ioctlErr != nil {
-		m.Close()
-		t.Fatalf("unlockpt/ptsname: %v %v", err, ioctlErr)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	return m, s
-}
 
 // screen collects everything written to the terminal.
 type screen struct {
@@ -96,7 +66,7 @@ func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhe
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if withTerminal {
-		master, slave := openPTY(t)
+		master, slave := ptytest.Open(t)
 		c.master = master
 		c.cmd.ExtraFiles = []*os.File{slave} // fd 3 in the child
 		c.cmd.SysProcAttr.Setctty, c.cmd.SysProcAttr.Ctty = true, 3

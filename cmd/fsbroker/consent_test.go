@@ -30,7 +30,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/fsbroker/fsbroker/broker/ptytest"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
@@ -570,39 +570,6 @@ func TestConsentPolicyNarrows(t *testing.T) {
 	}
 }
 
-// csPTY allocates a pseudo-terminal pair through /dev/ptmx, as posix_openpt,
-// unlockpt and ptsname do on Linux.
-func csPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	rc, err := m.SyscallConn()
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	var (
-		n        uint32
-		ioctlErr error
-	)
-	if err := rc.Control(func(fd uintptr) {
-		if ioctlErr = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); ioctlErr == nil {
-			n, ioctlErr = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
-		}
-	}); err != nil || ioctlErr != nil {
-		m.Close()
-		t.Fatalf("unlockpt/ptsname: %v %v", err, ioctlErr)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
-	return m, s
-}
-
 // ttyScreen is what the broker wrote to its terminal.
 type ttyScreen struct {
 	master *os.File
@@ -653,7 +620,7 @@ func (s *ttyScreen) typeLine(t *testing.T, line string) {
 // its stdin, stdout and stderr stay the pipes startProc makes.
 func startOnTerminal(t *testing.T, args ...string) (*proc, *ttyScreen) {
 	t.Helper()
-	master, slave := csPTY(t)
+	master, slave := ptytest.Open(t)
 	screen := &ttyScreen{master: master, done: make(chan struct{})}
 	// Registered before startProc's cleanup, so run after it: the terminal
 	// outlives the broker.
