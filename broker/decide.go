@@ -172,12 +172,12 @@ func (d PolicyDecider) Visible(ctx context.Context, req Request, entries []Input
 // cacheKey is the decision cache's key for an encoded policy input: the
 // document without its time member, which PolicyInput encodes last. "" (no
 // caching) if it is not there.
-func cacheKey(doc json.RawMessage) string {
+func cacheKey(doc json.RawMessage) []byte {
 	i := bytes.LastIndex(doc, []byte(`,"time":{`))
 	if i < 0 {
-		return ""
+		return nil
 	}
-	return string(doc[:i])
+	return doc[:i]
 }
 
 // Consentable implements Decider with data.fsbroker.authz.consentable.

@@ -286,9 +286,8 @@ func BenchmarkDecide(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			key := string(doc)
 			percentiles(b, func() {
-				if d, err := e.DecideCached(ctx, key, in); err != nil || !d.Allow {
+				if d, err := e.DecideCached(ctx, doc, in); err != nil || !d.Allow {
 					b.Fatalf("DecideCached = %#v, %v", d, err)
 				}
 			})

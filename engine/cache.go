@@ -103,9 +103,9 @@ type cachedDecision struct {
 	at time.Time
 }
 
-func (c *decisionCache) get(key string) (Decision, bool) {
+func (c *decisionCache) get(key []byte) (Decision, bool) {
 	c.mu.Lock()
-	d, ok := c.m[key]
+	d, ok := c.m[string(key)] // the compiler looks this up without copying key
 	c.mu.Unlock()
 	if ok && c.ttl > 0 && time.Since(d.at) > c.ttl {
 		return Decision{}, false
@@ -113,7 +113,7 @@ func (c *decisionCache) get(key string) (Decision, bool) {
 	return d.Decision, ok
 }
 
-func (c *decisionCache) put(key string, d Decision) {
+func (c *decisionCache) put(key []byte, d Decision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -125,7 +125,7 @@ func (c *decisionCache) put(key string, d Decision) {
 		}
 		delete(c.m, k)
 	}
-	c.m[key] = cachedDecision{Decision: d, at: time.Now()}
+	c.m[string(key)] = cachedDecision{Decision: d, at: time.Now()}
 }
 
 // DecideCached is Decide for an input whose decision may be reused for an equal key. key must
@@ -136,13 +136,13 @@ func (c *decisionCache) put(key string, d Decision) {
 // set is current: a reload starts an empty cache. When some rule reads input.time, a decision
 // is reused for at most one second, so a time-dependent rule (a grant's expiry) takes effect
 // at most a second late. Failed decisions are never cached. An empty key decides without the
-// cache.
+// cache. key is copied only when a decision is stored.
 //
 // The returned Decision's Reasons and Obligations may be shared with other callers: do not
 // modify them.
-func (e *Engine) DecideCached(ctx context.Context, key string, input any) (Decision, error) {
+func (e *Engine) DecideCached(ctx context.Context, key []byte, input any) (Decision, error) {
 	set := e.current()
-	if set == nil || set.cache == nil || key == "" {
+	if set == nil || set.cache == nil || len(key) == 0 {
 		return e.Decide(ctx, input)
 	}
 	if d, ok := set.cache.get(key); ok {

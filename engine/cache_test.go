@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestDecideCached(t *testing.T) {
 	}
 	in := testInput(t, "read", "proj/a.txt", false)
 	raw, _ := json.Marshal(in)
-	key := string(raw)
+	key := raw
 	for range 3 {
 		d, err := e.DecideCached(ctx, key, in)
 		if err != nil || !d.Allow || d.Reasons[0] != "v1" {
@@ -79,7 +80,7 @@ func TestDecideCached(t *testing.T) {
 	}
 	// Bounded.
 	for i := range decisionCacheSize + 10 {
-		e.DecideCached(ctx, key+strings.Repeat(" ", i+1), in)
+		e.DecideCached(ctx, append(slices.Clip(key), strings.Repeat(" ", i+1)...), in)
 	}
 	if n := len(e.current().cache.m); n > decisionCacheSize {
 		t.Errorf("cache holds %d decisions, more than %d", n, decisionCacheSize)
@@ -93,12 +94,12 @@ func TestDecideCached(t *testing.T) {
 
 func TestDecisionCacheTTL(t *testing.T) {
 	c := &decisionCache{ttl: 20 * time.Millisecond}
-	c.put("k", Decision{Allow: true})
-	if d, ok := c.get("k"); !ok || !d.Allow {
+	c.put([]byte("k"), Decision{Allow: true})
+	if d, ok := c.get([]byte("k")); !ok || !d.Allow {
 		t.Fatal("a fresh entry missed")
 	}
 	time.Sleep(40 * time.Millisecond)
-	if _, ok := c.get("k"); ok {
+	if _, ok := c.get([]byte("k")); ok {
 		t.Error("an entry older than the TTL was served")
 	}
 }
