@@ -163,17 +163,6 @@ type readParams struct {
 	Length   *int64 `json:"length"`
 }
 
-type readResult struct {
-	Content  string `json:"content"`
-	Encoding string `json:"encoding"`
-	Size     int64  `json:"size"`
-	Offset   int64  `json:"offset"`
-	Length   int    `json:"length"`
-	EOF      bool   `json:"eof"`
-	MimeType string `json:"mimeType"`
-	ETag     string `json:"etag"`
-}
-
 func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, error) {
 	p := readParams{Encoding: "utf-8"}
 	if err := decodeParams(params, &p); err != nil {
@@ -199,12 +188,8 @@ func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, e
 		return nil, err
 	}
 	countBytes(ctx, int64(len(r.Data)))
-	content := string(r.Data)
-	if p.Encoding == "base64" {
-		content = base64.StdEncoding.EncodeToString(r.Data)
-	}
-	return readResult{Content: content, Encoding: p.Encoding, Size: r.Size, Offset: p.Offset, Length: len(r.Data),
-		EOF: r.EOF, MimeType: r.MimeType, ETag: r.ETag}, nil
+	return &readReply{data: r.Data, encoding: p.Encoding, size: r.Size, offset: p.Offset,
+		eof: r.EOF, mimeType: r.MimeType, etag: r.ETag}, nil
 }
 
 type writeParams struct {

@@ -105,6 +105,10 @@ type Conn struct {
 	canceled map[ID]bool               // the peer's requests it cancelled
 	done     chan struct{}             // closed when the connection ends
 	doneErr  error
+
+	jobs    chan func()  // hands a request to an idle worker (unbuffered)
+	idle    atomic.Int32 // workers waiting on jobs
+	replies sync.Pool    // of *[]byte: reply buffers (writeAppended)
 }
 
 // NewConn returns a connection that answers requests with onRequest and passes
@@ -125,6 +129,7 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 		inflight:        make(map[ID]context.CancelFunc),
 		canceled:        make(map[ID]bool),
 		done:            make(chan struct{}),
+		jobs:            make(chan func()),
 	}
 	for _, o := range opts {
 		o(c)
@@ -298,7 +303,7 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem, queue 
 		c.inflight[msg.ID] = cancel
 		c.mu.Unlock()
 		wg.Add(1)
-		go func() {
+		c.spawn(func() {
 			defer wg.Done()
 			defer func() { queuedBytes.Release(weight); <-queue }()
 			select { // wait for a free request slot
@@ -308,9 +313,41 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem, queue 
 				// Cancelled by the peer, or the session is ending: never run.
 			}
 			c.handle(reqCtx, msg)
-		}()
+		})
 	}
 	return true
+}
+
+// spawn runs a request's job on an idle worker, or on a new one when none is
+// waiting. Finished workers wait for the next job (up to maxInFlight of them)
+// until the connection ends, so a request runs on a stack that earlier
+// requests already grew: a fresh goroutine per request spent about 8% of a
+// small read growing and copying its stack (docs/performance.md).
+func (c *Conn) spawn(job func()) {
+	select {
+	case c.jobs <- job:
+	default:
+		go c.work(job)
+	}
+}
+
+// work runs job, then the jobs handed to it while it waits idle.
+func (c *Conn) work(job func()) {
+	maxIdle := int32(max(c.maxInFlight, 1))
+	for {
+		job()
+		if c.idle.Add(1) > maxIdle {
+			c.idle.Add(-1)
+			return
+		}
+		select {
+		case job = <-c.jobs:
+			c.idle.Add(-1)
+		case <-c.done:
+			c.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // handle runs one request and sends its reply, unless the peer cancelled it.
@@ -359,6 +396,10 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 		c.replyError(req.ID, rpcErr)
 		return
 	}
+	if a, ok := result.(ResultAppender); ok && !isNil(result) {
+		c.writeAppended(req.ID, a)
+		return
+	}
 	if isNil(result) {
 		result = struct{}{}
 	}
@@ -369,6 +410,46 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 		return
 	}
 	c.write(data)
+}
+
+// ResultAppender is a request result that writes its own JSON: AppendJSON
+// appends the result's encoding, which must be valid JSON, to b. Conn
+// writes the reply around it without encoding/json, into a buffer it reuses
+// when the stream writes synchronously (a LineStream): a file's content is
+// encoded once, straight into the message sent, and leaves no garbage.
+type ResultAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// maxPooledReply is the largest reply buffer kept for reuse.
+const maxPooledReply = 4 << 20
+
+// writeAppended sends the reply to id with an appended result.
+func (c *Conn) writeAppended(id ID, a ResultAppender) {
+	_, reuse := c.stream.(*LineStream) // writes before returning; keeps nothing
+	var bp *[]byte
+	var b []byte
+	if reuse {
+		bp, _ = c.replies.Get().(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+		}
+		b = (*bp)[:0]
+	}
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	if id.IsZero() {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, id...)
+	}
+	b = append(b, `,"result":`...)
+	b = a.AppendJSON(b)
+	b = append(b, '}')
+	_ = c.write(b)
+	if reuse && cap(b) <= maxPooledReply {
+		*bp = b[:0]
+		c.replies.Put(bp)
+	}
 }
 
 // isNil reports whether a result is nil, a nil pointer included (both are
