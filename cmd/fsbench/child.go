@@ -143,6 +143,38 @@ func (c *child) peakRSS() int64 {
 	return -1
 }
 
+// clockTicks is the unit of utime and stime in /proc/PID/stat (USER_HZ,
+// 100 on every Linux architecture Go supports).
+const clockTicks = 100
+
+// cpuTime returns the CPU time the child has used so far, user and system,
+// all its threads (utime and stime in /proc/PID/stat), or -1 where there is
+// no such file (not Linux).
+func (c *child) cpuTime() time.Duration {
+	if runtime.GOOS != "linux" {
+		return -1
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// The command name (field 2) may hold spaces: count from its ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
 // close ends the session as a server would (closing the child's stdin) and
 // waits up to limit for the child to exit, then kills it. It reports how the
 // child ended when that was not a clean exit.

@@ -14,6 +14,8 @@ type loadSpec struct {
 	warmup   time.Duration // requests sent before this are not measured
 	duration time.Duration // how long the measured part sends requests
 	max      int           // measured requests at most (0: no limit)
+	// onMeasure, when set, is called once, as the measured part starts.
+	onMeasure func()
 }
 
 // runStats is what one run measured.
@@ -74,7 +76,10 @@ type phase struct {
 func (p *phase) next(sent int) bool {
 	now := time.Now()
 	if !p.measuring && now.Sub(p.begin) >= p.spec.warmup {
-		p.measuring, p.start = true, now
+		if p.spec.onMeasure != nil {
+			p.spec.onMeasure()
+		}
+		p.measuring, p.start = true, time.Now()
 	}
 	return !p.measuring || now.Sub(p.start) < p.spec.duration && (p.spec.max <= 0 || sent < p.spec.max)
 }

@@ -33,8 +33,10 @@
 //
 // For each workload and target the report gives the requests measured, p50
 // and p99 latency (from just before a request is written to just after its
-// reply is read), requests per second, the child's peak RSS (VmHWM when the
-// run ends; n/a off Linux), and ratios against the baseline and the
+// reply is read), requests per second, the child's CPU time per request over
+// the measured part (user and system, every thread, from /proc/PID/stat; it
+// holds better than requests per second on a shared machine), the child's
+// peak RSS (VmHWM when the run ends; n/a off Linux), and ratios against the baseline and the
 // TypeScript server; then DESIGN.md's budgets, met or not, as ratios; and the
 // machine with its load average before and after. -format markdown prints
 // tables for docs/performance.md, -format json the same as JSON.
@@ -475,6 +477,8 @@ func (b *bench) runWorkload(tg *target, w workload) *result {
 		res.Skipped = "failed: " + err.Error()
 		return res
 	}
+	cpuAtStart := time.Duration(-1)
+	spec.onMeasure = func() { cpuAtStart = c.cpuTime() }
 	watchdog := time.AfterFunc(spec.warmup+spec.duration+b.cfg.timeout, c.kill)
 	var st *runStats
 	if pages != nil {
@@ -484,6 +488,7 @@ func (b *bench) runWorkload(tg *target, w workload) *result {
 	}
 	watchdog.Stop()
 	res.PeakRSS = c.peakRSS()
+	cpuAtEnd := c.cpuTime()
 	if cerr := c.close(5 * time.Second); err == nil && cerr != nil {
 		err = fmt.Errorf("at the end: %w", cerr)
 	}
@@ -492,6 +497,9 @@ func (b *bench) runWorkload(tg *target, w workload) *result {
 		return res
 	}
 	res.fill(st)
+	if cpuAtStart >= 0 && cpuAtEnd >= 0 && res.Requests > 0 {
+		res.CPUPerRequest = (cpuAtEnd - cpuAtStart) / time.Duration(res.Requests)
+	}
 	return res
 }
 

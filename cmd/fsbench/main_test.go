@@ -266,3 +266,31 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestCPUTime reads a process's CPU time as it grows: this test process
+// burns CPU until /proc says it used more than before.
+func TestCPUTime(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("CPU time comes from /proc")
+	}
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: &exec.Cmd{Process: self}}
+	before := c.cpuTime()
+	if before < 0 {
+		t.Fatalf("cpuTime %v", before)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for c.cpuTime() <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed at %v while this test burned CPU", before)
+		}
+		for i := range 1_000_000 {
+			x ^= i
+		}
+	}
+	_ = x
+}

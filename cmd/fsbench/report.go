@@ -82,8 +82,13 @@ type result struct {
 	P99        time.Duration `json:"p99Ns"`
 	RPS        float64       `json:"rps"`          // 0 for starts
 	PeakRSS    int64         `json:"peakRssBytes"` // -1: not known (not Linux)
-	Skipped    string        `json:"skipped,omitempty"`
-	Rounds     int           `json:"rounds,omitempty"` // the median of this many rounds
+	// CPUPerRequest is the target's CPU time (user and system, every
+	// thread) over the measured part, per measured request; 0 when not
+	// known. On a shared machine it holds better than req/s, which waits on
+	// the scheduler.
+	CPUPerRequest time.Duration `json:"cpuPerRequestNs,omitempty"`
+	Skipped       string        `json:"skipped,omitempty"`
+	Rounds        int           `json:"rounds,omitempty"` // the median of this many rounds
 
 	// Ratios against the baseline's and the TypeScript server's figures in
 	// the same run; 0 when there is none.
@@ -301,12 +306,12 @@ func (rep *Report) header() []string {
 }
 
 var columns = []string{"workload", "target", "requests", "errors", "p50", "p99", "req/s",
-	"req/s vs baseline", "req/s vs ts", "p50 vs baseline", "p50 vs ts", "peak RSS"}
+	"req/s vs baseline", "req/s vs ts", "p50 vs baseline", "p50 vs ts", "CPU/req", "peak RSS"}
 
 // row is r's cells, in columns' order.
 func (r *result) row() []string {
 	if r.Skipped != "" {
-		return []string{r.Title, r.Target, r.Skipped, "", "", "", "", "", "", "", "", ""}
+		return []string{r.Title, r.Target, r.Skipped, "", "", "", "", "", "", "", "", "", ""}
 	}
 	rps := fmtRPS(r.RPS)
 	rpsBase, rpsTS := fmtRatio(r.RPSvsBaseline), fmtRatio(r.RPSvsTS)
@@ -314,11 +319,15 @@ func (r *result) row() []string {
 		rps, rpsBase, rpsTS = "-", "-", "-"
 	}
 	p50, p99 := fmtDur(r.P50), fmtDur(r.P99)
+	cpu := "-"
+	if r.CPUPerRequest > 0 {
+		cpu = fmtDur(r.CPUPerRequest)
+	}
 	if r.Requests == 0 {
 		p50, p99, rps = "-", "-", "-"
 	}
 	return []string{r.Title, r.Target, strconv.Itoa(r.Requests), strconv.Itoa(r.Errors), p50, p99, rps,
-		rpsBase, rpsTS, fmtRatio(r.P50vsBaseline), fmtRatio(r.P50vsTS), fmtRSS(r.PeakRSS)}
+		rpsBase, rpsTS, fmtRatio(r.P50vsBaseline), fmtRatio(r.P50vsTS), cpu, fmtRSS(r.PeakRSS)}
 }
 
 func (rep *Report) errorNotes() []string {
