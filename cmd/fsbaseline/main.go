@@ -11,14 +11,19 @@
 //     base64, with the result fields of PROTOCOL.md;
 //   - files/write: a whole file, replaced atomically (temporary file, fsync,
 //     rename, fsync of the directory, as PROTOCOL.md requires; -fsync=false
-//     leaves the fsyncs out);
+//     leaves the fsyncs out); or in chunks (offset, final false until the
+//     last), staged as fsbroker stages them: appended to a temporary file
+//     beside the target, which the final chunk syncs and renames over it the
+//     same way, so that a chunked write costs what fsbroker's must cost;
 //   - files/list: one directory level, sorted, in pages (limit, cursor);
 //   - roots/list and ping.
 //
 // Paths are mount-relative ("mount/rel/path", the mount being the root's base
 // name). There is no schema validation, canonicalization beyond a lexical
 // check, consent, policy, audit trail or locking, and each request is answered
-// on its own goroutine. It exists to be measured against; it is not a broker:
+// on its own goroutine. Staged writes end with the session; unlike fsbroker's
+// they do not expire after 60 s without a chunk, and there is no limit on how
+// many a session holds. It exists to be measured against; it is not a broker:
 // do not point it at anything you would not hand to the server unguarded.
 //
 // Usage:
@@ -73,7 +78,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	s := &server{roots: map[string]root{}, fsync: *doSync, out: os.Stdout}
+	s := &server{roots: map[string]root{}, fsync: *doSync, out: os.Stdout, stages: map[string]*stagedWrite{}}
 	for _, r := range roots {
 		if _, dup := s.roots[r.mount]; dup {
 			fmt.Fprintf(os.Stderr, "fsbaseline: two roots mounted as %q\n", r.mount)
@@ -129,6 +134,9 @@ type server struct {
 
 	mu  sync.Mutex // serializes whole lines on out
 	out io.Writer
+
+	stagesMu sync.Mutex
+	stages   map[string]*stagedWrite // chunked writes in progress, by OS path
 }
 
 // message is an incoming JSON-RPC message: a request, a notification or a
@@ -160,7 +168,7 @@ func (e *rpcError) Error() string { return e.Message }
 func fail(code string, reason string) *rpcError {
 	codes := map[string]int{
 		"FILE_NOT_FOUND": -32001, "PERMISSION_DENIED": -32002, "INVALID_PATH": -32003,
-		"IO_ERROR": -32004, "QUOTA_EXCEEDED": -32007, "INVALID_PARAMS": -32602, "NOT_INITIALIZED": -32600,
+		"IO_ERROR": -32004, "CONCURRENCY_CONFLICT": -32006, "QUOTA_EXCEEDED": -32007, "INVALID_PARAMS": -32602, "NOT_INITIALIZED": -32600,
 	}
 	return &rpcError{Code: codes[code], Message: strings.ToLower(strings.ReplaceAll(code, "_", " ")) + ": " + reason,
 		Data: &errorData{Code: code, Reason: reason}}
@@ -223,6 +231,7 @@ func (s *server) serve(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	initialized := false
+	defer s.abortStages() // after the last request: staged writes end with the session
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for sc.Scan() {
@@ -434,13 +443,15 @@ type writeResult struct {
 	Created bool   `json:"created"`
 }
 
+// write answers files/write: a whole write (offset 0, final) replaces the
+// file at once; anything else is a chunk of a staged write.
 func (s *server) write(params json.RawMessage) (any, *rpcError) {
 	var p writeParams
 	if err := decode(params, &p); err != nil {
 		return nil, err
 	}
-	if p.Offset != 0 || p.Final != nil && !*p.Final {
-		return nil, fail("IO_ERROR", "staged writes are not implemented by the baseline")
+	if p.Offset < 0 {
+		return nil, fail("INVALID_PARAMS", "negative offset")
 	}
 	data := []byte(p.Content)
 	switch p.Encoding {
@@ -457,19 +468,48 @@ func (s *server) write(params json.RawMessage) (any, *rpcError) {
 	if rerr != nil {
 		return nil, rerr
 	}
-	mode := fs.FileMode(0o644)
+	create := p.Create == nil || *p.Create
+	if final := p.Final == nil || *p.Final; p.Offset != 0 || !final {
+		return s.writeChunk(p.Path, name, data, p.Offset, final, create, p.CreateParents)
+	}
+	s.dropStage(name) // a whole write replaces any staged one
+	tmp, rerr := s.startTemp(name, create, p.CreateParents)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if _, err := tmp.Write(data); err != nil {
+		discard(tmp)
+		return nil, osError(err)
+	}
+	return s.commit(p.Path, name, tmp, create)
+}
+
+// checkTarget applies the conditions of a write to the file at name: it
+// returns whether the write creates it, and the mode the new file gets (the
+// old one's permission bits, else 0644).
+func checkTarget(name string, create bool) (created bool, mode fs.FileMode, _ *rpcError) {
 	old, err := os.Lstat(name)
-	created := errors.Is(err, fs.ErrNotExist)
 	switch {
-	case created && p.Create != nil && !*p.Create:
-		return nil, fail("FILE_NOT_FOUND", "no such file")
-	case err == nil && !old.Mode().IsRegular():
-		return nil, fail("PERMISSION_DENIED", "not a regular file")
-	case err == nil:
-		mode = old.Mode().Perm()
+	case errors.Is(err, fs.ErrNotExist) && !create:
+		return false, 0, fail("FILE_NOT_FOUND", "no such file")
+	case errors.Is(err, fs.ErrNotExist):
+		return true, 0o644, nil
+	case err != nil:
+		return false, 0, osError(err)
+	case !old.Mode().IsRegular():
+		return false, 0, fail("PERMISSION_DENIED", "not a regular file")
+	}
+	return false, old.Mode().Perm(), nil
+}
+
+// startTemp checks the conditions of a write to name and opens the
+// temporary file beside it that will replace it.
+func (s *server) startTemp(name string, create, createParents bool) (*os.File, *rpcError) {
+	if _, _, rerr := checkTarget(name, create); rerr != nil {
+		return nil, rerr
 	}
 	dir := filepath.Dir(name)
-	if p.CreateParents {
+	if createParents {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, osError(err)
 		}
@@ -478,33 +518,44 @@ func (s *server) write(params json.RawMessage) (any, *rpcError) {
 	if err != nil {
 		return nil, osError(err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return nil, osError(err)
+	return tmp, nil
+}
+
+// discard closes and removes a temporary file that will not be committed.
+func discard(tmp *os.File) {
+	tmp.Close()
+	os.Remove(tmp.Name())
+}
+
+// commit replaces the file at name (path as the request named it) with tmp,
+// which holds the whole new content, atomically: the old file's mode, fsync,
+// rename, fsync of the directory. tmp is closed, and removed on failure.
+func (s *server) commit(path, name string, tmp *os.File, create bool) (any, *rpcError) {
+	created, mode, rerr := checkTarget(name, create)
+	if rerr != nil {
+		discard(tmp)
+		return nil, rerr
 	}
 	if err := tmp.Chmod(mode); err != nil && runtime.GOOS != "windows" {
+		discard(tmp)
 		return nil, osError(err)
 	}
 	if s.fsync {
 		if err := tmp.Sync(); err != nil {
+			discard(tmp)
 			return nil, osError(err)
 		}
 	}
 	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
 		return nil, osError(err)
 	}
 	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
 		return nil, osError(err)
 	}
-	ok = true
 	if s.fsync && runtime.GOOS != "windows" {
-		if d, err := os.Open(dir); err == nil {
+		if d, err := os.Open(filepath.Dir(name)); err == nil {
 			err = d.Sync()
 			d.Close()
 			if err != nil {
@@ -516,7 +567,100 @@ func (s *server) write(params json.RawMessage) (any, *rpcError) {
 	if err != nil {
 		return nil, osError(err)
 	}
-	return &writeResult{Path: p.Path, Size: fi.Size(), Etag: etag(fi), Created: created}, nil
+	return &writeResult{Path: path, Size: fi.Size(), Etag: etag(fi), Created: created}, nil
+}
+
+// stagedWrite is a chunked files/write in progress: its chunks appended to a
+// temporary file beside the target, which the final chunk commits.
+type stagedWrite struct {
+	mu     sync.Mutex
+	tmp    *os.File
+	size   int64 // bytes staged so far
+	create bool  // the first chunk's condition, checked again at commit
+	ended  bool  // committed or discarded
+}
+
+// writeChunk handles a chunk of a staged write, as fsbroker does: offset 0
+// starts one (replacing any staged one for the path), a later chunk must
+// continue one at exactly the bytes staged so far, and the final chunk
+// commits it. A chunk before the final one answers the bytes staged so far
+// and no etag.
+func (s *server) writeChunk(path, name string, data []byte, offset int64, final, create, createParents bool) (any, *rpcError) {
+	if offset == 0 {
+		s.dropStage(name)
+		tmp, rerr := s.startTemp(name, create, createParents)
+		if rerr != nil {
+			return nil, rerr
+		}
+		s.stagesMu.Lock()
+		s.stages[name] = &stagedWrite{tmp: tmp, create: create}
+		s.stagesMu.Unlock()
+	}
+	s.stagesMu.Lock()
+	sw := s.stages[name]
+	s.stagesMu.Unlock()
+	if sw == nil {
+		return nil, fail("CONCURRENCY_CONFLICT", fmt.Sprintf("offset %d does not follow a staged write: none is in progress for this path", offset))
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	switch {
+	case sw.ended:
+		return nil, fail("CONCURRENCY_CONFLICT", "the staged write has ended")
+	case offset != sw.size:
+		return nil, fail("CONCURRENCY_CONFLICT", fmt.Sprintf("offset %d does not follow the %d bytes staged so far", offset, sw.size))
+	}
+	if _, err := sw.tmp.Write(data); err != nil {
+		s.endStage(name, sw)
+		discard(sw.tmp)
+		return nil, osError(err)
+	}
+	sw.size += int64(len(data))
+	if !final {
+		return &writeResult{Path: path, Size: sw.size}, nil
+	}
+	s.endStage(name, sw)
+	return s.commit(path, name, sw.tmp, sw.create)
+}
+
+// endStage takes sw, locked by the caller, out of the table and marks it
+// ended.
+func (s *server) endStage(name string, sw *stagedWrite) {
+	sw.ended = true
+	s.stagesMu.Lock()
+	if s.stages[name] == sw {
+		delete(s.stages, name)
+	}
+	s.stagesMu.Unlock()
+}
+
+// dropStage discards the staged write of name, if any.
+func (s *server) dropStage(name string) {
+	s.stagesMu.Lock()
+	sw := s.stages[name]
+	delete(s.stages, name)
+	s.stagesMu.Unlock()
+	if sw != nil {
+		sw.mu.Lock()
+		if !sw.ended {
+			sw.ended = true
+			discard(sw.tmp)
+		}
+		sw.mu.Unlock()
+	}
+}
+
+// abortStages discards every staged write (the session's end).
+func (s *server) abortStages() {
+	s.stagesMu.Lock()
+	names := make([]string, 0, len(s.stages))
+	for name := range s.stages {
+		names = append(names, name)
+	}
+	s.stagesMu.Unlock()
+	for _, name := range names {
+		s.dropStage(name)
+	}
 }
 
 type listParams struct {

@@ -34,7 +34,10 @@ func readDir(size int) string {
 	return fmt.Sprintf("r%d", size)
 }
 
-// textOfSize returns size bytes of ASCII text in lines of 64 bytes: JSON
+// lineLen is the length of textOfSize's lines, newline included.
+const lineLen = 68
+
+// textOfSize returns size bytes of ASCII text in lines of lineLen bytes: JSON
 // escapes one byte a line (the newline), as it would in source code.
 func textOfSize(size int) []byte {
 	var b strings.Builder

@@ -24,12 +24,17 @@
 // The workloads: files/read of 1 KiB, 64 KiB and 1 MiB files, sequential and
 // with -inflight requests outstanding; files/write of 4 KiB (sequential);
 // files/list of a 1,000-entry directory; a 100,000-entry directory (in a
-// root of its own) listed page by page, time per page; and the time from the
+// root of its own) listed page by page, time per page; the time from the
 // child's start to initialize (the same state directory for every start, as
-// a restart would have). Each workload runs in a fresh child, for -warmup and
-// then -duration; reads cycle over -files files of each size. The targets
-// take turns workload by workload, -rounds times; with more than one round
-// the round with the median requests per second is reported.
+// a restart would have); and a file of -chunked-size (1 GiB) written through
+// chunked files/write requests of -chunk (1 MiB; offset advancing, final on
+// the last), then read back with files/read of that offset and length (see
+// chunked.go). Each workload runs in a fresh child, for -warmup and then
+// -duration; reads cycle over -files files of each size; the chunked run
+// writes and reads its file once, without a warm-up, and reports each half
+// as a row of its own. The targets take turns workload by workload, -rounds
+// times; with more than one round the round with the median requests per
+// second is reported.
 //
 // For each workload and target the report gives the requests measured, p50
 // and p99 latency (from just before a request is written to just after its
@@ -97,6 +102,9 @@ type config struct {
 	page     int
 	timeout  time.Duration
 
+	chunkedSize int64 // bytes of the chunked run's file; 0: no chunked run
+	chunk       int64 // bytes per request of the chunked run
+
 	format string
 	dir    string
 	keep   bool
@@ -140,7 +148,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.listN, "list", 1000, "entries of the files/list directory")
 	fs.IntVar(&cfg.bigN, "big", 100000, "entries of the directory listed page by page (0: no paged run)")
 	fs.IntVar(&cfg.page, "page", 1000, "entries per page of the paged listing")
-	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "a run still going this long after its warm-up and duration is killed")
+	cfg.chunkedSize, cfg.chunk = 1<<30, 1<<20
+	fs.Var(sizeValue{&cfg.chunkedSize}, "chunked-size", "`bytes` of the file written then read in chunks (K, M, G suffixes; 0: no chunked run). "+
+		"Over 1G, fsbroker's default policy refuses the rest: 1 GiB a day (UTC) is its write quota per server "+
+		"(max_bytes_per_day), which the fresh state directory of each run starts at zero; give -fsbroker a --policies DIR raising it")
+	fs.Var(sizeValue{&cfg.chunk}, "chunk", "`bytes` per request of the chunked run (K, M, G suffixes; fsbroker's defaults allow up to 16M)")
+	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "a run still going this long after its warm-up and duration is killed (the chunked run: when no reply comes for this long)")
 	fs.StringVar(&cfg.format, "format", "text", "output `format`: text, markdown or json")
 	fs.StringVar(&cfg.dir, "dir", "", "work `dir` for the served tree and state (default a fresh temporary one, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
@@ -167,6 +180,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-page must be 1 to 10000")
 	case cfg.duration <= 0:
 		return nil, errors.New("-duration must be positive")
+	case cfg.chunk < 1:
+		return nil, errors.New("-chunk must be at least 1 byte")
 	}
 	for _, k := range splitList(cfg.workloads) {
 		if !slicesContains(workloadKeys(), k) {
@@ -221,7 +236,7 @@ func slicesContains(list []string, s string) bool { return slices.Contains(list,
 type workload struct {
 	key      string // its name in -workloads and the JSON
 	title    string
-	kind     string // read, write, list, pages or start
+	kind     string // read, write, list, pages, start or chunked
 	size     int    // bytes per file (read, write)
 	inflight int
 }
@@ -243,6 +258,7 @@ func allWorkloads(inflight int) []workload {
 		workload{key: "list", title: "files/list of a directory", kind: "list", inflight: 1},
 		workload{key: "list-paged", title: "files/list page by page", kind: "pages", inflight: 1},
 		workload{key: "start", title: "start to initialize", kind: "start", inflight: 1},
+		workload{key: "chunked", title: "a large file written then read in chunks", kind: "chunked", inflight: 1},
 	)
 }
 
@@ -268,15 +284,18 @@ func (cfg *config) selected(w workload) bool {
 	return slicesContains(list, key)
 }
 
-// sizeName writes a size as 1 KiB, 64 KiB, 1 MiB.
-func sizeName(size int) string {
+// sizeName writes a size as 1 KiB, 64 KiB, 1 MiB, 1 GiB.
+func sizeName[T int | int64](size T) string {
+	n := int64(size)
 	switch {
-	case size >= 1<<20 && size%(1<<20) == 0:
-		return strconv.Itoa(size>>20) + " MiB"
-	case size >= 1<<10 && size%(1<<10) == 0:
-		return strconv.Itoa(size>>10) + " KiB"
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
 	}
-	return strconv.Itoa(size) + " B"
+	return strconv.FormatInt(n, 10) + " B"
 }
 
 // target is one program under test.
@@ -303,6 +322,7 @@ type bench struct {
 	bin      string
 	progress io.Writer
 	states   int // state directories made so far
+	runs     int // chunked runs so far (each has a directory of its own)
 }
 
 // newState makes a fresh state directory for a child of tg.
@@ -409,24 +429,35 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	rounds := map[key][]*result{}
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, w := range allWorkloads(cfg.inflight) {
-			if !cfg.selected(w) || w.kind == "pages" && cfg.bigN == 0 {
+			if !cfg.selected(w) || w.kind == "pages" && cfg.bigN == 0 || w.kind == "chunked" && cfg.chunkedSize == 0 {
 				continue
 			}
+			// A workload may give more than one row (the chunked run: the
+			// write and the read); the report lists them row by row, the
+			// targets side by side.
+			var byRow [][]*result
 			for _, tg := range targets {
 				if tg.skip != "" {
 					continue
 				}
-				res := b.runWorkload(tg, w)
-				k := key{w.key, tg.name}
-				if round == 1 {
-					rep.Results = append(rep.Results, res)
-				}
-				rounds[k] = append(rounds[k], res)
+				rows := b.runWorkload(tg, w)
 				label := ""
 				if cfg.rounds > 1 {
 					label = fmt.Sprintf(" (round %d)", round)
 				}
-				fmt.Fprintf(progress, "fsbench: %-12s %-9s %s%s\n", w.key, tg.name, res.summary(), label)
+				for i, res := range rows {
+					if i == len(byRow) {
+						byRow = append(byRow, nil)
+					}
+					byRow[i] = append(byRow[i], res)
+					rounds[key{res.Workload, tg.name}] = append(rounds[key{res.Workload, tg.name}], res)
+					fmt.Fprintf(progress, "fsbench: %-16s %-9s %s%s\n", res.Workload, tg.name, res.summary(), label)
+				}
+			}
+			if round == 1 {
+				for _, row := range byRow {
+					rep.Results = append(rep.Results, row...)
+				}
 			}
 		}
 	}
@@ -438,8 +469,17 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	return rep, nil
 }
 
-// runWorkload runs w against tg in fresh children.
-func (b *bench) runWorkload(tg *target, w workload) *result {
+// runWorkload runs w against tg in fresh children and returns its rows: one,
+// or the chunked run's two.
+func (b *bench) runWorkload(tg *target, w workload) []*result {
+	if w.kind == "chunked" {
+		return b.runChunked(tg, w)
+	}
+	return []*result{b.runOne(tg, w)}
+}
+
+// runOne runs w, a workload of one row, against tg in fresh children.
+func (b *bench) runOne(tg *target, w workload) *result {
 	res := &result{Workload: w.key, Title: w.title, Target: tg.name, PeakRSS: -1}
 	switch w.kind {
 	case "list":

@@ -57,6 +57,7 @@ func tinyConfig(t *testing.T, targets string) *config {
 		"-ts", filepath.Join(binDir, "no-such-server") + " {root}",
 		"-duration", "150ms", "-warmup", "30ms", "-inflight", "4", "-starts", "2",
 		"-files", "4", "-list", "50", "-big", "250", "-page", "100",
+		"-chunked-size", "300K", "-chunk", "64K", // 5 chunks, the last a short one
 		"-dir", t.TempDir(), "-timeout", "20s",
 	}, os.Stderr)
 	if err != nil {
@@ -70,7 +71,14 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := len(allWorkloads(4)) * 2
+	want := 0
+	for _, w := range allWorkloads(4) {
+		if w.kind == "chunked" {
+			want += chunkedRows * 2
+		} else {
+			want += 2
+		}
+	}
 	if len(rep.Results) != want {
 		t.Fatalf("%d results, want %d (every workload against both targets)", len(rep.Results), want)
 	}
@@ -90,6 +98,8 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 			t.Errorf("%s: %v req/s", name, r.RPS)
 		case runtime.GOOS == "linux" && r.PeakRSS <= 0:
 			t.Errorf("%s: peak RSS %d", name, r.PeakRSS)
+		case strings.HasPrefix(r.Workload, "chunked-") && (r.Requests != 5 || r.BytesPerSecond <= 0):
+			t.Errorf("%s: %d chunks at %v bytes/s, want all 5", name, r.Requests, r.BytesPerSecond)
 		}
 		if r.Target == "baseline" && r.Workload != "start" && r.RPSvsBaseline != 1 {
 			t.Errorf("%s: %v the baseline's req/s, want 1", name, r.RPSvsBaseline)
@@ -184,6 +194,9 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-targets", "baseline,nginx"},
 		{"-workloads", "read-2k"},
 		{"-page", "0"},
+		{"-chunk", "0"},
+		{"-chunked-size", "1T"},
+		{"-chunked-size", "-1"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
