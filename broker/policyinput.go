@@ -119,9 +119,13 @@ func isHidden(rel string) bool {
 
 // paramsWithoutContent returns a request's params for the policy input: as
 // sent, except that file content never reaches the policy (or anything it
-// logs).
+// logs). raw is valid JSON: it comes from a decoded message.
 func paramsWithoutContent(raw json.RawMessage) map[string]any {
 	var m map[string]any
+	if rest, ok := withoutMember(raw, "content"); ok && json.Unmarshal(rest, &m) == nil && m != nil {
+		return m // the content (up to the write limit) was skipped, never decoded
+	}
+	m = nil
 	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
 		return map[string]any{}
 	}
