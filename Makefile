@@ -65,8 +65,10 @@ lint:
 	GOOS=darwin  GOARCH=arm64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 
-## demo: a guided session on built-in defaults: a scripted MCP server's
-## requests allowed and denied, then the audit trail and its verification
+## demo: a guided session on built-in defaults: the example MCP server
+## (bin/example-server -script demo), a separate process under fsbroker, sends
+## files/* requests that are allowed and denied, one line each; then the audit
+## trail and its verification
 demo: build
 	$(BIN)/fsbroker demo
 

@@ -36,7 +36,8 @@ type Process struct {
 }
 
 // Start starts name with args. The child's stderr is logged through log, one
-// entry per line. The child runs in its own process group (on Unix), so that
+// Info entry per line, as it arrives (the demo shows its server's lines this
+// way). The child runs in its own process group (on Unix), so that
 // the broker alone decides when it stops, and so that stopping reaches the
 // processes it started too.
 func Start(name string, args []string, log hclog.Logger) (*Process, error) {

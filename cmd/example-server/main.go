@@ -1,5 +1,7 @@
-// Command example-server is a small MCP server written with the official Go
-// SDK (github.com/modelcontextprotocol/go-sdk). Run it under fsbroker:
+// Command example-server is the project's example MCP server, in two modes.
+//
+// By default it is a small MCP server written with the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk). Run it under fsbroker:
 //
 //	fsbroker connect --root . -- go run ./cmd/example-server
 //
@@ -8,13 +10,24 @@
 // client says the roots changed, it lists and prints them again. With
 // -exit-after-roots it exits once it has printed the roots the first time.
 //
-// With -http ADDR it serves the same server over MCP's Streamable HTTP
-// instead of stdio, through the SDK's StreamableHTTPHandler, at /mcp on ADDR
-// (host:port; port 0 picks a free one), and prints "listening on URL" to
-// stderr first:
+// With -script NAME it is a raw MCP server instead (JSON-RPC by hand, see
+// cmd/internal/exampleserver), because the SDK cannot send requests such as
+// files/read: once initialized, it sends the client the script's roots/list
+// and files/* requests one at a time and prints one line per request, with
+// the client's answer, to stderr (one line per change event too), then exits.
+// The demo script (-script demo) is the guided session of `fsbroker demo`; it
+// expects a read-only root mounted as project and a writable one as scratch:
 //
-//	example-server -http 127.0.0.1:0 &
-//	fsbroker connect --root . --url http://127.0.0.1:PORT/mcp
+//	fsbroker connect --consent auto --root project --root scratch:rw -- example-server -script demo
+//
+// With -http ADDR either mode serves MCP's Streamable HTTP instead of stdio,
+// at /mcp on ADDR (host:port; port 0 picks a free one), and prints
+// "listening on URL" to stderr first. The SDK mode serves through the SDK's
+// StreamableHTTPHandler; the raw mode serves one session by hand (protocol
+// 2025-11-25) and exits once the client ends it (DELETE):
+//
+//	example-server -script demo -http 127.0.0.1:0 &
+//	fsbroker connect --consent auto --root project --root scratch:rw --url http://127.0.0.1:PORT/mcp
 //
 // It is the peer of the project's interoperability tests and of make demo.
 package main
@@ -28,22 +41,47 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fsbroker/fsbroker/cmd/internal/exampleserver"
 )
 
 func main() {
 	exitAfterRoots := flag.Bool("exit-after-roots", false, "exit once the roots have been listed")
 	httpAddr := flag.String("http", "", "serve over Streamable HTTP at /mcp on `ADDR` (host:port) instead of stdio")
+	script := flag.String("script", "", "be a raw MCP server that sends the client the requests of the script `NAME` ("+
+		strings.Join(exampleserver.Scripts(), ", ")+") and prints each answer to stderr")
 	flag.Parse()
-	if err := run(context.Background(), os.Stderr, *exitAfterRoots, *httpAddr); err != nil {
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "example-server: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	var err error
+	if *script != "" {
+		if *exitAfterRoots {
+			fmt.Fprintln(os.Stderr, "example-server: -exit-after-roots is for the SDK mode, not -script")
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = exampleserver.Run(ctx, exampleserver.Config{Script: *script, HTTPAddr: *httpAddr,
+			In: os.Stdin, Out: os.Stdout, Report: os.Stderr})
+		stop()
+	} else {
+		err = run(context.Background(), os.Stderr, *exitAfterRoots, *httpAddr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "example-server:", err)
 		os.Exit(1)
 	}
 }
 
+// run is the SDK mode: it lists the client's roots once initialized and
+// whenever they change, and prints them to out.
 func run(ctx context.Context, out io.Writer, exitAfterRoots bool, httpAddr string) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

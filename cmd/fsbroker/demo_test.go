@@ -1,52 +1,147 @@
+//go:build unix
+
 package main
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestDemo runs `fsbroker demo` as the README's quick start does: the
-// session shows allowed and denied requests, the audit trail lists them, and
-// it verifies; the secret file's content appears nowhere.
+// runDemoBinary runs `fsbroker demo args...` with the fsbroker at bin and
+// returns its output, exit status and pid.
+func runDemoBinary(t *testing.T, bin string, args ...string) (stdout, stderr string, code, pid int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"demo"}, args...)...)
+	cmd.Env = brokerEnv()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	default:
+		t.Fatalf("run %s demo: %v", bin, err)
+	}
+	return out.String(), errOut.String(), code, cmd.Process.Pid
+}
+
+// aloneCopy puts a copy of the fsbroker binary (a hard link when it can) in
+// a directory of its own, without an example-server beside it.
+func aloneCopy(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(realDir(t, t.TempDir()), "fsbroker")
+	if os.Link(brokerBin, dst) == nil {
+		return dst
+	}
+	src, err := os.Open(brokerBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestDemo runs `fsbroker demo` as the README's quick start does (make
+// build puts example-server next to fsbroker), and as `go run ./cmd/fsbroker
+// demo` does (fsbroker alone, which then starts itself as the server), and
+// with --server. Each time the example server runs as a process of its own,
+// from the expected executable, under the broker; its report shows one line
+// per request: the roots listed, consent, a read allowed, a write refused in
+// the read-only root, a .env read refused, a write in the writable root and
+// its watch event, a `..` escape refused; then the audit table lists the
+// session and the trail verifies; the secret's content appears nowhere.
 func TestDemo(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	stdout, stderr, code := runPlain(t, "demo", "--dir", dir)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	for _, want := range []string{
-		"DENIED  PERMISSION_DENIED: no consent grant covers path for read access",
-		"ALLOWED approved: project\n",
-		"ALLOWED approved: scratch\n",
-		"ALLOWED 29 bytes read",
-		"EVENT   created scratch/notes.md",
-		`DENIED  PERMISSION_DENIED: secrets: path matches the protected name pattern ".env"`,
-		"no consent grant covers path for write access",
-		"DENIED  QUOTA_EXCEEDED",
-		"the path climbs above its root",
-		"session_start",
-		"consent ",
-		"grant ",
-		"intact: 1 segment(s)",
+	alone := aloneCopy(t)
+	for _, tc := range []struct {
+		name       string
+		bin        string
+		args       []string
+		wantServer []string // the server's command line, before "-script demo"
+	}{
+		{"example-server next to fsbroker", brokerBin, nil, []string{serverBin}},
+		{"fsbroker alone runs itself as the server", alone, nil, []string{alone, exampleServerCommand}},
+		{"--server", alone, []string{"--server", serverBin}, []string{serverBin}},
 	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, stdout)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := realDir(t, t.TempDir())
+			stdout, stderr, code, pid := runDemoBinary(t, tc.bin, append([]string{"--dir", dir}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			project, scratch := filepath.Join(dir, "project"), filepath.Join(dir, "scratch")
+
+			// The server: the command the demo says it started, with the pid it
+			// says, is the process that reports itself, and it is not fsbroker.
+			started := regexp.MustCompile(`server: (.*) -script demo, pid (\d+): a separate process`).FindStringSubmatch(stdout)
+			if started == nil {
+				t.Fatalf("the demo does not say which server it started:\n%s", stdout)
+			}
+			if got, want := started[1], strings.Join(tc.wantServer, " "); got != want {
+				t.Errorf("the demo started %q, want %q", got, want)
+			}
+			startedPID, _ := strconv.Atoi(started[2])
+			reportedPID, exe := reportedServer(t, stdout)
+			if reportedPID != startedPID || reportedPID == pid || exe != tc.wantServer[0] {
+				t.Errorf("the server reports pid %d and executable %s; want the started process %d (not fsbroker's %d) from %s",
+					reportedPID, exe, startedPID, pid, tc.wantServer[0])
+			}
+
+			checkReport(t, stdout, demoOutcomes(project, scratch, false))
+			for _, want := range []string{
+				"session_start  example-server",
+				"consent ",
+				"grant ",
+				"the path climbs above its root",
+				"intact: 1 segment(s)",
+			} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("demo output lacks %q:\n%s", want, stdout)
+				}
+			}
+			if regexp.MustCompile(`entries: [^\n]*\.env`).MatchString(stdout) {
+				t.Errorf("the listing showed .env:\n%s", stdout)
+			}
+			checkDemoTrail(t, filepath.Join(dir, "state"), project, scratch, "stdio", false)
+			checkDemoFiles(t, project, scratch)
+			if t.Failed() {
+				t.Logf("demo output:\n%s\n%s", stdout, stderr)
+			}
+		})
 	}
-	if strings.Contains(stdout, "project/.env,") || strings.Contains(stdout, "entries: project/.env") {
-		t.Errorf("the listing showed .env:\n%s", stdout)
+}
+
+// A --server that cannot be run is a usage error (exit 2) that names it,
+// before anything is started.
+func TestDemoBadServer(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "no-such-server")
+	stdout, stderr, code := runPlain(t, "demo", "--dir", t.TempDir(), "--server", missing+" -v")
+	if code != 2 || !strings.Contains(stderr, "--server") || !strings.Contains(stderr, missing) {
+		t.Errorf("exit %d, stderr %q; want 2 and a message naming --server %s", code, stderr, missing)
 	}
-	segments, _ := filepath.Glob(filepath.Join(dir, "state", "audit", "*.jsonl"))
-	for _, f := range segments {
-		b, _ := os.ReadFile(f)
-		if strings.Contains(string(b), "not-for-servers") || strings.Contains(string(b), "# Notes") {
-			t.Errorf("file content reached the trail %s", f)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "project", "README.md")); err != nil || string(b) != "# Demo project\n" {
-		t.Errorf("README.md = %q, %v; want it untouched", b, err)
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing", stdout)
 	}
 }

@@ -12,7 +12,7 @@
 //	fsbroker grants list|revoke ...       show and revoke consent grants
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
 //	fsbroker conformance [--broker CMD]   run the conformance suite against a broker command
-//	fsbroker demo [--dir DIR]             a guided session on built-in defaults
+//	fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults
 //	fsbroker version                      print the version
 //
 // Exit status: 0 clean session end, 1 runtime failure, 2 usage or
@@ -63,7 +63,7 @@ Usage:
   fsbroker grants list|revoke ...       show and revoke consent grants ("fsbroker help grants")
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
   fsbroker conformance [--broker CMD]   run the conformance suite against a broker command ("fsbroker conformance -h")
-  fsbroker demo [--dir DIR]             a guided session on built-in defaults: decisions and the audit trail
+  fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults: decisions and the audit trail
   fsbroker version                      print the version
   fsbroker help [COMMAND]               show help
 
@@ -109,6 +109,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runDemo(ctx, rest, stdout, stderr)
 	case "conformance":
 		err = runConformance(ctx, rest, stdout, stderr)
+	case exampleServerCommand: // hidden: the demo's server when example-server is missing (demo.go)
+		err = runExampleServer(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
 	case "help", "-h", "-help", "--help":

@@ -66,13 +66,31 @@ func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	serveErr, exitedOnItsOwn := s.serveChild(ctx, proc)
+	s.log.Info("server stopped", "status", proc.ExitDescription())
+	if serveErr != nil {
+		return serveErr
+	}
+	if exitedOnItsOwn && proc.ExitCode() != 0 {
+		s.log.Error("server exited with a failure", "status", proc.ExitDescription())
+		return errAlreadyLogged
+	}
+	return nil
+}
+
+// serveChild serves the session with a started server (connect, demo) until
+// it ends, then stops the server: a server that ended the session itself gets
+// a moment to exit on its own, one whose process is gone has what is left of
+// its output read. It returns the session's error and whether the server
+// exited on its own (not stopped by fsbroker).
+func (s *setup) serveChild(ctx context.Context, proc *child.Process) (serveErr error, exitedOnItsOwn bool) {
+	o := s.opts
 	stream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
 	sessionCtx, endSession := context.WithCancel(ctx)
 	defer endSession()
 	served := make(chan error, 1)
 	go func() { served <- s.serve(sessionCtx, stream) }()
 
-	var serveErr error
 	select {
 	case serveErr = <-served:
 	case <-proc.Exited():
@@ -85,23 +103,14 @@ func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
 			serveErr = <-served
 		}
 	}
-	// A server that ended the session itself gets a moment to exit on its own.
 	if serveErr == nil && ctx.Err() == nil {
 		waitCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		_ = proc.Wait(waitCtx)
 		cancel()
 	}
-	exitedOnItsOwn := proc.ExitCode() != -1 || isExited(proc)
-	proc.Stop(o.shutdownTimeout)
-	s.log.Info("server stopped", "status", proc.ExitDescription())
-	if serveErr != nil {
-		return serveErr
-	}
-	if exitedOnItsOwn && proc.ExitCode() != 0 {
-		s.log.Error("server exited with a failure", "status", proc.ExitDescription())
-		return errAlreadyLogged
-	}
-	return nil
+	exitedOnItsOwn = proc.ExitCode() != -1 || isExited(proc)
+	proc.Stop(o.shutdownTimeout) // also waits until its stderr is all logged
+	return serveErr, exitedOnItsOwn
 }
 
 func isExited(p *child.Process) bool {
