@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -173,11 +172,8 @@ const macSuffixLen = len(`,"mac":"`) + sha256.Size*2 + len(`"}`)
 
 // encodeLine encodes r (whose Mac must be empty) as one line ending in '\n', with its MAC under
 // h (reset here) as the last member, and returns the line and the hex MAC.
-func encodeLine(r *Record, h hash.Hash) ([]byte, string, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, "", fmt.Errorf("audit: encode record: %w", err)
-	}
+func encodeLine(r *Record, h hash.Hash) ([]byte, string) {
+	body := r.appendJSON(make([]byte, 0, 512))
 	h.Reset()
 	h.Write(body)
 	var sum [sha256.Size]byte
@@ -187,7 +183,7 @@ func encodeLine(r *Record, h hash.Hash) ([]byte, string, error) {
 	line = append(line, `,"mac":"`...)
 	line = append(line, mac...)
 	line = append(line, "\"}\n"...)
-	return line, mac, nil
+	return line, mac
 }
 
 // splitLine splits a line (without its '\n') into the bytes its MAC covers and the hex MAC it

@@ -431,10 +431,7 @@ func (w *Writer) write(rec *Record) error {
 	rec.Time = formatTime(time.Now())
 	rec.Prev = w.lastMAC
 	rec.Mac = ""
-	line, mac, err := encodeLine(rec, w.mac)
-	if err != nil {
-		return err
-	}
+	line, mac := encodeLine(rec, w.mac)
 	if len(line) > maxLine {
 		// Verify reads no line longer than this; such a record would pass for an edit.
 		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line), maxLine)
