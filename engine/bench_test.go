@@ -272,6 +272,23 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		})
 
+		// The broker's input: the same document as JSON bytes.
+		b.Run(tc.name+"/rego-json", func(b *testing.B) {
+			e, err := New(ctx, Source{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			doc, err := json.Marshal(in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			percentiles(b, func() {
+				if d, err := e.Decide(ctx, json.RawMessage(doc)); err != nil || !d.Allow {
+					b.Fatalf("Decide = %#v, %v", d, err)
+				}
+			})
+		})
+
 		// The same decision again, from the set's decision cache (the broker's key: the
 		// input's JSON without its time member).
 		b.Run(tc.name+"/rego-cached", func(b *testing.B) {
@@ -405,7 +422,9 @@ func decisionFromJSON(v any) (Decision, error) {
 // BenchmarkVisible1000 decides one batch of 1,000 entries (a listing page): with the realistic
 // policy every entry is checked against the hidden rule and the 12-pattern glob deny-list, with
 // the default policy set against its secrets deny-list; the trivial policy shows every entry
-// (the floor: converting and iterating the batch).
+// (the floor: converting and iterating the batch). The input is a map (converted as the policy
+// reads it), then the broker's JSON bytes without the batch cache, then the same batch again
+// from the cache.
 func BenchmarkVisible1000(b *testing.B) {
 	ctx := context.Background()
 	entries := make([]string, 0, 1000)
@@ -420,6 +439,10 @@ func BenchmarkVisible1000(b *testing.B) {
 		}
 	}
 	in := visibleInput(b, entries...)
+	doc, err := json.Marshal(in)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		files   map[string]string
@@ -444,6 +467,28 @@ func BenchmarkVisible1000(b *testing.B) {
 				}
 			})
 		})
+		for _, cached := range []bool{false, true} {
+			name := tc.name + "/json"
+			if cached {
+				name += "-cached"
+			}
+			b.Run(name, func(b *testing.B) {
+				e, err := New(ctx, Source{Dir: policyDir(b, tc.files)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !cached {
+					e.current().batches = nil
+				} else if e.current().batches == nil {
+					b.Skip("this policy set is not cacheable")
+				}
+				percentiles(b, func() {
+					if vis, err := e.Visible(ctx, json.RawMessage(doc)); err != nil || len(vis) != tc.visible {
+						b.Fatalf("Visible: %d visible, %v", len(vis), err)
+					}
+				})
+			})
+		}
 	}
 }
 
@@ -470,6 +515,19 @@ func BenchmarkReloadDefaultSet(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := New(ctx, Source{Dir: dir}, WithRunTests(true)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadEmbedded measures what the embedded default set costs fsbroker at start: New on
+// policies.FS without its tests (they run in fsbroker's own test suite), as cmd/fsbroker loads
+// it: reading, parsing, compiling, type-checking and preparing the queries.
+func BenchmarkLoadEmbedded(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := New(ctx, Source{FS: policies.FS}, WithRunTests(false)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -153,4 +157,118 @@ func (e *Engine) DecideCached(ctx context.Context, key []byte, input any) (Decis
 		set.cache.put(key, d)
 	}
 	return d, err
+}
+
+// Bounds on the batches (Visible, Consentable) one policy set remembers: a batch's key is a
+// hash, but its result holds a path per entry shown, so both the count and the bytes are bounded.
+// A result larger than a quarter of batchCacheBytes is not kept.
+const (
+	batchCacheEntries = 256
+	batchCacheBytes   = 4 << 20
+)
+
+// batchEntryOverhead approximates what a cached batch costs per path besides the path's bytes
+// (its map slot and string header).
+const batchEntryOverhead = 48
+
+// batchKey identifies a batch input: the query, and a SHA-256 over the input's JSON without its
+// top-level time member (see batchKeyOf), with the length of what was hashed.
+type batchKey struct {
+	query string
+	sum   [sha256.Size]byte
+	n     int
+}
+
+// batchKeyOf returns the cache key of a JSON batch input for query, and the bytes of its time
+// member's value (nil when it has none), which a cached result may only answer for when they
+// are valid JSON (the rest of the input is byte for byte one that was decided). ok is false
+// when the input is not JSON this can key (a map, a document the scan cannot read, a time
+// member given twice): it is then decided without the cache.
+func batchKeyOf(query string, input any) (key batchKey, timeValue []byte, ok bool) {
+	var doc []byte
+	switch x := input.(type) {
+	case json.RawMessage:
+		doc = x
+	case []byte:
+		doc = x
+	default:
+		return batchKey{}, nil, false
+	}
+	start, valStart, end, found, ok := timeMember(doc)
+	if !ok {
+		return batchKey{}, nil, false
+	}
+	h := sha256.New()
+	var head [9]byte // whether there is a time member, and where it was cut out
+	if found {
+		head[0] = 1
+		binary.BigEndian.PutUint64(head[1:], uint64(start))
+		timeValue = doc[valStart:end]
+	} else {
+		start, end = len(doc), len(doc)
+	}
+	h.Write(head[:])
+	h.Write(doc[:start])
+	h.Write(doc[end:])
+	key = batchKey{query: query, n: start + len(doc) - end}
+	h.Sum(key.sum[:0])
+	return key, timeValue, true
+}
+
+// batchCache holds batch results of one policy set by input key, dropped with its set (a reload
+// never serves an old result). When full, entries are evicted at random.
+type batchCache struct {
+	ttl time.Duration // 0: entries live as long as the set
+
+	mu    sync.Mutex
+	m     map[batchKey]cachedBatch
+	bytes int // the sizes of the entries in m
+}
+
+// cachedBatch is a batch result, its approximate size in bytes and when it was made.
+type cachedBatch struct {
+	paths map[string]bool
+	size  int
+	at    time.Time
+}
+
+// get returns a copy of the result for key, if there is one young enough.
+func (c *batchCache) get(key batchKey) (map[string]bool, bool) {
+	c.mu.Lock()
+	b, ok := c.m[key]
+	c.mu.Unlock()
+	if !ok || (c.ttl > 0 && time.Since(b.at) > c.ttl) {
+		return nil, false
+	}
+	return maps.Clone(b.paths), true
+}
+
+// put keeps a copy of paths, the result for key, evicting others to stay within bounds.
+func (c *batchCache) put(key batchKey, paths map[string]bool) {
+	size := 64
+	for p := range paths {
+		size += len(p) + batchEntryOverhead
+	}
+	if size > batchCacheBytes/4 {
+		return
+	}
+	kept := cachedBatch{paths: maps.Clone(paths), size: size, at: time.Now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[batchKey]cachedBatch, 16)
+	}
+	if old, ok := c.m[key]; ok {
+		c.bytes -= old.size
+		delete(c.m, key)
+	}
+	for k, b := range c.m {
+		if len(c.m) < batchCacheEntries && c.bytes+size <= batchCacheBytes {
+			break
+		}
+		c.bytes -= b.size
+		delete(c.m, k)
+	}
+	c.m[key] = kept
+	c.bytes += size
 }

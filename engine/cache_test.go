@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -100,6 +103,202 @@ func TestDecisionCacheTTL(t *testing.T) {
 	}
 	time.Sleep(40 * time.Millisecond)
 	if _, ok := c.get([]byte("k")); ok {
+		t.Error("an entry older than the TTL was served")
+	}
+}
+
+func TestTimeMember(t *testing.T) {
+	for _, tc := range []struct {
+		doc       string
+		value     string // the time member's value, "" when there is none
+		found, ok bool
+	}{
+		{`{"a":1,"time":{"rfc3339":"x","unixNano":1}}`, `{"rfc3339":"x","unixNano":1}`, true, true},
+		{` { "time" : 5 , "b" : [1, {"time": 2}] } `, `5`, true, true},
+		{`{"b":{"time":1},"c":"\"time\":3"}`, "", false, true},
+		{`{"\u0074ime":1}`, "", false, true}, // escaped: part of the key, never cut out
+		{`{}`, "", false, true},
+		{`{"time":"a\"}"}`, `"a\"}"`, true, true},
+		{`{"time":1,"time":2}`, "", false, false},
+		{`[]`, "", false, false},
+		{`{"a":1`, "", false, false},
+		{`{"a":1}x`, "", false, false},
+		{`{"a":}`, "", false, false},
+		{`{"a" 1}`, "", false, false},
+		{`{"a":[1,2}`, "", false, false},
+		{`{"a":"x`, "", false, false},
+	} {
+		_, vs, end, found, ok := timeMember([]byte(tc.doc))
+		value := ""
+		if found {
+			value = tc.doc[vs:end]
+		}
+		if found != tc.found || ok != tc.ok || value != tc.value {
+			t.Errorf("timeMember(%s) = value %q, found %t, ok %t; want %q, %t, %t", tc.doc, value, found, ok, tc.value, tc.found, tc.ok)
+		}
+	}
+}
+
+func TestBatchKey(t *testing.T) {
+	key := func(doc string) batchKey {
+		t.Helper()
+		k, _, ok := batchKeyOf(visibleQuery, json.RawMessage(doc))
+		if !ok {
+			t.Fatalf("batchKeyOf(%s) not ok", doc)
+		}
+		return k
+	}
+	base := key(`{"entries":[1],"time":{"unixNano":1}}`)
+	if key(`{"entries":[1],"time":{"unixNano":2}}`) != base {
+		t.Error("inputs that differ only in time have different keys")
+	}
+	for _, other := range []string{
+		`{"entries":[2],"time":{"unixNano":1}}`,
+		`{"entries":[1]}`,                        // no time at all is another input
+		`{"time":{"unixNano":1},"entries":[1]}`,  // the time member elsewhere
+		`{"entries":[1],"time":{"unixNano":1}} `, // the length
+	} {
+		if key(other) == base {
+			t.Errorf("%s has the key of another input", other)
+		}
+	}
+	if k, _, _ := batchKeyOf(consentQuery, json.RawMessage(`{"entries":[1],"time":{"unixNano":1}}`)); k == base {
+		t.Error("the consent query shares keys with the visible query")
+	}
+	if _, _, ok := batchKeyOf(visibleQuery, map[string]any{"entries": []any{}}); ok {
+		t.Error("a map input has a key")
+	}
+}
+
+// TestVisibleCached: a batch repeated is answered from the set's cache, keyed by the whole
+// input (a rule may look at the whole batch), without its time; a reload drops the cache.
+func TestVisibleCached(t *testing.T) {
+	ctx := context.Background()
+	// Hides everything in a batch of more than two entries: a per-entry cache would be wrong.
+	dir := policyDir(t, map[string]string{"authz.rego": `package fsbroker.authz
+
+decision := {"allow": true}
+
+visible := {e.mountPath | some e in input.entries} if count(input.entries) <= 2 else := set()
+`})
+	e, err := New(ctx, Source{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(in map[string]any) json.RawMessage {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	three := visibleInput(t, "proj/a", "proj/b", "proj/c")
+	two := visibleInput(t, "proj/a", "proj/b")
+	for range 2 {
+		if vis, err := e.Visible(ctx, doc(three)); err != nil || len(vis) != 0 {
+			t.Fatalf("three entries: %v, %v; want none", vis, err)
+		}
+		vis, err := e.Visible(ctx, doc(two))
+		if err != nil || len(vis) != 2 {
+			t.Fatalf("two entries: %v, %v; want both", vis, err)
+		}
+		vis["proj/z"] = true // the caller's own copy
+	}
+	if n := len(e.current().batches.m); n != 2 {
+		t.Errorf("the cache holds %d batches, want 2", n)
+	}
+	// Another time is the same input for a set that does not read it.
+	two["time"] = map[string]any{"rfc3339": "2030-01-01T00:00:00Z", "unixNano": 1893456000000000000}
+	if vis, err := e.Visible(ctx, doc(two)); err != nil || len(vis) != 2 || vis["proj/z"] {
+		t.Errorf("two entries at another time: %v, %v", vis, err)
+	}
+	if n := len(e.current().batches.m); n != 2 {
+		t.Errorf("the cache holds %d batches, want still 2", n)
+	}
+	// A time member that is not JSON is never answered from the cache.
+	bad := bytes.Replace(doc(two), []byte(`"time":{`), []byte(`"time":{{`), 1)
+	if vis, err := e.Visible(ctx, json.RawMessage(bad)); err == nil || len(vis) != 0 {
+		t.Errorf("a broken time member: %v, %v; want an error and nothing visible", vis, err)
+	}
+	// Consentable keeps its own results.
+	if _, err := e.Consentable(ctx, doc(two)); err == nil {
+		t.Error("Consentable without a consentable rule: no error")
+	}
+	// A reload starts an empty cache.
+	replaceFile(t, dir+"/authz.rego", "package fsbroker.authz\n\ndecision := {\"allow\": true}\n\nvisible := set()\n")
+	e.reload(ctx, nil)
+	if vis, err := e.Visible(ctx, doc(two)); err != nil || len(vis) != 0 {
+		t.Errorf("after a reload: %v, %v; want the new set's answer", vis, err)
+	}
+}
+
+// TestVisibleCacheTime: for a set that reads input.time a batch result is reused for at most
+// timeTTL; a set that is not cacheable keeps nothing.
+func TestVisibleCacheTime(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"authz.rego": `package fsbroker.authz
+
+decision := {"allow": true}
+
+visible := {e.mountPath | some e in input.entries; input.time.unixNano > 0}
+`})
+	if c := e.current().batches; c == nil || c.ttl != timeTTL {
+		t.Fatalf("batches = %+v, want a cache with the time TTL", c)
+	}
+	e = newTestEngine(t, map[string]string{"authz.rego": `package fsbroker.authz
+
+decision := {"allow": true}
+
+visible := {e.mountPath | some e in input.entries; time.now_ns() > 0}
+`})
+	if e.current().batches != nil {
+		t.Fatal("a set that calls time.now_ns has a batch cache")
+	}
+	doc, _ := json.Marshal(visibleInput(t, "proj/a"))
+	if vis, err := e.Visible(context.Background(), json.RawMessage(doc)); err != nil || !vis["proj/a"] {
+		t.Fatalf("Visible = %v, %v", vis, err)
+	}
+}
+
+func TestBatchCacheBounds(t *testing.T) {
+	c := &batchCache{ttl: 20 * time.Millisecond}
+	paths := map[string]bool{"proj/a": true}
+	for i := range batchCacheEntries + 10 {
+		c.put(batchKey{n: i}, paths)
+	}
+	if len(c.m) > batchCacheEntries {
+		t.Errorf("%d batches kept, more than %d", len(c.m), batchCacheEntries)
+	}
+	big := map[string]bool{}
+	for i := range batchCacheBytes / 4 / (batchEntryOverhead + 100) {
+		big[fmt.Sprintf("%0100d", i)] = true
+	}
+	for i := range 20 {
+		c.put(batchKey{query: "big", n: i}, big)
+	}
+	if c.bytes > batchCacheBytes {
+		t.Errorf("%d bytes kept, more than %d", c.bytes, batchCacheBytes)
+	}
+	total := 0
+	for _, b := range c.m {
+		total += b.size
+	}
+	if total != c.bytes {
+		t.Errorf("bytes = %d, the entries add up to %d", c.bytes, total)
+	}
+	huge := maps.Clone(big)
+	for i := range len(big) {
+		huge[fmt.Sprintf("x%0100d", i)] = true
+	}
+	c.put(batchKey{query: "huge"}, huge)
+	if _, ok := c.m[batchKey{query: "huge"}]; ok {
+		t.Error("a result over a quarter of the budget was kept")
+	}
+	c.put(batchKey{query: "fresh"}, paths)
+	if _, ok := c.get(batchKey{query: "fresh"}); !ok {
+		t.Fatal("a fresh entry missed")
+	}
+	time.Sleep(40 * time.Millisecond)
+	if _, ok := c.get(batchKey{query: "fresh"}); ok {
 		t.Error("an entry older than the TTL was served")
 	}
 }

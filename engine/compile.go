@@ -42,6 +42,7 @@ type policySet struct {
 	consent    rego.PreparedEvalQuery
 	hasConsent bool
 	cache      *decisionCache // nil unless the set is cacheable
+	batches    *batchCache    // Visible and Consentable results; nil unless the set is cacheable
 	modules    int
 	tests      int
 }
@@ -55,7 +56,7 @@ type loadOptions struct {
 // build reads, compiles, type-checks, tests and prepares a policy set. Every failure to load is
 // a *LoadError; a cancelled ctx is returned as is.
 func build(ctx context.Context, src Source, opts loadOptions) (*policySet, error) {
-	raw, err := read(src)
+	raw, err := read(src, opts.runTests)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +91,11 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 		}
 	}
 
-	set := &policySet{revision: raw.revision, modules: len(raw.modules), tests: len(raw.tests)}
+	set := &policySet{revision: raw.revision, modules: len(raw.modules), tests: raw.testFiles}
 	if ok, readsTime, why := cacheable(c.Modules); ok {
-		set.cache = &decisionCache{}
+		set.cache, set.batches = &decisionCache{}, &batchCache{}
 		if readsTime {
-			set.cache.ttl = timeTTL
+			set.cache.ttl, set.batches.ttl = timeTTL, timeTTL
 		}
 	} else {
 		opts.logger.Debug("decisions of this policy set are not cached", "why", why)
@@ -254,7 +255,7 @@ func (r TestReport) Passed() bool {
 // coverage, for `fsbroker policy test`. A set that does not compile is a *LoadError; failing
 // tests are reported in the TestReport, not as an error.
 func Test(ctx context.Context, src Source) (TestReport, error) {
-	raw, err := read(src)
+	raw, err := read(src, true)
 	if err != nil {
 		return TestReport{}, err
 	}
@@ -284,7 +285,7 @@ func Check(ctx context.Context, src Source) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	raw, err := read(src)
+	raw, err := read(src, true)
 	if err != nil {
 		return err
 	}

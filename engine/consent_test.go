@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"testing"
@@ -35,6 +36,29 @@ func TestConsentable(t *testing.T) {
 	}
 	if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, []string{"proj/src/a.go"}) {
 		t.Errorf("consentable = %v, want only proj/src/a.go (no write under .git, no secrets)", keys)
+	}
+	// The broker's JSON input decides the same, and a repeat comes from the batch cache, apart
+	// from the visible results of the same entries.
+	for _, access := range []string{"write", "write", "read"} {
+		doc, err := json.Marshal(consentInput(t, access, "proj/src/a.go", "proj/.git/hooks", "proj/.env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Consentable(ctx, json.RawMessage(doc))
+		want := []string{"proj/src/a.go"}
+		if access == "read" {
+			want = []string{"proj/.git/hooks", "proj/src/a.go"}
+		}
+		if keys := slices.Sorted(maps.Keys(got)); err != nil || !slices.Equal(keys, want) {
+			t.Errorf("consentable for %s (JSON) = %v, %v; want %v", access, keys, err, want)
+		}
+	}
+	vis, _ := json.Marshal(visibleInput(t, "proj/src/a.go", "proj/.git/hooks", "proj/.env"))
+	if got, err := e.Visible(ctx, json.RawMessage(vis)); err != nil || len(got) != 2 {
+		t.Errorf("visible = %v, %v", got, err)
+	}
+	if n := len(e.current().batches.m); n != 3 {
+		t.Errorf("%d batch results kept, want 3 (write, read, visible)", n)
 	}
 	// A set without the rule grants nothing; no policy grants nothing.
 	bare := newTestEngine(t, map[string]string{"authz.rego": "package fsbroker.authz\n\ndecision := {\"allow\": true}\n"})

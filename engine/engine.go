@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
-	"github.com/open-policy-agent/opa/v1/util"
 )
 
 // CodePermissionDenied is the code of every denial the engine makes itself (no policy, an
@@ -77,7 +77,9 @@ func WithLogger(l hclog.Logger) Option {
 }
 
 // WithRunTests sets whether a policy set's *_test.rego tests must pass before it is used, at
-// New and on every reload (default true).
+// New and on every reload (default true). Without, the test files of a directory or file system
+// are not even parsed (they still count in the revision): the embedded default set, whose tests
+// run in fsbroker's own test suite, loads without paying for them.
 func WithRunTests(run bool) Option {
 	return func(e *Engine) { e.runTests = run }
 }
@@ -228,10 +230,14 @@ func (e *Engine) decideWith(ctx context.Context, set *policySet, input any) (Dec
 	return decisionFromResult(set.revision, rs, err)
 }
 
+// neverCancelled is the cancellation of every evaluation under a context that cannot be
+// cancelled: nothing ever cancels it.
+var neverCancelled = topdown.NewCancel()
+
 // eval evaluates a prepared query for one input, extra options (a tracer) included.
 //
 // Cancellation goes through context.AfterFunc instead of the goroutine OPA otherwise starts for
-// every evaluation to watch ctx: no goroutine at all for a context that cannot be cancelled, a
+// every evaluation to watch ctx: nothing at all for a context that cannot be cancelled, a
 // callback for one that can. A panic in evaluation (OPA converts map inputs lazily, and an
 // unconvertible value panics there) is returned as an error, so the caller still fails closed.
 func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts ...rego.EvalOption) (rs rego.ResultSet, err error) {
@@ -240,9 +246,12 @@ func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts 
 			rs, err = nil, fmt.Errorf("evaluation panicked: %v", r)
 		}
 	}()
-	cancel := topdown.NewCancel()
-	stop := context.AfterFunc(ctx, cancel.Cancel)
-	defer stop()
+	cancel := neverCancelled
+	if ctx.Done() != nil {
+		cancel = topdown.NewCancel()
+		stop := context.AfterFunc(ctx, cancel.Cancel)
+		defer stop()
+	}
 	opts = append(opts, rego.EvalParsedInput(input), rego.EvalExternalCancel(cancel), rego.EvalMetrics(metrics.NoOp()))
 	return pq.Eval(ctx, opts...)
 }
@@ -294,10 +303,25 @@ func (e *Engine) Consentable(ctx context.Context, input any) (map[string]bool, e
 	return evalPathSet(ctx, set, set.consent, consentQuery, input)
 }
 
-// evalPathSet evaluates a query whose result is a set of mountPaths, failing closed.
+// evalPathSet evaluates a query whose result is a set of mountPaths, failing closed. For a
+// cacheable set and a JSON input (the broker's), the result is kept by a hash of the whole input
+// without its time (see batchKeyOf), as DecideCached keeps decisions: while the set is current,
+// and for at most a second when a rule reads input.time. A batch is decided as a whole (a rule
+// may look at every entry), so it is its whole input that is the key, never an entry.
 func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery, query string, input any) (map[string]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", err)
+	}
+	var key batchKey
+	cached := false
+	if set.batches != nil {
+		var timeValue []byte
+		key, timeValue, cached = batchKeyOf(query, input)
+		if cached && (timeValue == nil || validJSONValue(timeValue)) {
+			if paths, ok := set.batches.get(key); ok {
+				return paths, nil
+			}
+		}
 	}
 	v, err := inputValue(input)
 	if err != nil {
@@ -315,12 +339,16 @@ func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery,
 	if err != nil {
 		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", query, set.revision, err)
 	}
+	if cached {
+		set.batches.put(key, paths)
+	}
 	return paths, nil
 }
 
 // inputValue converts an input document to an AST object. A map is wrapped, not converted:
 // only the parts the policy reads are converted, when it reads them (most policies read a small
-// part of the input). The map must not change while it is being decided on.
+// part of the input). The map must not change while it is being decided on. JSON (the broker's
+// input) is parsed straight into AST values (see parseJSONObject).
 func inputValue(input any) (ast.Value, error) {
 	switch x := input.(type) {
 	case nil:
@@ -328,9 +356,9 @@ func inputValue(input any) (ast.Value, error) {
 	case map[string]any:
 		return ast.LazyObject(x), nil
 	case json.RawMessage:
-		return jsonValue(x)
+		return parseJSONObject(bytes.TrimSpace(x))
 	case []byte:
-		return jsonValue(x)
+		return parseJSONObject(bytes.TrimSpace(x))
 	}
 	v, err := ast.InterfaceToValue(input)
 	if err != nil {
@@ -340,23 +368,6 @@ func inputValue(input any) (ast.Value, error) {
 		return nil, fmt.Errorf("input is %s, want an object", ast.ValueName(v))
 	}
 	return v, nil
-}
-
-// jsonValue parses one JSON document (numbers kept exact), which must be an object.
-func jsonValue(data []byte) (ast.Value, error) {
-	var x any
-	if err := util.UnmarshalJSON(bytes.TrimSpace(data), &x); err != nil {
-		return nil, err
-	}
-	m, ok := x.(map[string]any)
-	if !ok {
-		v, err := ast.InterfaceToValue(x)
-		if err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("input is %s, want an object", ast.ValueName(v))
-	}
-	return ast.LazyObject(m), nil
 }
 
 // resultValue is the value of a single-expression query, and false when it is undefined.
@@ -412,7 +423,7 @@ func parseDecision(v ast.Value) (Decision, error) {
 			if err != nil {
 				return fmt.Errorf("decision.obligations: %w", err)
 			}
-			d.Obligations, _ = j.(map[string]any)
+			d.Obligations, _ = detach(j).(map[string]any)
 		default:
 			return fmt.Errorf("the decision has an unknown key %.64q", string(key))
 		}
@@ -427,25 +438,27 @@ func parseDecision(v ast.Value) (Decision, error) {
 	return d, nil
 }
 
-// stringList converts a set or array of strings (a set comes out sorted).
+// stringList converts a set or array of strings (a set comes out sorted). The strings are
+// copied, all into one allocation: a string of the input is a substring of the whole input
+// document (parseJSONObject), which a result kept in a cache must not hold on to.
 func stringList(v ast.Value) ([]string, error) {
-	var out []string
+	var list []ast.String
 	add := func(t *ast.Term) error {
 		s, ok := t.Value.(ast.String)
 		if !ok {
 			return fmt.Errorf("holds %s, want only strings", ast.ValueName(t.Value))
 		}
-		out = append(out, string(s))
+		list = append(list, s)
 		return nil
 	}
 	switch x := v.(type) {
 	case ast.Set:
-		out = make([]string, 0, x.Len())
+		list = make([]ast.String, 0, x.Len())
 		if err := x.Iter(add); err != nil {
 			return nil, err
 		}
 	case *ast.Array:
-		out = make([]string, 0, x.Len())
+		list = make([]ast.String, 0, x.Len())
 		for i := range x.Len() {
 			if err := add(x.Elem(i)); err != nil {
 				return nil, err
@@ -454,7 +467,45 @@ func stringList(v ast.Value) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("is %s, want a set or array of strings", ast.ValueName(v))
 	}
+	n := 0
+	for _, s := range list {
+		n += len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range list {
+		b.WriteString(string(s))
+	}
+	all := b.String()
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i], all = all[:len(s)], all[len(s):]
+	}
 	return out, nil
+}
+
+// detach copies every string in a JSON value (ast.JSON's output: maps, slices, strings and
+// json.Number), so that it holds nothing of the input document.
+func detach(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.Clone(x)
+	case json.Number:
+		return json.Number(strings.Clone(string(x)))
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[strings.Clone(k)] = detach(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = detach(e)
+		}
+		return out
+	}
+	return v
 }
 
 // parseVisible converts the visible result, a set (or array) of strings.

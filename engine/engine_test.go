@@ -372,6 +372,23 @@ func TestRunTestsOption(t *testing.T) {
 	if _, err := New(context.Background(), Source{Dir: policyDir(t, files)}, WithRunTests(false)); err != nil {
 		t.Errorf("New with WithRunTests(false): %v", err)
 	}
+	// Without tests, the test files are not parsed either: one that does not parse gates only a
+	// load that runs them. It still counts in the revision.
+	broken := map[string]string{"a.rego": okDecision, "a_test.rego": "package fsbroker.authz_test\n\ntest_x if {\n"}
+	dir := policyDir(t, broken)
+	e, err := New(context.Background(), Source{Dir: dir}, WithRunTests(false))
+	if err != nil {
+		t.Fatalf("New with WithRunTests(false) and a broken test file: %v", err)
+	}
+	if set := e.current(); set.tests != 1 || set.revision == newTestEngine(t, map[string]string{"a.rego": okDecision}, WithRunTests(false)).Revision() {
+		t.Errorf("tests = %d, revision %s: want the test file counted and in the revision", set.tests, set.revision)
+	}
+	if _, err := New(context.Background(), Source{Dir: dir}); err == nil {
+		t.Error("New with tests and a broken test file succeeded")
+	}
+	if err := Check(context.Background(), Source{Dir: dir}); err == nil {
+		t.Error("Check with a broken test file succeeded")
+	}
 }
 
 func TestSourceErrors(t *testing.T) {

@@ -87,15 +87,19 @@ func (s Source) check() error {
 
 // rawSet is a policy set as read from its source, before compilation.
 type rawSet struct {
-	modules  map[string]*ast.Module // by file name, policy files
-	tests    map[string]*ast.Module // by file name, *_test.rego files
-	data     map[string]any
-	revision string
-	files    int
+	modules   map[string]*ast.Module // by file name, policy files
+	tests     map[string]*ast.Module // by file name, *_test.rego files (when they were parsed)
+	testFiles int                    // how many *_test.rego files the source has
+	data      map[string]any
+	revision  string
+	files     int
 }
 
-// read loads and parses the source. Every failure is a *LoadError.
-func read(src Source) (*rawSet, error) {
+// read loads and parses the source. Every failure is a *LoadError. Without withTests, the
+// *_test.rego files of a directory or file system are not parsed (they still count in the
+// revision): a set whose tests are not run does not pay for them. A bundle's are, by OPA's
+// bundle reader.
+func read(src Source, withTests bool) (*rawSet, error) {
 	if err := src.check(); err != nil {
 		return nil, err
 	}
@@ -116,7 +120,7 @@ func read(src Source) (*rawSet, error) {
 		}
 		fsys, prefix = os.DirFS(src.Dir), src.Dir
 	}
-	return readFS(fsys, prefix)
+	return readFS(fsys, prefix, withTests)
 }
 
 // sourceFile is one file of a directory or file system source.
@@ -145,9 +149,9 @@ func hidden(name string) bool {
 	return name != "." && strings.HasPrefix(name, ".")
 }
 
-// readFS reads, hashes and parses every policy file of fsys. prefix is joined to each relative
-// name for messages (the directory on disk, or "" for an fs.FS).
-func readFS(fsys fs.FS, prefix string) (*rawSet, error) {
+// readFS reads, hashes and parses every policy file of fsys, the tests only withTests. prefix is
+// joined to each relative name for messages (the directory on disk, or "" for an fs.FS).
+func readFS(fsys fs.FS, prefix string, withTests bool) (*rawSet, error) {
 	var files []sourceFile
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -202,6 +206,12 @@ func readFS(fsys fs.FS, prefix string) (*rawSet, error) {
 				causes = append(causes, err)
 			}
 			continue
+		}
+		if isTestFile(base) {
+			raw.testFiles++
+			if !withTests {
+				continue
+			}
 		}
 		m, err := ast.ParseModuleWithOpts(f.name, string(f.content), parserOptions())
 		if err != nil {
@@ -379,6 +389,7 @@ func rawFromBundle(b *bundle.Bundle, file string, content []byte) (*rawSet, erro
 			return nil, astLoadError(err)
 		}
 		if isTestFile(m.Path) {
+			raw.testFiles++
 			raw.tests[name] = parsed
 		} else {
 			raw.modules[name] = parsed

@@ -130,7 +130,7 @@ func (e *Engine) reload(ctx context.Context, onReload func(string, error)) {
 
 	start := time.Now()
 	old := e.set.Load()
-	raw, err := read(e.src)
+	raw, err := read(e.src, e.runTests)
 	if err == nil && old != nil && raw.revision == old.revision && !e.failing {
 		e.logger.Debug("policy files changed back or not at all", "revision", old.revision)
 		return

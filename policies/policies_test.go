@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -272,6 +273,44 @@ func TestSamplesMatchSchema(t *testing.T) {
 			t.Errorf("schema_samples[%d] does not satisfy %s: %v\n%s", i, inputSchemaPath, err, b)
 		}
 	}
+}
+
+// TestDefaultSecretGlob holds the precomputed default_secret_glob to the glob
+// the default patterns compile to (compile_secret_glob), through OPA's own
+// glob.match, on many generated paths built from the patterns' pieces,
+// separators, wildcards and odd characters: the precomputed one is the same
+// set of paths, written so that it matches faster.
+func TestDefaultSecretGlob(t *testing.T) {
+	pieces := []string{"/", "/", "/", ".", "env", ".env", ".env.", "pem", ".pem", "key", ".key",
+		"id_rsa", "id_rsa.pub", "ssh", ".ssh", ".aws", "aws", ".gnupg", ".git", "git", "config",
+		"/config", "netrc", ".netrc", "x", "é", "\n", "*", "?", "{", "}", ",", "[", "]", "\\",
+		"\xff", "//", "..", ""}
+	rng := rand.New(rand.NewPCG(9, 9))
+	paths := make([]any, 0, 20000)
+	for range cap(paths) {
+		var b strings.Builder
+		b.WriteString("/")
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		paths = append(paths, strings.ToValidUTF8(b.String(), "\uFFFD"))
+	}
+	policies, _ := loadModules(t)
+	rs, err := rego.New(
+		rego.Query(`compiled := data.fsbroker.authz.compile_secret_glob(data.fsbroker.authz.default_secret_names, data.fsbroker.authz.default_secret_dirs | data.fsbroker.authz.default_secret_paths)
+			differ := [p | some p in input; glob.match(compiled, ["/"], p) != glob.match(data.fsbroker.authz.default_secret_glob, ["/"], p)]
+			matched := count([p | some p in input; glob.match(compiled, ["/"], p)])`),
+		rego.Compiler(compileOrFail(t, policies)),
+		rego.Store(inmem.NewFromObject(loadData(t))),
+		rego.Input(paths),
+	).Eval(context.Background())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("eval: %v, %v", rs, err)
+	}
+	if differ := rs[0].Bindings["differ"].([]any); len(differ) > 0 {
+		t.Errorf("%d paths the two globs disagree on, such as %q", len(differ), differ[0])
+	}
+	t.Logf("%d paths, %v secret", len(paths), rs[0].Bindings["matched"])
 }
 
 func compileOrFail(t testing.TB, modules map[string]*ast.Module) *ast.Compiler {

@@ -172,13 +172,34 @@ broken_combined_glob(pattern, _, _) := false if not startswith(pattern, "{")
 
 # --- the precomputed default glob ---
 
+# The precomputed glob is the compiled one written out: every alternative of
+# the compiled glob is one of it, and both answer alike on paths of every
+# kind (policies_test.go compares them on many more, generated).
 test_default_glob_is_what_the_defaults_compile_to if {
 	names := authz.default_secret_names
 	sequences := authz.default_secret_dirs | authz.default_secret_paths
-	authz.compile_secret_glob(names, sequences) == authz.default_secret_glob
+	compiled := authz.compile_secret_glob(names, sequences)
+	compiled == "{**/{*.key,*.pem,.env,.env.*,.netrc,id_rsa*},**/{.aws,.git/config,.gnupg,.ssh}{/**,}}"
+	written_out := {sprintf("**/%s", [n]) | some n in names} | {sprintf(f, [s]) | some s in sequences; some f in ["**/%s", "**/%s/**"]}
+	authz.default_secret_glob == concat("", ["{", concat(",", sort(written_out)), "}"])
+	every rel in glob_probe_paths {
+		path := concat("", ["/", lower(rel)])
+		glob.match(compiled, ["/"], path) == glob.match(authz.default_secret_glob, ["/"], path)
+	}
 	authz.secret_glob == authz.default_secret_glob
 	authz.secret_glob == authz.default_secret_glob with data.fsbroker.secrets as {}
 }
+
+glob_probe_paths := [
+	"", ".env", "a/.env", "a/.env/b", ".env.local", "a/.env.", ".envx", "x.env", "env",
+	"a.pem", ".pem", "a/b.PEM", "a.pem/b", "a.pemx", "pem", "a.key", "a/b/c.key", "key",
+	"id_rsa", "id_rsa.pub", "a/id_rsa_x", "xid_rsa", ".netrc", "a/.netrc", ".netrcx",
+	".ssh", ".ssh/known_hosts", "a/.ssh", "a/.ssh/b/c", ".sshx", "x.ssh", "a/ssh",
+	".aws", "a/.aws/credentials", ".gnupg/x", "a.gnupg", ".git/config", "a/.git/config",
+	".git/config/x", ".git/configx", ".git/HEAD", "x.git/config", ".git", "config",
+	"a//.env", "a/./.ssh", "../.aws", "a/\\.env", "a/{.env}", "a/*.pem", "a/[x].key",
+	"é/.env", "a\\n.env/x", "a\n/.env", "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/file.txt", "a/b/c/d/e/f/.ssh",
+]
 
 test_settings_take_the_computed_glob if {
 	authz.secret_glob != authz.default_secret_glob with data.fsbroker.secrets.extra_patterns as ["*.p12"]
