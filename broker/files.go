@@ -297,7 +297,8 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	if err := s.decide(ctx, Request{Method: "files/list", Operation: OpList, Path: t, Requested: p.Path, Params: params}); err != nil {
+	req := Request{Method: "files/list", Operation: OpList, Path: t, Requested: p.Path, Params: params}
+	if err := s.decide(ctx, req); err != nil {
 		return nil, err
 	}
 	maxDepth := -1
@@ -309,20 +310,36 @@ func (s *Session) filesList(ctx context.Context, params json.RawMessage) (any, e
 	if err != nil {
 		return nil, err
 	}
-	visible, err := s.visible(ctx, Request{Method: "files/list", Operation: OpList, Path: t, Requested: p.Path, Params: params},
-		r.Entries)
-	if err != nil {
-		return nil, err
-	}
+	batch := entryInputPaths(r.Entries)
+	visible := s.visibleBatch(ctx, req, batch)
 	out := listResult{Entries: make([]listEntry, 0, len(r.Entries)), NextCursor: r.NextCursor}
-	for _, e := range r.Entries {
-		if !visible[e.Path.MountPath()] {
+	times := modifiedTimes(r.Entries)
+	for i, e := range r.Entries {
+		mp := batch[i].MountPath
+		if !visible[mp] {
 			continue // hidden entries never leave the broker
 		}
-		out.Entries = append(out.Entries, listEntry{Path: e.Path.MountPath(), Name: e.Name, Type: e.Type,
-			Size: e.Size, Modified: e.Modified.Format(time.RFC3339Nano)})
+		out.Entries = append(out.Entries, listEntry{Path: mp, Name: e.Name, Type: e.Type, Size: e.Size, Modified: times[i]})
 	}
 	return out, nil
+}
+
+// modifiedTimes formats the entries' times (RFC 3339, UTC), all carved from
+// one string.
+func modifiedTimes(entries []executor.Entry) []string {
+	buf := make([]byte, 0, len(entries)*len("2006-01-02T15:04:05.999999999Z"))
+	ends := make([]int, len(entries))
+	for i, e := range entries {
+		buf = e.Modified.UTC().AppendFormat(buf, time.RFC3339Nano)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	out := make([]string, len(entries))
+	start := 0
+	for i, end := range ends {
+		out[i], start = all[start:end], end
+	}
+	return out
 }
 
 type createParams struct {
@@ -420,30 +437,92 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 
 // visible decides, in one batch, which entries the server may see.
 func (s *Session) visible(ctx context.Context, req Request, entries []executor.Entry) (map[string]bool, error) {
-	if len(entries) == 0 {
-		return map[string]bool{}, nil
-	}
-	batch := make([]InputPath, 0, len(entries))
-	for _, e := range entries {
-		batch = append(batch, entryInputPath(e))
+	return s.visibleBatch(ctx, req, entryInputPaths(entries)), nil
+}
+
+// visibleBatch decides on entries described for the policy: the mountPaths
+// of those the server may see. A decider that fails shows nothing (it logged
+// why).
+func (s *Session) visibleBatch(ctx context.Context, req Request, batch []InputPath) map[string]bool {
+	if len(batch) == 0 {
+		return map[string]bool{}
 	}
 	req.Input = s.policyInput(req)
 	vis, err := s.decider.Visible(ctx, req, batch)
-	if err != nil {
-		return map[string]bool{}, nil // shown nothing; the decider logged why
+	if err != nil || vis == nil {
+		return map[string]bool{}
 	}
-	return vis, nil
+	return vis
 }
 
-// entryInputPath describes a listed entry for the visibility decision.
-func entryInputPath(e executor.Entry) InputPath {
-	canonical := e.Path.Root.Path
-	if e.Path.Rel != "" {
-		canonical = strings.TrimSuffix(canonical, "/") + "/" + e.Path.Rel
+// entryInputPaths describes listed entries for the visibility decision: each
+// entry's mountPath and canonical path are carved from one string each for
+// the whole batch (a listing's entries share their root).
+func entryInputPaths(entries []executor.Entry) []InputPath {
+	batch := make([]InputPath, len(entries))
+	if len(entries) == 0 {
+		return batch
 	}
-	return InputPath{Requested: e.Path.MountPath(), Canonical: canonical, Root: e.Path.Root.Path,
-		Mount: e.Path.Root.Mount, Relative: e.Path.Rel, MountPath: e.Path.MountPath(), Writable: e.Path.Root.Writable,
-		Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: isHidden(e.Path.Rel)}
+	mountLen, canonLen := 0, 0
+	for _, e := range entries {
+		mountLen += len(e.Path.Root.Mount) + 1 + len(e.Path.Rel)
+		canonLen += canonicalLen(e.Path)
+	}
+	mounts := make([]byte, 0, mountLen)
+	canons := make([]byte, 0, canonLen)
+	for _, e := range entries {
+		mounts = append(mounts, e.Path.Root.Mount...)
+		if e.Path.Rel != "" {
+			mounts = append(append(mounts, '/'), e.Path.Rel...)
+		}
+		canons = appendCanonical(canons, e.Path)
+	}
+	allMounts, allCanons := string(mounts), string(canons)
+	m, c := 0, 0
+	for i, e := range entries {
+		ml := len(e.Path.Root.Mount)
+		if e.Path.Rel != "" {
+			ml += 1 + len(e.Path.Rel)
+		}
+		cl := canonicalLen(e.Path)
+		mp := allMounts[m : m+ml]
+		batch[i] = InputPath{Requested: mp, Canonical: allCanons[c : c+cl], Root: e.Path.Root.Path,
+			Mount: e.Path.Root.Mount, Relative: e.Path.Rel, MountPath: mp, Writable: e.Path.Root.Writable,
+			Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: hiddenRel(e.Path.Rel)}
+		m, c = m+ml, c+cl
+	}
+	return batch
+}
+
+// appendCanonical appends the host path of p: its root's directory, then its
+// relative path.
+func appendCanonical(b []byte, p canon.Path) []byte {
+	b = append(b, p.Root.Path...)
+	if p.Rel != "" {
+		if !strings.HasSuffix(p.Root.Path, "/") {
+			b = append(b, '/')
+		}
+		b = append(b, p.Rel...)
+	}
+	return b
+}
+
+// canonicalLen is the length appendCanonical appends.
+func canonicalLen(p canon.Path) int {
+	n := len(p.Root.Path)
+	if p.Rel != "" {
+		if !strings.HasSuffix(p.Root.Path, "/") {
+			n++
+		}
+		n += len(p.Rel)
+	}
+	return n
+}
+
+// hiddenRel reports whether a segment of a clean relative path starts with
+// "." (isHidden, without splitting the path).
+func hiddenRel(rel string) bool {
+	return strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.")
 }
 
 // maxGuardedEntries bounds the subtree a recursive delete or a rename of a

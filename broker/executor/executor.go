@@ -70,6 +70,11 @@ type Executor struct {
 
 	// cursorAEAD seals listing cursors under a key of this process.
 	cursorAEAD cipher.AEAD
+	// epoch starts the executor's own clock (see now).
+	epoch time.Time
+	// snaps keeps the sorted names of large directories between the pages
+	// of their listings.
+	snaps snapCache
 
 	mu      sync.Mutex
 	handles map[string]*os.Root // by root directory; never closed before Close
@@ -101,6 +106,8 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 		locks:      newLockTable(),
 		handles:    make(map[string]*os.Root),
 		cursorAEAD: aead,
+		epoch:      time.Now(),
+		snaps:      newSnapCache(),
 	}
 	for _, o := range opts {
 		o(x)
@@ -108,8 +115,9 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 	return x, nil
 }
 
-// Close releases the root handles.
+// Close releases the root handles and the listing snapshots.
 func (x *Executor) Close() error {
+	x.snaps.close()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var errs []error

@@ -5,9 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"io"
 	"io/fs"
-	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,14 @@ type ListResult struct {
 // appear only with IncludeHidden, and hidden directories are only descended
 // then. Links are reported, never followed. The cursor is the last path
 // returned, so a page stays correct when entries are added or removed
-// between pages.
+// between pages: an entry that exists throughout a listing is returned
+// exactly once.
+//
+// Cost: a directory's names are read without a stat (getdents), only the
+// entries of the page are stat'ed (fstatat relative to the open directory,
+// never following a link), and a large directory's sorted names are kept
+// between pages as a snapshot (see snapshot.go), so that a page costs a
+// binary search and its own entries, not the whole directory.
 func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResult, error) {
 	if err := deadline(ctx); err != nil {
 		return ListResult{}, err
@@ -61,9 +69,12 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 	case t.Info.Type != TypeDirectory:
 		return ListResult{}, errcode.New(errcode.IOError, "the path is not a directory").With("errno", "ENOTDIR")
 	}
-	after, err := x.decodeCursor(o.Cursor)
+	cur, err := x.decodeCursor(o.Cursor)
 	if err != nil {
 		return ListResult{}, err
+	}
+	if o.Cursor == "" {
+		cur.start = x.now()
 	}
 	if o.Limit < 1 {
 		o.Limit = 1
@@ -75,146 +86,505 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 	if err != nil {
 		return ListResult{}, err
 	}
-	w := &walker{x: x, ctx: ctx, o: o, after: after, base: t.Path}
-	rootDir, err := x.openDir(h, t.Path, t.Info)
+	d, err := openListDir(h, t.Path.Rel)
 	if err != nil {
+		if isGoneErr(err) {
+			return ListResult{}, conflict("the directory changed while the request was decided")
+		}
+		return ListResult{}, mapOSError(err, "the directory cannot be opened")
+	}
+	st, err := d.stamp()
+	if err != nil {
+		_ = d.Close()
+		return ListResult{}, mapOSError(err, "the directory cannot be read")
+	}
+	if !st.isDir || !sameObject(Info{Type: TypeDirectory, Dev: st.dev, Ino: st.ino}, t.Info) {
+		_ = d.Close()
+		return ListResult{}, conflict("the directory changed while the request was decided")
+	}
+	prefix := ""
+	if t.Path.Rel != "" {
+		prefix = t.Path.Rel + "/"
+	}
+	w := &walker{x: x, ctx: ctx, o: o, start: cur.start, cont: o.Cursor != "", root: t.Path}
+	w.levels = append(w.levels, &level{d: d, id: snapKey{st.dev, st.ino}})
+	err = w.walk(0, prefix, st, cur.after)
+	w.closeAll()
+	if err != nil && !errors.Is(err, errPageFull) {
 		return ListResult{}, err
 	}
-	defer rootDir.Close()
-	if err := w.walk(rootDir, nil, 0); err != nil && !errors.Is(err, errPageFull) {
-		return ListResult{}, err
-	}
-	res := ListResult{Entries: w.out}
-	if len(w.out) > o.Limit {
-		res.Entries = w.out[:o.Limit]
-		res.NextCursor = x.encodeCursor(relSegs(res.Entries[o.Limit-1].Path, t.Path))
+	res := ListResult{Entries: w.entries()}
+	if len(res.Entries) > o.Limit {
+		res.Entries = res.Entries[:o.Limit:o.Limit]
+		last := res.Entries[o.Limit-1].Path.Rel[len(prefix):]
+		res.NextCursor = x.encodeCursor(cur.start, last)
 	}
 	return res, nil
 }
 
+// now is the time on the executor's own clock (monotonic, in nanoseconds),
+// which orders a listing's start and a snapshot's reading.
+func (x *Executor) now() int64 { return int64(time.Since(x.epoch)) }
+
 // errPageFull stops the walk once a page and one more entry are collected.
 var errPageFull = errors.New("page full")
+
+// maxOpenDirs bounds the directories a walk holds open at once: below that
+// depth a directory stays open while its subdirectories are walked; deeper
+// ones are closed meanwhile and opened again afterwards from the deepest
+// held one, name by name (and checked to be the same directory).
+const maxOpenDirs = 32
+
+// statBatch is how many names a walk goes through between two looks at its
+// deadline.
+const statBatch = 256
 
 type walker struct {
 	x     *Executor
 	ctx   context.Context
 	o     ListOptions
-	after []string // the cursor: segments below the listed directory
-	base  canon.Path
+	start int64 // the listing's start, on x's clock
+	cont  bool  // a later page (a cursor was given)
+	root  canon.Path
+
+	levels []*level // the directories being walked, the listed one first
+
 	out   []Entry
+	rels  []byte // the rels of out, packed, made strings once at the end
+	spans []span
+	buf   []byte // the getdents buffer
 }
 
-// walk lists dir (at segments below the listed directory) depth first, in
-// name order, skipping everything up to and including the cursor.
-func (w *walker) walk(dir *os.Root, at []string, depth int) error {
+// level is one directory on the walk's path.
+type level struct {
+	d    *dirFile // nil while closed (deeper than maxOpenDirs)
+	name string   // its name in its parent
+	id   snapKey  // its identity, to check it when opened again
+}
+
+type span struct{ start, name, end int }
+
+// walk lists the directory at depth (its entries' rels start with prefix),
+// whose stamp is st, in name order, depth first. after is what is left of
+// the cursor below it: entries up to after[0] were returned already, except
+// below after[0] itself when the cursor goes deeper (or is after[0]).
+func (w *walker) walk(depth int, prefix string, st dirStamp, after []string) error {
 	if err := deadline(w.ctx); err != nil {
 		return err
 	}
-	d, err := dir.Open(joinPath(at))
+	from := ""
+	if len(after) > 0 {
+		from = after[0]
+	}
+	it, err := w.names(depth, st, from)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && len(at) > 0 {
-			return nil // removed while listing
+		return err
+	}
+	if depth == 0 && w.out == nil {
+		w.reserve(it.remaining(), prefix)
+	}
+	descend := w.o.MaxDepth < 0 || depth < w.o.MaxDepth
+	for n := 1; ; n++ {
+		if n%statBatch == 0 {
+			if err := deadline(w.ctx); err != nil {
+				return err
+			}
 		}
-		return mapOSError(err, "the directory cannot be read")
-	}
-	ents, err := d.ReadDir(-1)
-	_ = d.Close()
-	if err != nil {
-		return mapOSError(err, "the directory cannot be read")
-	}
-	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	for _, e := range ents {
-		name := e.Name()
-		if IsTempName(name) || (!w.o.IncludeHidden && strings.HasPrefix(name, ".")) {
+		name, ok, err := w.next(depth, &it)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		if !w.o.IncludeHidden && strings.HasPrefix(name, ".") {
 			continue
 		}
-		segs := append(append(make([]string, 0, len(at)+1), at...), name)
-		pos := comparePaths(segs, w.after)
-		within := len(w.after) > len(segs) && slices.Equal(w.after[:len(segs)], segs)
-		if pos < 0 && !within {
-			continue // before the cursor, subtree included
+		returned := len(after) > 0 && name == after[0] // the cursor or one of its directories
+		if returned && !descend {
+			continue
 		}
-		// The cursor's own entry and its ancestors were returned already;
-		// what lies below them may not have been.
-		if pos > 0 && !within {
-			info, err := e.Info()
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					continue
-				}
-				return mapOSError(err, "an entry cannot be read")
+		d, err := w.dir(depth)
+		if err != nil {
+			return err
+		}
+		if d == nil {
+			return nil // the directory was moved away while it was walked
+		}
+		es, err := d.lstat(name)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the names were read
 			}
-			w.out = append(w.out, Entry{
-				Path:     canon.Path{Root: w.base.Root, Rel: joinRel(w.base.Rel, segs)},
-				Name:     name,
-				Type:     typeOf(info.Mode()),
-				Size:     info.Size(),
-				Modified: info.ModTime().UTC(),
-			})
+			return mapOSError(err, "an entry cannot be read")
+		}
+		if !returned {
+			w.emit(prefix, name, es)
 			if len(w.out) > w.o.Limit {
 				return errPageFull
 			}
 		}
-		if e.IsDir() && (w.o.MaxDepth < 0 || depth < w.o.MaxDepth) {
-			if err := w.walk(dir, segs, depth+1); err != nil {
+		if descend && es.typ == TypeDirectory {
+			var below []string
+			if returned {
+				below = after[1:]
+			}
+			if err := w.descend(depth, prefix, name, below); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
 }
 
-// comparePaths orders paths segment by segment.
-func comparePaths(a, b []string) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := strings.Compare(a[i], b[i]); c != 0 {
-			return c
+// descend walks the subdirectory name of the directory at depth.
+func (w *walker) descend(depth int, prefix, name string, after []string) error {
+	parent := w.levels[depth]
+	c, err := parent.d.openChild(name)
+	if err != nil {
+		if isGoneErr(err) {
+			return nil // removed, or replaced by a link or a file, since it was stat'ed
+		}
+		return mapOSError(err, "the directory cannot be read")
+	}
+	st, err := c.stamp()
+	if err != nil {
+		_ = c.Close()
+		return mapOSError(err, "the directory cannot be read")
+	}
+	w.levels = append(w.levels, &level{d: c, name: name, id: snapKey{st.dev, st.ino}})
+	if depth >= maxOpenDirs {
+		_ = parent.d.Close() // opened again when the walk comes back to it
+		parent.d = nil
+	}
+	err = w.walk(depth+1, prefix+name+"/", st, after)
+	if lv := w.levels[depth+1]; lv.d != nil {
+		_ = lv.d.Close()
+	}
+	w.levels = w.levels[:depth+1]
+	return err
+}
+
+// dir returns the open directory at depth, opening it again when it was
+// closed while its subdirectories were walked: name by name from the
+// deepest directory still open, and checked to be the same directory. It
+// returns nil when it is no longer there.
+func (w *walker) dir(depth int) (*dirFile, error) {
+	lv := w.levels[depth]
+	if lv.d != nil {
+		return lv.d, nil
+	}
+	anchor := depth - 1
+	for w.levels[anchor].d == nil {
+		anchor--
+	}
+	d := w.levels[anchor].d
+	for i := anchor + 1; i <= depth; i++ {
+		next, err := d.openChild(w.levels[i].name)
+		if i > anchor+1 {
+			_ = d.Close()
+		}
+		if err != nil {
+			if isGoneErr(err) {
+				return nil, nil
+			}
+			return nil, mapOSError(err, "the directory cannot be read")
+		}
+		d = next
+	}
+	st, err := d.stamp()
+	if err != nil || (snapKey{st.dev, st.ino}) != lv.id {
+		_ = d.Close()
+		if err != nil {
+			return nil, mapOSError(err, "the directory cannot be read")
+		}
+		return nil, nil
+	}
+	lv.d = d
+	return d, nil
+}
+
+func (w *walker) closeAll() {
+	for _, lv := range w.levels {
+		if lv.d != nil {
+			_ = lv.d.Close()
+			lv.d = nil
 		}
 	}
-	return len(a) - len(b)
 }
 
-func joinPath(segs []string) string {
-	if len(segs) == 0 {
-		return "."
+// reserve makes room for the page of a directory with n names left.
+func (w *walker) reserve(n int, prefix string) {
+	if w.o.MaxDepth == 0 {
+		n = min(n, w.o.Limit+1)
+	} else {
+		n = min(n+1, w.o.Limit+1) // and more as the walk goes down
 	}
-	return strings.Join(segs, "/")
+	w.out = make([]Entry, 0, n)
+	w.spans = make([]span, 0, n)
+	w.rels = make([]byte, 0, n*(len(prefix)+16))
 }
 
-func joinRel(base string, segs []string) string {
-	if base == "" {
-		return strings.Join(segs, "/")
+// emit adds an entry to the page.
+func (w *walker) emit(prefix, name string, es entryStat) {
+	start := len(w.rels)
+	w.rels = append(w.rels, prefix...)
+	w.rels = append(w.rels, name...)
+	w.spans = append(w.spans, span{start: start, name: len(w.rels) - len(name), end: len(w.rels)})
+	w.out = append(w.out, Entry{Path: canon.Path{Root: w.root.Root}, Type: es.typ, Size: es.size, Modified: es.mtime})
+}
+
+// entries returns the page, its paths and names made strings (all carved
+// from one).
+func (w *walker) entries() []Entry {
+	all := string(w.rels)
+	for i, s := range w.spans {
+		w.out[i].Path.Rel = all[s.start:s.end]
+		w.out[i].Name = all[s.name:s.end]
 	}
-	return base + "/" + strings.Join(segs, "/")
+	return w.out
 }
 
-// relSegs returns the segments of p below dir.
-func relSegs(p, dir canon.Path) []string {
-	rel := strings.TrimPrefix(strings.TrimPrefix(p.Rel, dir.Rel), "/")
-	return strings.Split(rel, "/")
+// nameIter yields one directory's names in order: from a snapshot's sorted
+// names, or from a page's worth of names selected for this walk.
+type nameIter struct {
+	sorted    sortedNames
+	useSorted bool
+	i         int
+	batch     []string // the smallest names from the start on
+	more      bool     // names after batch were left out
+	snap      *snapshot
+}
+
+// remaining is how many names are left (a lower bound when more is set).
+func (it *nameIter) remaining() int {
+	if it.useSorted {
+		return it.sorted.len() - it.i
+	}
+	return len(it.batch) - it.i
+}
+
+// next returns the directory's next name. A batch that runs out while names
+// were left out (entries vanished between the reading and their stat)
+// continues after its last name: in the directory's snapshot when there is
+// one, else in the directory read again.
+func (w *walker) next(depth int, it *nameIter) (string, bool, error) {
+	if it.useSorted {
+		if it.i >= it.sorted.len() {
+			return "", false, nil
+		}
+		it.i++
+		return it.sorted.name(it.i - 1), true, nil
+	}
+	if it.i < len(it.batch) {
+		it.i++
+		return it.batch[it.i-1], true, nil
+	}
+	if !it.more || len(it.batch) == 0 {
+		return "", false, nil
+	}
+	last := it.batch[len(it.batch)-1]
+	if it.snap != nil {
+		s := it.snap.sorted()
+		i := s.search(last)
+		if i < s.len() && s.name(i) == last {
+			i++
+		}
+		*it = nameIter{sorted: s, useSorted: true, i: i}
+		return w.next(depth, it)
+	}
+	d, err := w.dir(depth)
+	if err != nil || d == nil {
+		return "", false, err
+	}
+	if _, err := d.f.Seek(0, io.SeekStart); err != nil {
+		return "", false, mapOSError(err, "the directory cannot be read")
+	}
+	*it, err = w.readNames(d, dirStamp{}, last, false, false)
+	if err != nil {
+		return "", false, err
+	}
+	return w.next(depth, it)
+}
+
+// names returns the names of the directory at depth from from on: from its
+// snapshot when one is kept that may serve this page, else read now.
+func (w *walker) names(depth int, st dirStamp, from string) (nameIter, error) {
+	x := w.x
+	cacheable := st.known && x.snaps.maxDirs > 0
+	if cacheable {
+		s := x.snaps.get(snapKey{st.dev, st.ino}, st, time.Now())
+		// One read since this listing began holds every entry that existed
+		// throughout, which is the contract; one read before it must be
+		// settled (its stamp tells any change) and recent.
+		if s != nil && ((w.cont && w.start <= s.readAt) || (s.settled && x.now()-s.readAt < int64(trustFor))) {
+			sorted := s.sorted()
+			return nameIter{sorted: sorted, useSorted: true, i: sorted.search(from)}, nil
+		}
+	}
+	return w.readNames(w.levels[depth].d, st, from, true, cacheable)
+}
+
+// readNames reads d's names (the broker's temporary files left out) and
+// returns the smallest ones from from on (from itself when incl), as many as
+// the page can still take, selected without sorting the whole directory.
+// With keep, all the names are also kept as the directory's snapshot when
+// there are enough of them and they fit the cache; otherwise they are read a
+// batch at a time, so that a huge directory costs a page's worth of names in
+// memory.
+func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool) (nameIter, error) {
+	x := w.x
+	readAt, wall := x.now(), time.Now()
+	top := topNames{k: w.o.Limit + 2 - len(w.out), from: from, incl: incl, hidden: w.o.IncludeHidden}
+	if w.buf == nil {
+		w.buf = make([]byte, readBuffer)
+	}
+	var r rawNames
+	for {
+		done, err := d.readBatch(w.buf, &r)
+		if err != nil {
+			return nameIter{}, mapOSError(err, "the directory cannot be read")
+		}
+		if keep && r.size() > x.snaps.maxBytes {
+			keep = false
+		}
+		if !keep {
+			for i := range r.ends {
+				top.addBytes(r.name(i))
+			}
+			r.reset()
+		}
+		if done {
+			break
+		}
+		if err := deadline(w.ctx); err != nil {
+			return nameIter{}, err
+		}
+	}
+	if !keep {
+		return nameIter{batch: top.sorted(), more: top.dropped}, nil
+	}
+	raw := string(r.arena)
+	if len(r.ends) < minSnapshotNames {
+		names := splitNames(raw, r.ends)
+		slices.Sort(names)
+		i, found := slices.BinarySearch(names, from)
+		if found && !incl {
+			i++
+		}
+		return nameIter{batch: names[i:]}, nil
+	}
+	s := newSnapshot(raw, r.ends, st, settled(st, wall), readAt)
+	x.snaps.put(snapKey{st.dev, st.ino}, s, time.Now())
+	start := uint32(0)
+	for _, e := range r.ends {
+		top.add(raw[start:e])
+		start = e
+	}
+	return nameIter{batch: top.sorted(), more: top.dropped, snap: s}, nil
+}
+
+// readBuffer is the size of a walk's getdents buffer.
+const readBuffer = 32 << 10
+
+// settled reports whether a directory's times, as of wall, are too old for a
+// change in the same clock tick to have left them as they are.
+func settled(st dirStamp, wall time.Time) bool {
+	limit := wall.Add(-racyWindow).UnixNano()
+	return st.mtime < limit && st.ctime < limit
+}
+
+// topNames keeps the k smallest names it is given from from on (hidden ones
+// only when hidden), in at most 2k strings.
+type topNames struct {
+	k       int
+	from    string
+	incl    bool
+	hidden  bool
+	names   []string
+	max     string // once trimmed: the largest name kept
+	trimmed bool
+	dropped bool // a name was left out
+}
+
+// add considers n, a string that stays as it is.
+func (t *topNames) add(n string) {
+	if n < t.from || (!t.incl && n == t.from) || (!t.hidden && strings.HasPrefix(n, ".")) {
+		return
+	}
+	if t.trimmed && n >= t.max {
+		t.dropped = true
+		return
+	}
+	t.keep(n)
+}
+
+// addBytes considers n, copied only when it is kept.
+func (t *topNames) addBytes(n []byte) {
+	if string(n) < t.from || (!t.incl && string(n) == t.from) || (!t.hidden && len(n) > 0 && n[0] == '.') {
+		return
+	}
+	if t.trimmed && string(n) >= t.max {
+		t.dropped = true
+		return
+	}
+	t.keep(string(n))
+}
+
+func (t *topNames) keep(n string) {
+	t.names = append(t.names, n)
+	if len(t.names) >= 2*t.k {
+		t.trim()
+	}
+}
+
+func (t *topNames) trim() {
+	slices.Sort(t.names)
+	if len(t.names) > t.k {
+		clear(t.names[t.k:])
+		t.names = t.names[:t.k]
+		t.dropped = true
+	}
+	if len(t.names) == t.k {
+		t.max, t.trimmed = t.names[t.k-1], true
+	}
+}
+
+func (t *topNames) sorted() []string {
+	t.trim()
+	return t.names
 }
 
 // cursorVersion starts every cursor, so that the format can change.
-const cursorVersion = "1\x00"
+const cursorVersion = "2\x00"
+
+// cursor is what a cursor holds: the listing's start on the executor's
+// clock, and the last path returned (its segments below the listed
+// directory).
+type cursor struct {
+	start int64
+	after []string
+}
 
 // encodeCursor seals the last path of a page. The cursor is opaque to the
 // server: it is encrypted and authenticated under a key of this process, so
 // that it never reveals the name of an entry the policy hid from the page,
 // and a forged or altered cursor is refused.
-func (x *Executor) encodeCursor(segs []string) string {
+func (x *Executor) encodeCursor(start int64, last string) string {
 	nonce := make([]byte, x.cursorAEAD.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "" // no cursor: the listing ends here rather than leak
 	}
-	sealed := x.cursorAEAD.Seal(nonce, nonce, []byte(cursorVersion+strings.Join(segs, "/")), nil)
+	plain := strconv.AppendInt([]byte(cursorVersion), start, 10)
+	plain = append(append(plain, 0), last...)
+	sealed := x.cursorAEAD.Seal(nonce, nonce, plain, nil)
 	return base64.RawURLEncoding.EncodeToString(sealed)
 }
 
 // decodeCursor opens a cursor; one this process did not make is
 // INVALID_PARAMS.
-func (x *Executor) decodeCursor(c string) ([]string, error) {
+func (x *Executor) decodeCursor(c string) (cursor, error) {
 	if c == "" {
-		return nil, nil
+		return cursor{}, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	var plain []byte
@@ -225,9 +595,11 @@ func (x *Executor) decodeCursor(c string) ([]string, error) {
 		err = errors.New("short cursor")
 	}
 	rest, ok := strings.CutPrefix(string(plain), cursorVersion)
-	if err != nil || !ok || rest == "" {
-		return nil, errcode.New(errcode.InvalidParams, "the cursor is not one this broker returned").
+	startText, last, ok2 := strings.Cut(rest, "\x00")
+	start, perr := strconv.ParseInt(startText, 10, 64)
+	if err != nil || !ok || !ok2 || perr != nil || last == "" {
+		return cursor{}, errcode.New(errcode.InvalidParams, "the cursor is not one this broker returned").
 			With("errors", []map[string]string{{"pointer": "/cursor", "message": "not a cursor returned by files/list"}})
 	}
-	return strings.Split(rest, "/"), nil
+	return cursor{start: start, after: strings.Split(last, "/")}, nil
 }

@@ -44,9 +44,11 @@ const staleBatch = 1024
 
 // removeStaleIn removes the stale temporary files directly in dir and returns
 // its subdirectories (links are not followed). An unreadable directory is
-// skipped, not fatal; only ctx ending is an error.
+// skipped, not fatal; only ctx ending is an error. Entry types come from the
+// directory read itself (getdents) where the file system gives them: no
+// entry is stat'ed for them.
 func (x *Executor) removeStaleIn(ctx context.Context, h *os.Root, r roots.Root, dir string) (int, []string, error) {
-	f, err := h.Open(dir)
+	f, err := openListDir(h, dir)
 	if err != nil {
 		return 0, nil, ctx.Err()
 	}
@@ -57,7 +59,7 @@ func (x *Executor) removeStaleIn(ctx context.Context, h *os.Root, r roots.Root, 
 		if err := ctx.Err(); err != nil {
 			return removed, nil, err
 		}
-		entries, err := f.ReadDir(staleBatch)
+		entries, err := f.readEntries(staleBatch)
 		for _, d := range entries {
 			p := d.Name()
 			if dir != "." {

@@ -1,0 +1,334 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/canon"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// snapOfSize returns a snapshot whose weight is size bytes.
+func snapOfSize(size int, st dirStamp) *snapshot {
+	return newSnapshot(strings.Repeat("x", size-4), []uint32{uint32(size - 4)}, st, true, 0)
+}
+
+func TestSnapCacheBounds(t *testing.T) {
+	now := time.Now()
+	st := func(ino uint64) dirStamp { return dirStamp{ino: ino, known: true, isDir: true} }
+	c := snapCache{maxDirs: 2, maxBytes: 1000, idle: time.Hour}
+	defer c.close()
+	for ino := uint64(1); ino <= 3; ino++ {
+		c.put(snapKey{ino: ino}, snapOfSize(100, st(ino)), now)
+	}
+	if dirs, bytes := c.stats(); dirs != 2 || bytes != 200 {
+		t.Fatalf("after 3 puts into 2 places: %d snapshots, %d bytes", dirs, bytes)
+	}
+	if c.get(snapKey{ino: 1}, st(1), now) != nil {
+		t.Error("the least recently used snapshot was kept")
+	}
+	if c.get(snapKey{ino: 2}, st(2), now) == nil { // 2 is now the most recent
+		t.Fatal("a recent snapshot was dropped")
+	}
+	c.put(snapKey{ino: 4}, snapOfSize(100, st(4)), now)
+	if c.get(snapKey{ino: 3}, st(3), now) != nil || c.get(snapKey{ino: 2}, st(2), now) == nil {
+		t.Error("eviction is not least recently used first")
+	}
+	// The byte bound: a 900-byte snapshot leaves room for one of 100 (the
+	// most recently used, 2).
+	c.put(snapKey{ino: 5}, snapOfSize(900, st(5)), now)
+	if dirs, bytes := c.stats(); dirs != 2 || bytes != 1000 || c.get(snapKey{ino: 2}, st(2), now) == nil {
+		t.Fatalf("after a 900-byte put: %d snapshots, %d bytes; want 2 (2 and 5), 1000", dirs, bytes)
+	}
+	c.put(snapKey{ino: 6}, snapOfSize(1001, st(6)), now)
+	if c.get(snapKey{ino: 6}, st(6), now) != nil {
+		t.Error("a snapshot over the byte bound was kept")
+	}
+	// Another stamp: the directory changed; the snapshot is dropped.
+	changed := st(5)
+	changed.mtime++
+	if c.get(snapKey{ino: 5}, changed, now) != nil {
+		t.Error("a snapshot of a changed directory was returned")
+	}
+	if dirs, bytes := c.stats(); dirs != 1 || bytes != 100 {
+		t.Errorf("after a stale get: %d snapshots, %d bytes; want 1, 100", dirs, bytes)
+	}
+	// Idle: unused past the idle time, gone on the next get.
+	c.put(snapKey{ino: 7}, snapOfSize(100, st(7)), now)
+	if c.get(snapKey{ino: 7}, st(7), now.Add(2*time.Hour)) != nil {
+		t.Error("an idle snapshot was returned")
+	}
+	// Closed: nothing kept.
+	c.put(snapKey{ino: 8}, snapOfSize(100, st(8)), now)
+	c.close()
+	c.put(snapKey{ino: 9}, snapOfSize(100, st(9)), now)
+	if dirs, bytes := c.stats(); dirs != 0 || bytes != 0 {
+		t.Errorf("after close: %d snapshots, %d bytes", dirs, bytes)
+	}
+}
+
+// TestSnapCacheDropsIdleSnapshots: an idle broker does not keep a
+// directory's names: the timer drops them.
+func TestSnapCacheDropsIdleSnapshots(t *testing.T) {
+	c := snapCache{maxDirs: 4, maxBytes: 1 << 20, idle: 20 * time.Millisecond}
+	defer c.close()
+	c.put(snapKey{ino: 1}, snapOfSize(100, dirStamp{ino: 1, known: true}), time.Now())
+	c.put(snapKey{ino: 2}, snapOfSize(100, dirStamp{ino: 2, known: true}), time.Now())
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if dirs, _ := c.stats(); dirs == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal("idle snapshots were never dropped")
+		}
+	}
+}
+
+// listFixture is a root over a temporary directory holding dir "d" with n
+// files, and an executor.
+func listFixture(t *testing.T, n int, opts ...Option) (*Executor, Target, string) {
+	t.Helper()
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := roots.New([]roots.Spec{{Path: tmp, Mount: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := set.ByMount("m")
+	x, err := New(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.Close() })
+	tg, err := x.Resolve(context.Background(), canon.Path{Root: r, Rel: "d"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, tg, dir
+}
+
+func (x *Executor) onlySnapshot(t *testing.T) *snapshot {
+	t.Helper()
+	x.snaps.mu.Lock()
+	defer x.snaps.mu.Unlock()
+	if len(x.snaps.items) != 1 {
+		t.Fatalf("%d snapshots kept, want 1", len(x.snaps.items))
+	}
+	return x.snaps.items[0].snap
+}
+
+// changeDir changes dir's modification time (a temporary file of the broker
+// made and removed) until it differs from what it was.
+func changeDir(t *testing.T, dir string) {
+	t.Helper()
+	before, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		p := filepath.Join(dir, TempPrefix+"x")
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.ModTime().Equal(before.ModTime()) {
+			return
+		}
+		if i > 1000 {
+			t.Fatal("the directory's time does not change")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestListKeepsSnapshotUntilTheDirectoryChanges: the pages of a listing
+// share one reading of the directory until it changes; a new listing reuses
+// it only once the directory's times are settled.
+func TestListKeepsSnapshotUntilTheDirectoryChanges(t *testing.T) {
+	x, tg, dir := listFixture(t, 600)
+	ctx := context.Background()
+	page := func(cursor string) ListResult {
+		t.Helper()
+		res, err := x.List(ctx, tg, ListOptions{Limit: 100, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	p1 := page("")
+	s1 := x.onlySnapshot(t)
+	p2 := page(p1.NextCursor)
+	if x.onlySnapshot(t) != s1 {
+		t.Fatal("the second page read the unchanged directory again")
+	}
+	changeDir(t, dir)
+	p3 := page(p2.NextCursor)
+	s3 := x.onlySnapshot(t)
+	if s3 == s1 {
+		t.Fatal("the page after a change used the old snapshot")
+	}
+	if p3.Entries[0].Name != "f0200" {
+		t.Fatalf("page 3 starts at %s", p3.Entries[0].Name)
+	}
+	// A new listing: the directory just changed, so its snapshot (read
+	// within the racy window) is not trusted for a first page...
+	page("")
+	s4 := x.onlySnapshot(t)
+	if s4 == s3 || s4.settled {
+		t.Fatal("a first page used an unsettled snapshot")
+	}
+	// ... but a settled one is.
+	settledSnap := newSnapshot(s4.raw, s4.rawEnds, s4.stamp, true, s4.readAt)
+	x.snaps.put(snapKey{s4.stamp.dev, s4.stamp.ino}, settledSnap, time.Now())
+	page("")
+	if x.onlySnapshot(t) != settledSnap {
+		t.Fatal("a first page did not use a settled snapshot of the unchanged directory")
+	}
+	// ... if it is recent: one read longer than trustFor ago is read again.
+	oldSnap := newSnapshot(s4.raw, s4.rawEnds, s4.stamp, true, x.now()-int64(trustFor)-1)
+	x.snaps.put(snapKey{s4.stamp.dev, s4.stamp.ino}, oldSnap, time.Now())
+	page("")
+	if x.onlySnapshot(t) == oldSnap {
+		t.Fatal("a first page used a snapshot read longer than trustFor ago")
+	}
+	// Settled means older than the racy window when read.
+	now := time.Now()
+	old := dirStamp{mtime: now.Add(-3 * time.Second).UnixNano(), ctime: now.Add(-3 * time.Second).UnixNano()}
+	if !settled(old, now) {
+		t.Error("times 3 s old are not settled")
+	}
+	fresh := old
+	fresh.ctime = now.Add(-time.Second).UnixNano()
+	if settled(fresh, now) {
+		t.Error("a change time 1 s old is settled")
+	}
+}
+
+// TestListKeepsOnlyLargeDirectories: a small directory is read again each
+// time (no snapshot); none is kept when the cache is off.
+func TestListKeepsOnlyLargeDirectories(t *testing.T) {
+	x, tg, _ := listFixture(t, minSnapshotNames-1)
+	if _, err := x.List(context.Background(), tg, ListOptions{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := x.snaps.stats(); dirs != 0 {
+		t.Errorf("a directory of %d names was kept", minSnapshotNames-1)
+	}
+	x, tg, _ = listFixture(t, 1000, WithListCache(0, 0, 0))
+	if _, err := x.List(context.Background(), tg, ListOptions{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := x.snaps.stats(); dirs != 0 {
+		t.Error("a snapshot was kept with the cache off")
+	}
+}
+
+func TestTopNames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		n := rng.IntN(3000)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("%c%04d", ".abz"[rng.IntN(4)], rng.IntN(5000))
+		}
+		from := ""
+		if rng.IntN(2) == 0 {
+			from = fmt.Sprintf("b%04d", rng.IntN(5000))
+		}
+		incl, hidden := rng.IntN(2) == 0, rng.IntN(2) == 0
+		k := 1 + rng.IntN(50)
+		top := topNames{k: k, from: from, incl: incl, hidden: hidden}
+		var want []string
+		for i, nm := range names {
+			if i%2 == 0 {
+				top.add(nm)
+			} else {
+				top.addBytes([]byte(nm))
+			}
+			if nm > from || (incl && nm == from) {
+				if hidden || !strings.HasPrefix(nm, ".") {
+					want = append(want, nm)
+				}
+			}
+		}
+		slices.Sort(want)
+		dropped := len(want) > k
+		want = want[:min(k, len(want))]
+		got := top.sorted()
+		if !slices.Equal(got, want) {
+			t.Fatalf("k %d from %q incl %v hidden %v: got %q, want %q", k, from, incl, hidden, got, want)
+		}
+		if dropped && !top.dropped {
+			t.Fatalf("names were left out but dropped is false")
+		}
+	}
+}
+
+// TestNextContinuesAfterABatch: a page's batch of names that runs out while
+// names were left out (entries vanished before their stat) continues after
+// its last name, from the directory read again or from its snapshot.
+func TestNextContinuesAfterABatch(t *testing.T) {
+	for _, withSnap := range []bool{false, true} {
+		x, tg, _ := listFixture(t, 300)
+		h, err := x.handle(tg.Path.Root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := openListDir(h, tg.Path.Rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := d.stamp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &walker{x: x, ctx: context.Background(), o: ListOptions{Limit: 5}, levels: []*level{{d: d}}}
+		it := nameIter{batch: []string{"f0000", "f0001", "f0002"}, more: true}
+		if withSnap {
+			full, err := w.readNames(d, st, "", true, true)
+			if err != nil || full.snap == nil {
+				t.Fatalf("no snapshot: %v", err)
+			}
+			it.snap = full.snap
+		}
+		var got []string
+		for {
+			name, ok, err := w.next(0, &it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, name)
+		}
+		w.closeAll()
+		if len(got) != 300 || !slices.IsSorted(got) || got[3] != "f0003" {
+			t.Errorf("snapshot %v: %d names after the batch, sorted %v", withSnap, len(got), slices.IsSorted(got))
+		}
+	}
+}
