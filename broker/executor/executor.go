@@ -1,9 +1,13 @@
 // Package executor performs file operations inside roots, and only there.
 // Every operation goes through an os.Root handle (one per root, held for the
 // process's lifetime), so "..", absolute links and links out of the root are
-// refused by the kernel-facing code, not by string checks. It knows nothing of
-// JSON-RPC or policy: the broker resolves a path here, decides on the result,
-// and then asks for the operation.
+// refused by the kernel-facing code, not by string checks. On Linux,
+// resolution and reads of paths with no link on them take a fast path
+// instead: openat2(2) relative to a descriptor of the root with
+// RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS, where the kernel refuses the same
+// things (and every link, which sends the path back to os.Root). It knows
+// nothing of JSON-RPC or policy: the broker resolves a path here, decides on
+// the result, and then asks for the operation.
 //
 // Guarantees:
 //   - Resolve follows symbolic links step by step through the root handle and
@@ -76,8 +80,39 @@ type Executor struct {
 	// of their listings.
 	snaps snapCache
 
-	mu      sync.Mutex
-	handles map[string]*os.Root // by root directory; never closed before Close
+	// noFast turns the Linux fast paths off (see fastRoot), so that tests
+	// can run every check through the portable paths too.
+	noFast bool
+
+	mu      sync.RWMutex
+	handles map[string]*rootHandle // by root directory; never closed before Close
+}
+
+// rootHandle is what the executor holds open for one root.
+type rootHandle struct {
+	// root confines every path-based operation to the root.
+	root *os.Root
+	// info describes the root directory as it was when opened, when known.
+	// Only its identity (device, inode, type) is ever used from it: the
+	// handle holds that very directory, so its identity cannot change.
+	info      Info
+	infoKnown bool
+	// fast is a raw descriptor of the same directory for the Linux fast
+	// paths of Resolve and Read; nil (off) elsewhere, or when unusable.
+	fast *fastRoot
+}
+
+// rootInfo returns the root directory's info for its identity: the one
+// taken when the handle was opened, else a fresh lstat.
+func (rh *rootHandle) rootInfo() (Info, error) {
+	if rh.infoKnown {
+		return rh.info, nil
+	}
+	fi, err := rh.root.Lstat(".")
+	if err != nil {
+		return Info{}, mapOSError(err, "the root cannot be read")
+	}
+	return infoOf(fi), nil
 }
 
 // New returns an executor whose cross-process locks live under
@@ -104,7 +139,7 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 		lockWait:   DefaultLockWait,
 		log:        hclog.NewNullLogger(),
 		locks:      newLockTable(),
-		handles:    make(map[string]*os.Root),
+		handles:    make(map[string]*rootHandle),
 		cursorAEAD: aead,
 		epoch:      time.Now(),
 		snaps:      newSnapCache(),
@@ -121,27 +156,53 @@ func (x *Executor) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var errs []error
-	for dir, h := range x.handles {
-		errs = append(errs, h.Close())
+	for dir, rh := range x.handles {
+		errs = append(errs, rh.fast.close(), rh.root.Close())
 		delete(x.handles, dir)
 	}
 	return errors.Join(errs...)
 }
 
-// handle returns the root handle of r, opening it on first use. A root
-// added by a config reload is opened when it is first used.
+// handle returns the os.Root handle of r, opening it on first use.
 func (x *Executor) handle(r roots.Root) (*os.Root, error) {
+	rh, err := x.rootHandle(r)
+	if err != nil {
+		return nil, err
+	}
+	return rh.root, nil
+}
+
+// rootHandle returns the handles of r, opening them on first use. A root
+// added by a config reload is opened when it is first used.
+func (x *Executor) rootHandle(r roots.Root) (*rootHandle, error) {
+	x.mu.RLock()
+	rh, ok := x.handles[r.Path]
+	x.mu.RUnlock()
+	if ok {
+		return rh, nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if h, ok := x.handles[r.Path]; ok {
-		return h, nil
+	if rh, ok := x.handles[r.Path]; ok {
+		return rh, nil
 	}
 	h, err := os.OpenRoot(r.Path)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.IOError, "the root cannot be opened", err)
 	}
-	x.handles[r.Path] = h
-	return h, nil
+	rh = &rootHandle{root: h}
+	if fi, err := h.Lstat("."); err == nil {
+		rh.info, rh.infoKnown = infoOf(fi), true
+	}
+	if !x.noFast && rh.infoKnown {
+		fr, err := openFastRoot(r.Path, rh.info)
+		if err != nil {
+			x.log.Debug("fast paths off for a root", "root", r.Mount, "error", err)
+		}
+		rh.fast = fr
+	}
+	x.handles[r.Path] = rh
+	return rh, nil
 }
 
 // Type names of list entries and path info.
@@ -238,16 +299,33 @@ type Target struct {
 // in the last segment is not followed (for delete and rename, which act on
 // the link itself). A path below a missing directory or below a file
 // resolves to a Target that does not exist. ctx bounds the walk.
+//
+// On Linux a path with no symbolic link on it is resolved in one lookup
+// (fastRoot.resolve), with the same result as the walk; any other is walked.
 func (x *Executor) Resolve(ctx context.Context, p canon.Path, follow bool) (Target, error) {
-	h, err := x.handle(p.Root)
+	if err := deadline(ctx); err != nil {
+		return Target{}, err
+	}
+	rh, err := x.rootHandle(p.Root)
 	if err != nil {
 		return Target{}, err
 	}
-	rootFI, err := h.Lstat(".")
-	if err != nil {
-		return Target{}, mapOSError(err, "the root cannot be read")
+	if t, ok := rh.fast.resolve(p, follow, rh.info); ok {
+		return t, nil
 	}
-	rootInfo := infoOf(rootFI)
+	return x.resolveSlow(ctx, rh, p, follow)
+}
+
+// resolveSlow is Resolve's walk, segment by segment through the root's
+// os.Root handle.
+func (x *Executor) resolveSlow(ctx context.Context, rh *rootHandle, p canon.Path, follow bool) (Target, error) {
+	h := rh.root
+	// The root's identity, for the parent of its entries; its full info is
+	// read afresh below when the path is the root itself.
+	rootInfo, err := rh.rootInfo()
+	if err != nil {
+		return Target{}, err
+	}
 	w := resolveWalk{h: h, root: p.Root, rootInfo: rootInfo}
 	defer w.closeDir()
 
@@ -321,7 +399,13 @@ func (x *Executor) Resolve(ctx context.Context, p canon.Path, follow bool) (Targ
 	// The walk ended on a directory reached through ".." or "." (or the
 	// root itself).
 	if len(w.done) == 0 {
-		return Target{Path: canon.Path{Root: p.Root}, Exists: true, Info: rootInfo, ParentExists: true, parent: rootInfo}, nil
+		// The root itself: its size, times and link count as they are now.
+		fi, err := h.Lstat(".")
+		if err != nil {
+			return Target{}, mapOSError(err, "the root cannot be read")
+		}
+		now := infoOf(fi)
+		return Target{Path: canon.Path{Root: p.Root}, Exists: true, Info: now, ParentExists: true, parent: now}, nil
 	}
 	parent := rootInfo
 	if len(w.infos) > 1 {

@@ -49,18 +49,17 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 	if err := readable(t); err != nil {
 		return ReadResult{}, err
 	}
-	h, err := x.handle(t.Path.Root)
+	rh, err := x.rootHandle(t.Path.Root)
 	if err != nil {
 		return ReadResult{}, err
 	}
-	f, fi, err := openChecked(h, t)
+	f, now, err := openChecked(rh, t)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	defer f.Close()
-	now := infoOf(fi)
 
-	size := fi.Size()
+	size := now.Size
 	n := int64(0)
 	if o.Offset < size {
 		n = min(o.Length, size-o.Offset)

@@ -1,0 +1,6 @@
+package executor
+
+// WithoutFastPaths turns the Linux fast paths off (see fastRoot), so that a
+// test runs every check through the portable paths (os.Root) too: the paths
+// taken where openat2 is missing or refused.
+func WithoutFastPaths() Option { return func(x *Executor) { x.noFast = true } }
