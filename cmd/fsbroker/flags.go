@@ -304,6 +304,7 @@ func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
 // prepare loads the config file, merges it under the flags, checks every
 // setting, and builds the logger and the roots. Errors are configErrors.
 func prepare(o *options, stderr io.Writer) (*setup, error) {
+	tuneGC()
 	v, err := schema.New()
 	if err != nil {
 		return nil, fmt.Errorf("compile schemas: %w", err)

@@ -20,8 +20,12 @@ const (
 	memoryLimit = 40 << 20
 )
 
-// tuneGC sets the collector's defaults (gcPercent, memoryLimit) unless the
-// operator set GOGC or GOMEMLIMIT, which then apply as usual.
+// tuneGC sets the collector's defaults (gcPercent, memoryLimit) for a broker
+// session (prepare), unless the operator set GOGC or GOMEMLIMIT, which then
+// apply as usual. The limit is soft: a request whose data alone is larger
+// (a 16 MiB read, a 32 MiB message) still succeeds, while the collector runs
+// more often, at most about half the CPU, until it is done. Other commands
+// (audit verify over a large trail, say) keep Go's defaults.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)

@@ -75,7 +75,6 @@ func main() {
 	// A peer that closes its end of stdout must end the session through a
 	// write error (logged), not kill the broker with SIGPIPE.
 	signal.Ignore(syscall.SIGPIPE)
-	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
