@@ -36,14 +36,32 @@ func openListDir(h *os.Root, rel string) (*dirFile, error) {
 	return &dirFile{r: r, f: f}, nil
 }
 
-// openChild opens the subdirectory name (one segment) of d.
+// openChild opens the subdirectory name (one segment) of d. OpenRoot would
+// follow a link (or a junction) swapped in for name after the Lstat, and the
+// walk would list another directory under name's path: the directory opened
+// must be the one the Lstat saw (os.SameFile), or name is gone as the
+// directory it was.
 func (d *dirFile) openChild(name string) (*dirFile, error) {
-	if fi, err := d.r.Lstat(name); err != nil {
+	seen, err := d.r.Lstat(name)
+	if err != nil {
 		return nil, err
-	} else if !fi.IsDir() {
+	}
+	if !seen.IsDir() {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
 	}
-	return openListDir(d.r, name)
+	child, err := openListDir(d.r, name)
+	if err != nil {
+		return nil, err
+	}
+	opened, err := child.f.Stat()
+	if err != nil || !os.SameFile(seen, opened) {
+		_ = child.Close()
+		if err == nil {
+			err = fs.ErrNotExist
+		}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return child, nil
 }
 
 // stamp describes the open directory itself. Here it tells no change apart
