@@ -421,7 +421,13 @@ func (w *walker) names(depth int, st dirStamp, from string) (nameIter, error) {
 			return nameIter{sorted: sorted, useSorted: true, i: sorted.search(from)}, nil
 		}
 	}
-	return w.readNames(w.levels[depth].d, st, from, true, cacheable)
+	// One listing at a time reads a directory whole to keep it; the others
+	// read a page's worth at a time meanwhile (snapCache.building).
+	keep := cacheable && x.snaps.building.CompareAndSwap(false, true)
+	if keep {
+		defer x.snaps.building.Store(false)
+	}
+	return w.readNames(w.levels[depth].d, st, from, true, keep)
 }
 
 // readNames reads d's names (the broker's temporary files left out) and

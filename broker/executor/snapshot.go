@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -214,6 +215,12 @@ type snapCache struct {
 	maxDirs  int
 	maxBytes int
 	idle     time.Duration
+
+	// building is set while a listing reads a directory whole to keep its
+	// names: one at a time, so that concurrent first pages of large
+	// directories hold at most one directory's names (twice, while they are
+	// copied) beyond the cache itself.
+	building atomic.Bool
 
 	mu     sync.Mutex
 	items  []*snapItem // least recently used first

@@ -247,6 +247,35 @@ func TestListKeepsOnlyLargeDirectories(t *testing.T) {
 	}
 }
 
+// TestListBuildsOneSnapshotAtATime: while one listing reads a directory
+// whole to keep it, another listing's first page reads only a page's worth
+// of names and keeps nothing, and its page is still right; once the build
+// is done the next listing keeps a snapshot.
+func TestListBuildsOneSnapshotAtATime(t *testing.T) {
+	x, tg, _ := listFixture(t, 1000)
+	x.snaps.building.Store(true) // another listing is building
+	res, err := x.List(context.Background(), tg, ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := x.snaps.stats(); dirs != 0 {
+		t.Error("a second snapshot was built while one was being built")
+	}
+	if len(res.Entries) != 10 || res.Entries[0].Name != "f0000" || res.Entries[9].Name != "f0009" {
+		t.Errorf("first page without a snapshot: %v", res.Entries)
+	}
+	x.snaps.building.Store(false)
+	if _, err := x.List(context.Background(), tg, ListOptions{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, _ := x.snaps.stats(); dirs != 1 {
+		t.Errorf("%d snapshots kept after the build was free, want 1", dirs)
+	}
+	if x.snaps.building.Load() {
+		t.Error("the build slot was not released")
+	}
+}
+
 func TestTopNames(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 300 {
