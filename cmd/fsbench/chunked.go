@@ -378,6 +378,7 @@ func parseSize(s string) (int64, error) {
 // sizeValue is a flag.Value of a byte count, written as parseSize reads it.
 type sizeValue struct{ v *int64 }
 
+// String implements flag.Value.
 func (s sizeValue) String() string {
 	if s.v == nil {
 		return ""
@@ -385,6 +386,7 @@ func (s sizeValue) String() string {
 	return sizeName(*s.v)
 }
 
+// Set implements flag.Value.
 func (s sizeValue) Set(v string) error {
 	n, err := parseSize(v)
 	if err != nil {
