@@ -257,6 +257,15 @@ func startProc(t *testing.T, cmd *exec.Cmd) *proc {
 // startProcEnv is startProc with more environment variables.
 func startProcEnv(t *testing.T, cmd *exec.Cmd, env ...string) *proc {
 	t.Helper()
+	p, _, _ := startProcPipes(t, cmd, false, env...)
+	return p
+}
+
+// startProcPipes is startProcEnv that, with keep, also returns this
+// process's copies of the child's stdin read end and stdout write end, open
+// (the caller closes them), to look at the descriptions the child inherited.
+func startProcPipes(t *testing.T, cmd *exec.Cmd, keep bool, env ...string) (p *proc, stdinR, stdoutW *os.File) {
+	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -274,10 +283,14 @@ func startProcEnv(t *testing.T, cmd *exec.Cmd, env ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start fsbroker: %v", err)
 	}
-	inR.Close()
-	outW.Close()
+	if keep {
+		stdinR, stdoutW = inR, outW
+	} else {
+		inR.Close()
+		outW.Close()
+	}
 	errW.Close()
-	p := &proc{
+	p = &proc{
 		t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &lockedBuffer{},
 		changed: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{}),
 	}
@@ -305,7 +318,7 @@ func startProcEnv(t *testing.T, cmd *exec.Cmd, env ...string) *proc {
 		close(p.exited)
 	}()
 	t.Cleanup(p.cleanup)
-	return p
+	return p, stdinR, stdoutW
 }
 
 func (p *proc) readStdout(r io.Reader) {

@@ -40,7 +40,8 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer s.close()
-	stream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	in, out := pollableStdio(stdin, stdout)
+	stream := jsonrpc.NewLineStream(in, out, o.maxMessageBytes)
 	s.log.Info("serving on stdio", "roots", s.roots.Len())
 	err = s.serve(ctx, stream)
 	_ = stream.Close()

@@ -39,7 +39,8 @@ func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 
-	hostStream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	hostIn, hostOut := pollableStdio(stdin, stdout)
+	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	serverStream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
 		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"))
@@ -122,7 +123,8 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 		return err
 	}
 	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.roots.Len())
-	hostStream := jsonrpc.NewLineStream(stdin, stdout, o.maxMessageBytes)
+	hostIn, hostOut := pollableStdio(stdin, stdout)
+	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
 		return s.serveView(ctx, stream, view, broker.WithTransport("http"))
 	}
