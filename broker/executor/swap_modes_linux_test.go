@@ -57,14 +57,7 @@ func TestSwapIntoTheDirectoryOfAResolvedFile(t *testing.T) {
 				f.writeFile(t, "e/f.txt", "OTHER")
 				f.symlink(t, "e", "d")
 			},
-			"fifo": func(t *testing.T) {
-				if err := os.Link(f.host("fifo"), f.host("fifo2")); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Rename(f.host("fifo2"), f.host("d")); err != nil {
-					t.Fatal(err)
-				}
-			},
+			"fifo": func(t *testing.T) { swapInFIFO(t, f, "d") },
 		}
 		for name, swap := range swaps {
 			t.Run(name, func(t *testing.T) {
@@ -74,15 +67,7 @@ func TestSwapIntoTheDirectoryOfAResolvedFile(t *testing.T) {
 					t.Fatal(err)
 				}
 				swap(t)
-				var (
-					res executor.ReadResult
-					err error
-				)
-				within(t, 5*time.Second, "Read", func() { res, err = f.x.Read(ctxT(t), tg, executor.ReadOptions{Length: 100}) })
-				wantCode(t, err, errcode.ConcurrencyConflict, "")
-				if len(res.Data) != 0 {
-					t.Fatalf("content leaked: %q", res.Data)
-				}
+				wantConflictReading(t, f, tg)
 				for _, p := range []string{"d", "d.old", "e"} {
 					_ = os.RemoveAll(f.host(p))
 				}
@@ -130,14 +115,7 @@ func TestSwapOfADeepFile(t *testing.T) {
 			"relative link": func(t *testing.T) { f.symlink(t, "../../../outside/secret", "a/b/f.txt") },
 			"dangling link": func(t *testing.T) { f.symlink(t, "missing", "a/b/f.txt") },
 			"link to fifo":  func(t *testing.T) { f.symlink(t, "../../fifo", "a/b/f.txt") },
-			"fifo": func(t *testing.T) {
-				if err := os.Link(f.host("fifo"), f.host("a/b/fifo2")); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Rename(f.host("a/b/fifo2"), f.host("a/b/f.txt")); err != nil {
-					t.Fatal(err)
-				}
-			},
+			"fifo":          func(t *testing.T) { swapInFIFO(t, f, "a/b/f.txt") },
 			"other file": func(t *testing.T) {
 				f.writeFile(t, "a/b/o.txt", "OTHER!!")
 				if err := os.Rename(f.host("a/b/o.txt"), f.host("a/b/f.txt")); err != nil {
@@ -154,15 +132,7 @@ func TestSwapOfADeepFile(t *testing.T) {
 					t.Fatal(err)
 				}
 				swap(t)
-				var (
-					res executor.ReadResult
-					err error
-				)
-				within(t, 5*time.Second, "Read", func() { res, err = f.x.Read(ctxT(t), tg, executor.ReadOptions{Length: 100}) })
-				wantCode(t, err, errcode.ConcurrencyConflict, "")
-				if len(res.Data) != 0 {
-					t.Fatalf("content leaked: %q", res.Data)
-				}
+				wantConflictReading(t, f, tg)
 				_ = os.Remove(f.host("a/b/f.txt"))
 				_ = os.Remove(f.host("a/b/old.txt"))
 			})
@@ -339,4 +309,32 @@ func TestCloseDuringReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
+}
+
+// swapInFIFO puts the fixture's FIFO at rel, under a second name of its own
+// (a hard link renamed over rel), as a swap attack would.
+func swapInFIFO(t *testing.T, f *fixture, rel string) {
+	t.Helper()
+	tmp := rel + ".fifo"
+	if err := os.Link(f.host("fifo"), f.host(tmp)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(f.host(tmp), f.host(rel)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantConflictReading reads tg and wants CONCURRENCY_CONFLICT with nothing
+// read, within 5 s (a FIFO opened for reading would block).
+func wantConflictReading(t *testing.T, f *fixture, tg executor.Target) {
+	t.Helper()
+	var (
+		res executor.ReadResult
+		err error
+	)
+	within(t, 5*time.Second, "Read", func() { res, err = f.x.Read(ctxT(t), tg, executor.ReadOptions{Length: 100}) })
+	wantCode(t, err, errcode.ConcurrencyConflict, "")
+	if len(res.Data) != 0 {
+		t.Fatalf("content leaked: %q", res.Data)
+	}
 }
