@@ -122,40 +122,20 @@ made absolute against the working directory first (cleaned, symlinks not
 resolved), and the path hashed is printed on stderr.
 `
 
+// auditCommands is `fsbroker audit verify|query|tail|export|hash`.
+var auditCommands = &commandGroup{name: "audit", usage: auditUsage, cmds: []subcommand{
+	{"verify", auditVerify},
+	{"query", auditQuery},
+	{"tail", auditTail},
+	{"export", auditExport},
+	{"hash", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return auditHash(args, stdout, stderr)
+	}},
+}}
+
 // runAudit runs `fsbroker audit verify|query|tail|export|hash`.
 func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return configErrorf("audit: give a command: verify, query, tail, export or hash (run \"fsbroker help audit\")")
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "verify":
-		return auditVerify(ctx, rest, stdout, stderr)
-	case "query":
-		return auditQuery(ctx, rest, stdout, stderr)
-	case "tail":
-		return auditTail(ctx, rest, stdout, stderr)
-	case "export":
-		return auditExport(ctx, rest, stdout, stderr)
-	case "hash":
-		return auditHash(rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		return auditHelp(rest, stdout)
-	default:
-		return configErrorf("audit: unknown command %q: want verify, query, tail, export or hash", cmd)
-	}
-}
-
-// auditHelp prints the audit commands' help, or one command's flags.
-func auditHelp(args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stdout, auditUsage)
-		return nil
-	}
-	switch args[0] {
-	case "verify", "query", "tail", "export", "hash":
-		return runAudit(context.Background(), []string{args[0], "-h"}, stdout, stdout)
-	}
-	return configErrorf("audit: unknown command %q: want verify, query, tail, export or hash", args[0])
+	return auditCommands.run(ctx, args, stdout, stderr)
 }
 
 // newAuditFlagSet returns the flag set of `fsbroker audit NAME`, printing help and errors to

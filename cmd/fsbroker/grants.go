@@ -62,34 +62,19 @@ Exit status: 0 revoked; 1 nothing matched, or a grants file could not be read
 or changed; 2 bad flags.
 `
 
-// runGrants runs `fsbroker grants list|revoke`.
-func runGrants(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return configErrorf("grants: give a command: list or revoke (run \"fsbroker help grants\")")
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "list":
-		return grantsList(rest, stdout, stderr)
-	case "revoke":
-		return grantsRevoke(rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		return grantsHelp(rest, stdout)
-	default:
-		return configErrorf("grants: unknown command %q: want list or revoke", cmd)
-	}
-}
+// grantsCommands is `fsbroker grants list|revoke`.
+var grantsCommands = &commandGroup{name: "grants", usage: grantsUsage, cmds: []subcommand{
+	{"list", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return grantsList(args, stdout, stderr)
+	}},
+	{"revoke", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return grantsRevoke(args, stdout, stderr)
+	}},
+}}
 
-// grantsHelp prints the grants commands' help, or one command's flags.
-func grantsHelp(args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stdout, grantsUsage)
-		return nil
-	}
-	switch args[0] {
-	case "list", "revoke":
-		return runGrants(context.Background(), []string{args[0], "-h"}, stdout, stdout)
-	}
-	return configErrorf("grants: unknown command %q: want list or revoke", args[0])
+// runGrants runs `fsbroker grants list|revoke`.
+func runGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return grantsCommands.run(ctx, args, stdout, stderr)
 }
 
 // newGrantsFlagSet returns the flag set of `fsbroker grants NAME` with the flags that locate

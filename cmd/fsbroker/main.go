@@ -156,11 +156,10 @@ func runHelp(args []string, stdout io.Writer) error {
 		fmt.Fprint(stdout, usageText)
 		return nil
 	}
-	if args[0] == "audit" {
-		return auditHelp(args[1:], stdout)
-	}
-	if args[0] == "grants" {
-		return grantsHelp(args[1:], stdout)
+	for _, g := range []*commandGroup{auditCommands, grantsCommands} {
+		if args[0] == g.name {
+			return g.help(args[1:], stdout)
+		}
 	}
 	// Commands with flag sets of their own print them for -h.
 	switch args[0] {
