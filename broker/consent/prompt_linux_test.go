@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,30 +15,10 @@ import (
 	"github.com/fsbroker/fsbroker/broker/ptytest"
 )
 
-// screen collects everything written to the terminal.
-type screen struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	done chan struct{}
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *screen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // promptChild is a helper process that asks on a pseudo-terminal.
 type promptChild struct {
 	cmd            *exec.Cmd
-	master         *os.File
-	screen         *screen
+	term           *ptytest.Terminal // nil without a terminal
 	stdout, stderr bytes.Buffer
 }
 
@@ -59,31 +37,23 @@ func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhe
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &promptChild{cmd: exec.Command(exe), screen: &screen{done: make(chan struct{})}}
+	c := &promptChild{cmd: exec.Command(exe)}
 	// The race detector would sleep a second at exit.
 	c.cmd.Env = append(os.Environ(), helperEnv+"=prompt", "GORACE=atexit_sleep_ms=0")
 	c.cmd.Stdin = bytes.NewReader(job)
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if withTerminal {
-		master, slave := ptytest.Open(t)
-		c.master = master
-		c.cmd.ExtraFiles = []*os.File{slave} // fd 3 in the child
-		c.cmd.SysProcAttr.Setctty, c.cmd.SysProcAttr.Ctty = true, 3
+		c.term = ptytest.Attach(t, c.cmd)
 		if typeAhead != "" {
 			c.send(t, typeAhead)
 		}
-		defer slave.Close()
-		go func() {
-			defer close(c.screen.done)
-			_, _ = io.Copy(c.screen, master) // ends with EIO once the child is gone
-		}()
-		t.Cleanup(func() { master.Close() })
-	} else {
-		close(c.screen.done)
 	}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if c.term != nil {
+		c.term.Started()
 	}
 	t.Cleanup(func() {
 		if c.cmd.ProcessState == nil {
@@ -98,25 +68,21 @@ func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhe
 // returns what it has shown.
 func (c *promptChild) waitFor(t *testing.T, want string, n int) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s := c.screen.String()
-		if strings.Count(s, want) >= n {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the terminal never showed %q %d time(s); it shows:\n%s\nstderr: %s", want, n, s, c.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return c.term.WaitFor(t, want, n, 30*time.Second, func() string { return "stderr: " + c.stderr.String() })
 }
 
 // send types s on the terminal.
 func (c *promptChild) send(t *testing.T, s string) {
 	t.Helper()
-	if _, err := c.master.WriteString(s); err != nil {
-		t.Fatal(err)
+	c.term.Type(t, s)
+}
+
+// shown is what the terminal has shown ("" without one).
+func (c *promptChild) shown() string {
+	if c.term == nil {
+		return ""
 	}
+	return c.term.String()
 }
 
 // results waits for the helper to end and returns its report.
@@ -131,16 +97,18 @@ func (c *promptChild) results(t *testing.T) helperOutput {
 		}
 	case <-time.After(30 * time.Second):
 		_ = c.cmd.Process.Kill()
-		t.Fatalf("the helper did not end; the terminal shows:\n%s", c.screen.String())
+		t.Fatalf("the helper did not end; the terminal shows:\n%s", c.shown())
 	}
 	var out helperOutput
 	if err := json.Unmarshal(c.stdout.Bytes(), &out); err != nil {
 		t.Fatalf("helper output %q: %v", c.stdout.String(), err)
 	}
-	select {
-	case <-c.screen.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the terminal did not close")
+	if c.term != nil {
+		select {
+		case <-c.term.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the terminal did not close")
+		}
 	}
 	return out
 }
@@ -243,7 +211,7 @@ func TestPromptShowsRequest(t *testing.T) {
 			t.Errorf("the terminal lacks %q; it shows:\n%s", want, shown)
 		}
 	}
-	all := c.screen.String()
+	all := c.term.Raw()
 	for _, bad := range []string{"\x1b", "\x07", "\b", "\u009b", "\u202e", "pwned", "http://evil"} {
 		if strings.Contains(all, bad) {
 			t.Errorf("the terminal received %q:\n%q", bad, all)

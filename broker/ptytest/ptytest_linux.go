@@ -1,6 +1,7 @@
 // Package ptytest allocates pseudo-terminals for the tests that drive a program
-// through its controlling terminal (the consent prompt); the broker itself never
-// imports it. Linux only.
+// through its controlling terminal (the consent prompt): Open a pair, or Attach
+// one to a command and type on it and read what it shows. The broker itself
+// never imports it. Linux only.
 package ptytest
 
 import (

@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -570,74 +568,32 @@ func TestConsentPolicyNarrows(t *testing.T) {
 	}
 }
 
-// ttyScreen is what the broker wrote to its terminal.
-type ttyScreen struct {
-	master *os.File
-	mu     sync.Mutex
-	buf    strings.Builder
-	done   chan struct{}
-}
-
-func (s *ttyScreen) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(b)
-}
-
-func (s *ttyScreen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.ReplaceAll(s.buf.String(), "\r\n", "\n") // the terminal's ONLCR
-}
+// ttyScreen is the broker's controlling terminal, as the tests use it.
+type ttyScreen struct{ *ptytest.Terminal }
 
 // waitFor waits until the terminal has shown want at least n times and
 // returns what it shows.
-func (s *ttyScreen) waitFor(t *testing.T, want string, n int) string {
+func (s ttyScreen) waitFor(t *testing.T, want string, n int) string {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		shown := s.String()
-		if strings.Count(shown, want) >= n {
-			return shown
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the terminal never showed %q %d time(s); it shows:\n%s", want, n, shown)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return s.WaitFor(t, want, n, waitLimit, nil)
 }
 
 // typeLine types line and Enter on the terminal.
-func (s *ttyScreen) typeLine(t *testing.T, line string) {
+func (s ttyScreen) typeLine(t *testing.T, line string) {
 	t.Helper()
-	if _, err := s.master.WriteString(line + "\n"); err != nil {
-		t.Fatal(err)
-	}
+	s.Type(t, line+"\n")
 }
 
 // startOnTerminal starts fsbroker with args with a new pseudo-terminal as its
-// controlling terminal (a new session, the terminal acquired as fd 3), while
-// its stdin, stdout and stderr stay the pipes startProc makes.
-func startOnTerminal(t *testing.T, args ...string) (*proc, *ttyScreen) {
+// controlling terminal, while its stdin, stdout and stderr stay the pipes
+// startProc makes.
+func startOnTerminal(t *testing.T, args ...string) (*proc, ttyScreen) {
 	t.Helper()
-	master, slave := ptytest.Open(t)
-	screen := &ttyScreen{master: master, done: make(chan struct{})}
-	// Registered before startProc's cleanup, so run after it: the terminal
-	// outlives the broker.
-	t.Cleanup(func() {
-		master.Close()
-		<-screen.done
-	})
 	cmd := exec.Command(brokerBin, args...)
-	cmd.ExtraFiles = []*os.File{slave}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	term := ptytest.Attach(t, cmd) // its cleanup runs after startProc's: the terminal outlives the broker
 	p := startProc(t, cmd)
-	slave.Close()
-	go func() {
-		defer close(screen.done)
-		_, _ = io.Copy(screen, master) // ends with EIO once the broker is gone
-	}()
-	return p, screen
+	term.Started()
+	return p, ttyScreen{term}
 }
 
 const (
