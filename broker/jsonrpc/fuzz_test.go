@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -267,4 +272,92 @@ func frameModel(data []byte, limit, lastLimit int) []readOutcome {
 		}
 	}
 	return append(out, readOutcome{err: io.EOF})
+}
+
+// FuzzDecodeMatchesEncodingJSON holds Decode, which scans a message's members
+// after validating it, to the decoding it replaced: encoding/json into a map
+// of raw members, ids through json.Unmarshal and StringID. Both must accept
+// the same messages with the same fields, and refuse the others with the same
+// reply. It shares FuzzDecode's seed corpus.
+func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
+	addDecodeSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := Decode(data)
+		want, wantErr := decodeWithEncodingJSON(data)
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotErr, wantErr) {
+			t.Fatalf("Decode(%q) = %#v, %v;\nencoding/json gives %#v, %v", data, got, gotErr, want, wantErr)
+		}
+	})
+}
+
+// addDecodeSeeds adds FuzzDecode's seed corpus to f.
+func addDecodeSeeds(f *testing.F) {
+	f.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzDecode", "*"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		// A corpus file: "go test fuzz v1", then one []byte("...") line.
+		_, value, ok := strings.Cut(string(data), "\n")
+		value = strings.TrimSpace(value)
+		if !ok || !strings.HasPrefix(value, "[]byte(") {
+			f.Fatalf("%s: not a []byte corpus entry", name)
+		}
+		s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(value, "[]byte("), ")"))
+		if err != nil {
+			f.Fatalf("%s: %v", name, err)
+		}
+		f.Add([]byte(s))
+	}
+}
+
+// decodeWithEncodingJSON is Decode as it was written with encoding/json.
+func decodeWithEncodingJSON(data []byte) (*Message, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, classifyUndecodable(data)
+	}
+	if fields == nil {
+		return nil, invalid(NullID, "message must be a JSON object")
+	}
+	_, hasMethod := fields["method"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	isResponse := !hasMethod && (hasResult || hasError)
+	id := ID("")
+	if raw, ok := fields["id"]; ok {
+		if hasError && !hasMethod && !hasResult && bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			id = NullID
+		} else {
+			var err error
+			if id, err = parseIDWithEncodingJSON(raw); err != nil {
+				return nil, markResponse(invalid(NullID, err.Error()), isResponse)
+			}
+		}
+	}
+	m := members{jsonrpc: fields["jsonrpc"], id: fields["id"], method: fields["method"],
+		params: fields["params"], result: fields["result"], error: fields["error"]}
+	msg, err := decodeFields(m, id)
+	if err != nil {
+		return nil, markResponse(err, isResponse)
+	}
+	return msg, nil
+}
+
+// parseIDWithEncodingJSON is ParseID without its shortcut for plain strings.
+func parseIDWithEncodingJSON(raw json.RawMessage) (ID, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf(`"id" must be a string or a number`)
+		}
+		return StringID(s), nil
+	}
+	return ParseID(raw)
 }

@@ -12,6 +12,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	"github.com/fsbroker/fsbroker/broker/internal/jsonscan"
 )
 
 // Version is the only JSON-RPC version accepted and sent.
@@ -115,21 +118,15 @@ type wireError struct {
 // notification nor response is an invalid request (-32600). Object keys are
 // matched exactly (case-sensitively); unknown members are ignored.
 func Decode(data []byte) (*Message, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
+	fields, ok := splitMembers(data)
+	if !ok {
 		return nil, classifyUndecodable(data)
 	}
-	if fields == nil { // the JSON literal null
-		return nil, invalid(NullID, "message must be a JSON object")
-	}
 
-	_, hasMethod := fields["method"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
-	isResponse := !hasMethod && (hasResult || hasError)
+	isResponse := fields.method == nil && (fields.result != nil || fields.error != nil)
 	id := ID("")
-	if raw, ok := fields["id"]; ok {
-		if hasError && !hasMethod && !hasResult && bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	if raw := fields.id; raw != nil {
+		if fields.error != nil && fields.method == nil && fields.result == nil && bytes.Equal(raw, []byte("null")) {
 			// The peer's error reply to a message of ours it could not read.
 			id = NullID
 		} else {
@@ -146,6 +143,64 @@ func Decode(data []byte) (*Message, error) {
 	return msg, nil
 }
 
+// members are the top-level members of a message that Decode looks at: each
+// the JSON text of its value (within the message, without surrounding
+// whitespace), nil when absent. Other members are ignored.
+type members struct {
+	jsonrpc, id, method, params, result, error json.RawMessage
+}
+
+// splitMembers returns the members of data, which must be a valid JSON
+// object: ok is false for invalid JSON and for any other value. Names are
+// compared after unescaping ("\u006dethod" is "method") and, as
+// encoding/json does into a map, a later duplicate replaces an earlier one.
+// The whole text is validated first, so the scan that follows only has to
+// find where each member ends: it never decodes a value.
+func splitMembers(data []byte) (m members, ok bool) {
+	if !json.Valid(data) {
+		return m, false
+	}
+	i := jsonscan.SkipSpace(data, 0)
+	if data[i] != '{' {
+		return m, false
+	}
+	i = jsonscan.SkipSpace(data, i+1)
+	for data[i] != '}' {
+		keyEnd, _ := jsonscan.SkipString(data, i)
+		name := string(data[i+1 : keyEnd-1])
+		if strings.IndexByte(name, '\\') >= 0 {
+			if json.Unmarshal(data[i:keyEnd], &name) != nil {
+				return m, false // not reached: the text is valid
+			}
+		}
+		start := jsonscan.SkipSpace(data, jsonscan.SkipSpace(data, keyEnd)+1) // past the colon
+		end, _ := jsonscan.SkipValue(data, start)
+		var dst *json.RawMessage
+		switch name {
+		case "jsonrpc":
+			dst = &m.jsonrpc
+		case "id":
+			dst = &m.id
+		case "method":
+			dst = &m.method
+		case "params":
+			dst = &m.params
+		case "result":
+			dst = &m.result
+		case "error":
+			dst = &m.error
+		}
+		if dst != nil {
+			*dst = data[start:end]
+		}
+		i = jsonscan.SkipSpace(data, end)
+		if data[i] == ',' {
+			i = jsonscan.SkipSpace(data, i+1)
+		}
+	}
+	return m, true
+}
+
 // markResponse flags a DecodeError for a response-shaped message.
 func markResponse(err error, isResponse bool) error {
 	if de, ok := err.(*DecodeError); ok {
@@ -155,28 +210,27 @@ func markResponse(err error, isResponse bool) error {
 }
 
 // decodeFields builds the message from its members once the id is known.
-func decodeFields(fields map[string]json.RawMessage, id ID) (*Message, error) {
-	if v, ok := fields["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
+func decodeFields(fields members, id ID) (*Message, error) {
+	if !bytes.Equal(fields.jsonrpc, []byte(`"2.0"`)) {
 		return nil, invalid(idOrNull(id), `"jsonrpc" must be "2.0"`)
 	}
 
 	msg := &Message{ID: id}
-	rawMethod, hasMethod := fields["method"]
-	rawResult, hasResult := fields["result"]
-	rawError, hasError := fields["error"]
+	rawMethod, hasMethod := fields.method, fields.method != nil
+	rawResult, hasResult := fields.result, fields.result != nil
+	rawError, hasError := fields.error, fields.error != nil
 	switch {
 	case hasMethod:
 		if hasResult || hasError {
 			return nil, invalid(idOrNull(id), "a message cannot carry both a method and a result or error")
 		}
-		if err := json.Unmarshal(rawMethod, &msg.Method); err != nil || msg.Method == "" {
-			return nil, invalid(idOrNull(id), `"method" must be a non-empty string`)
-		}
-		if p, ok := fields["params"]; ok {
-			p = bytes.TrimSpace(p)
-			if !bytes.Equal(p, []byte("null")) {
-				msg.Params = p
+		if msg.Method = plainString(rawMethod); msg.Method == "" {
+			if err := json.Unmarshal(rawMethod, &msg.Method); err != nil || msg.Method == "" {
+				return nil, invalid(idOrNull(id), `"method" must be a non-empty string`)
 			}
+		}
+		if p := fields.params; p != nil && !bytes.Equal(p, []byte("null")) {
+			msg.Params = bytes.Clone(p) // the message outlives the read buffer
 		}
 	case hasResult && hasError:
 		return nil, invalid(idOrNull(id), "a response cannot carry both result and error")
@@ -184,7 +238,7 @@ func decodeFields(fields map[string]json.RawMessage, id ID) (*Message, error) {
 		if id.IsZero() {
 			return nil, invalid(NullID, "a response must carry an id")
 		}
-		msg.Result = rawResult
+		msg.Result = bytes.Clone(rawResult)
 	case hasError:
 		var we wireError
 		if err := json.Unmarshal(rawError, &we); err != nil || we.Code == nil || we.Message == nil {
@@ -212,6 +266,8 @@ func ParseID(raw json.RawMessage) (ID, error) {
 		return "", fmt.Errorf(`"id" must be a string or a number`)
 	}
 	switch c := raw[0]; {
+	case c == '"' && plainString(raw) != "" && !htmlSpecial(raw):
+		return ID(raw), nil // what StringID would write again
 	case c == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -227,6 +283,28 @@ func ParseID(raw json.RawMessage) (ID, error) {
 	default:
 		return "", fmt.Errorf(`"id" must be a string or a number`)
 	}
+}
+
+// plainString returns the value of the JSON string raw when it can be read
+// without decoding: printable ASCII with no escape. It returns "" for any
+// other text (escapes, other bytes, the empty string, not a string), which
+// encoding/json must then decode: it replaces invalid UTF-8, for one.
+func plainString(raw []byte) string {
+	if len(raw) < 3 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return ""
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return ""
+		}
+	}
+	return string(raw[1 : len(raw)-1])
+}
+
+// htmlSpecial reports whether raw holds a byte that encoding/json escapes
+// when it writes a string (<, > and &).
+func htmlSpecial(raw []byte) bool {
+	return bytes.ContainsAny(raw, "<>&")
 }
 
 func classifyUndecodable(data []byte) error {
