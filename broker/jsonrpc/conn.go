@@ -96,6 +96,7 @@ type Conn struct {
 	maxQueuedBytes  int64
 	shutdownTimeout time.Duration
 	idPrefix        string
+	handOverAfter   time.Duration // inlineHandOver; tests set it longer
 
 	nextID atomic.Uint64
 
@@ -125,6 +126,7 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 		maxQueuedBytes:  DefaultMaxQueuedBytes,
 		shutdownTimeout: DefaultShutdownTimeout,
 		idPrefix:        "fsbroker-",
+		handOverAfter:   inlineHandOver,
 		pending:         make(map[ID]chan *Message),
 		inflight:        make(map[ID]context.CancelFunc),
 		canceled:        make(map[ID]bool),
@@ -157,10 +159,43 @@ func (c *Conn) finish(err error) {
 	}
 }
 
-// readResult is one Read from the stream, handed to the serve loop.
-type readResult struct {
-	msg []byte
-	err error
+// inlineHandOver is how long a request may run on the read loop before
+// another goroutine takes over the reading (see Conn.runInline).
+const inlineHandOver = 500 * time.Microsecond
+
+// serveState is the state one Serve call shares with its read loop and its
+// requests.
+type serveState struct {
+	ctx         context.Context // Serve's: its end stops the reading
+	handlerCtx  context.Context // the requests' parent: cancelled only when draining fails
+	sem         chan struct{}   // a slot per request running
+	queue       chan struct{}   // a place per request read and not yet finished
+	queuedBytes *semaphore.Weighted
+	readEnd     chan error               // the read loop's end: nil at end of input (buffered, one send)
+	turn        atomic.Pointer[readTurn] // the request last run on the read loop
+	watchdog    *time.Timer              // hands the reading over from a long one (watch)
+
+	mu      sync.Mutex
+	stopped bool // no request starts any more (Serve is draining)
+	wg      sync.WaitGroup
+}
+
+// begin counts a request that is about to start; false once Serve drains.
+func (s *serveState) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// stop lets no further request begin.
+func (s *serveState) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 }
 
 // Serve reads and dispatches messages until the input ends, the stream fails
@@ -172,61 +207,31 @@ type readResult struct {
 func (c *Conn) Serve(ctx context.Context) error {
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
-	sem := make(chan struct{}, c.maxInFlight)
-	queue := make(chan struct{}, c.maxQueued)
-	queuedBytes := semaphore.NewWeighted(c.maxQueuedBytes)
-	var wg sync.WaitGroup
-
-	reads := make(chan readResult)
-	next := make(chan struct{}, 1)
-	go func() { // the only reader of the stream
-		for {
-			msg, err := c.stream.Read()
-			select {
-			case reads <- readResult{msg, err}:
-			case <-c.done:
-				return
-			}
-			if err != nil && !errors.Is(err, ErrMessageTooLarge) {
-				return
-			}
-			select { // wait until the message is dispatched; the buffer is reused
-			case <-next:
-			case <-c.done:
-				return
-			}
-		}
-	}()
+	s := &serveState{
+		ctx:         ctx,
+		handlerCtx:  handlerCtx,
+		sem:         make(chan struct{}, c.maxInFlight),
+		queue:       make(chan struct{}, c.maxQueued),
+		queuedBytes: semaphore.NewWeighted(c.maxQueuedBytes),
+		readEnd:     make(chan error, 1),
+	}
+	s.watchdog = time.AfterFunc(time.Hour, s.watch)
+	s.watchdog.Stop()
+	defer s.watchdog.Stop()
+	go c.readLoop(s)
 
 	var serveErr error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			c.log.Debug("stopping: shutdown requested")
-			break loop
-		case <-c.done:
-			break loop
-		case r := <-reads:
-			if r.err != nil && !errors.Is(r.err, ErrMessageTooLarge) {
-				if !errors.Is(r.err, io.EOF) {
-					serveErr = r.err
-				}
-				break loop
-			}
-			if r.err != nil {
-				c.log.Warn("refused an oversized message")
-				c.replyError(NullID, &Error{Code: CodeInvalidRequest, Message: "invalid request: message exceeds the size limit"})
-			} else if !c.dispatch(ctx, handlerCtx, r.msg, sem, queue, queuedBytes, &wg) {
-				break loop
-			}
-			next <- struct{}{}
-		}
+	select {
+	case <-ctx.Done():
+		c.log.Debug("stopping: shutdown requested")
+	case <-c.done:
+	case serveErr = <-s.readEnd:
 	}
+	s.stop()
 
 	// Drain: let in-flight requests finish, up to the deadline.
 	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
+	go func() { s.wg.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(c.shutdownTimeout):
@@ -247,14 +252,47 @@ loop:
 	return serveErr
 }
 
+// readLoop is the only reader of the stream at any time: it reads and
+// dispatches messages in order until the input ends, the stream fails, Serve
+// stops, or it has handed the reading over to a new read loop while it runs a
+// request itself (runInline).
+func (c *Conn) readLoop(s *serveState) {
+	for {
+		raw, err := c.stream.Read()
+		if s.ctx.Err() != nil {
+			return // Serve has stopped reading; what was read is dropped
+		}
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		switch {
+		case err != nil && !errors.Is(err, ErrMessageTooLarge):
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			s.readEnd <- err
+			return
+		case err != nil:
+			c.log.Warn("refused an oversized message")
+			c.replyError(NullID, &Error{Code: CodeInvalidRequest, Message: "invalid request: message exceeds the size limit"})
+		default:
+			if !c.dispatch(s, raw) {
+				return
+			}
+		}
+	}
+}
+
 // dispatch handles one raw message: a reply goes to its Call, a notification
-// to its handler, a request to a goroutine that waits for one of the
-// maxInFlight slots. Reading stops only while the queue of waiting requests
-// is full (by count or by bytes), so replies and cancellations keep flowing
-// while every slot is busy, and a flood is still held back. It returns false
-// when the loop must stop (shutdown requested while the queue was full).
-func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem, queue chan struct{},
-	queuedBytes *semaphore.Weighted, wg *sync.WaitGroup) bool {
+// to its handler, a request to a worker that waits for one of the
+// maxInFlight slots, or to this read loop itself (runInline). Reading stops
+// only while the queue of waiting requests is full (by count or by bytes), so
+// replies and cancellations keep flowing while every slot is busy, and a
+// flood is still held back. It returns false when this read loop must end:
+// shutdown requested while the queue was full, or the reading handed over.
+func (c *Conn) dispatch(s *serveState, raw []byte) bool {
 	msg, err := Decode(raw)
 	if err != nil {
 		var de *DecodeError
@@ -271,51 +309,146 @@ func (c *Conn) dispatch(ctx, handlerCtx context.Context, raw []byte, sem, queue 
 	switch {
 	case msg.IsResponse():
 		c.deliver(msg)
+		return true
 	case msg.IsNotification():
 		c.log.Trace("received notification", "method", msg.Method)
 		if c.onNotification != nil {
-			c.onNotification(handlerCtx, msg)
+			c.onNotification(s.handlerCtx, msg)
 		}
-	default:
-		// Take a place in the queue; only a full queue stops the reading.
-		weight := min(int64(len(raw)), c.maxQueuedBytes)
-		select {
-		case queue <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		case <-c.done:
-			return false
-		}
-		if err := queuedBytes.Acquire(ctx, weight); err != nil {
-			<-queue
-			return false
-		}
-		reqCtx, cancel := context.WithCancel(handlerCtx)
-		c.mu.Lock()
-		if _, dup := c.inflight[msg.ID]; dup {
-			c.mu.Unlock()
-			cancel()
-			queuedBytes.Release(weight)
-			<-queue
-			c.replyError(msg.ID, &Error{Code: CodeInvalidRequest, Message: "invalid request: a request with this id is still in progress"})
-			return true
-		}
-		c.inflight[msg.ID] = cancel
-		c.mu.Unlock()
-		wg.Add(1)
-		c.spawn(func() {
-			defer wg.Done()
-			defer func() { queuedBytes.Release(weight); <-queue }()
-			select { // wait for a free request slot
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-reqCtx.Done():
-				// Cancelled by the peer, or the session is ending: never run.
-			}
-			c.handle(reqCtx, msg)
-		})
+		return true
 	}
+
+	// Take a place in the queue; only a full queue stops the reading.
+	weight := min(int64(len(raw)), c.maxQueuedBytes)
+	select {
+	case s.queue <- struct{}{}:
+	case <-s.ctx.Done():
+		return false
+	case <-c.done:
+		return false
+	}
+	if err := s.queuedBytes.Acquire(s.ctx, weight); err != nil {
+		<-s.queue
+		return false
+	}
+	release := func() { s.queuedBytes.Release(weight); <-s.queue }
+	if !s.begin() {
+		release()
+		return false
+	}
+	reqCtx, cancel := context.WithCancel(s.handlerCtx)
+	c.mu.Lock()
+	if _, dup := c.inflight[msg.ID]; dup {
+		c.mu.Unlock()
+		cancel()
+		release()
+		s.wg.Done()
+		c.replyError(msg.ID, &Error{Code: CodeInvalidRequest, Message: "invalid request: a request with this id is still in progress"})
+		return true
+	}
+	c.inflight[msg.ID] = cancel
+	c.mu.Unlock()
+
+	if c.canRunInline(s) {
+		return c.runInline(s, reqCtx, msg, release)
+	}
+	c.spawn(func() {
+		defer s.wg.Done()
+		defer release()
+		select { // wait for a free request slot
+		case s.sem <- struct{}{}:
+			defer func() { <-s.sem }()
+		case <-reqCtx.Done():
+			// Cancelled by the peer, or the session is ending: never run.
+		}
+		c.handle(reqCtx, msg)
+	})
 	return true
+}
+
+// bufferedInput is a Stream that can tell how much input it has already read
+// and not yet returned (LineStream: its buffer).
+type bufferedInput interface {
+	Buffered() int
+}
+
+// canRunInline reports whether the request just read may run on the read
+// loop itself, and if so takes its slot. That is so when the peer has sent
+// nothing more yet (a peer waiting for each reply: handing the request to a
+// worker would only add a goroutine switch, and a wake-up of another thread,
+// to every request) and a slot is free right now. A peer with more requests
+// already waiting gets them handed to workers, to run side by side.
+func (c *Conn) canRunInline(s *serveState) bool {
+	b, ok := c.stream.(bufferedInput)
+	if !ok || b.Buffered() > 0 {
+		return false
+	}
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// runInline runs a request on the read loop, holding the slot canRunInline
+// took. Reading must not wait for it: if it is still running after
+// inlineHandOver, or when its handler makes a Call of its own (which needs
+// the reply read), a new read loop takes over, and this one ends with the
+// request. It reports whether this read loop goes on reading.
+func (c *Conn) runInline(s *serveState, reqCtx context.Context, msg *Message, release func()) bool {
+	turn := &readTurn{resume: func() { c.readLoop(s) }}
+	s.turn.Store(turn)
+	s.watchdog.Reset(c.handOverAfter) // one timer for the session: cheaper than one per request
+	c.handle(context.WithValue(reqCtx, readTurnKey{}, turn), msg)
+	<-s.sem
+	release()
+	s.wg.Done()
+	return turn.state.CompareAndSwap(turnRunning, turnFinished)
+}
+
+// watch is the session's watchdog timer firing: the request on the read loop,
+// if one is still running, hands the reading over. (The timer is reset for
+// every such request, not stopped after it: a late firing finds that request
+// finished, or hands over for the next one a little early, which is harmless.)
+func (s *serveState) watch() {
+	if t := s.turn.Load(); t != nil {
+		t.handOver()
+	}
+}
+
+// A readTurn is a request running on the read loop: it ends either with the
+// request (turnFinished: the loop reads on) or when the reading is handed
+// over (turnHandedOver: a new loop reads), whichever comes first.
+type readTurn struct {
+	state  atomic.Int32
+	resume func() // runs a new read loop
+}
+
+// The states of a readTurn.
+const (
+	turnRunning int32 = iota
+	turnFinished
+	turnHandedOver
+)
+
+// readTurnKey is the context key of a request's readTurn.
+type readTurnKey struct{}
+
+// handOver starts a new read loop, unless the request has finished or the
+// reading was already handed over.
+func (t *readTurn) handOver() {
+	if t.state.CompareAndSwap(turnRunning, turnHandedOver) {
+		go t.resume()
+	}
+}
+
+// handOverReading hands the reading over if ctx is that of a request running
+// on the read loop, which is about to wait for the peer.
+func handOverReading(ctx context.Context) {
+	if t, ok := ctx.Value(readTurnKey{}).(*readTurn); ok {
+		t.handOver()
+	}
 }
 
 // spawn runs a request's job on an idle worker, or on a new one when none is
@@ -514,6 +647,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		c.forget(id)
 		return fmt.Errorf("call %s: %w", method, err)
 	}
+	handOverReading(ctx) // the reply must be read while this waits
 	select {
 	case reply, ok := <-ch:
 		if !ok {

@@ -1221,3 +1221,100 @@ func TestConnNotifyWriteFailure(t *testing.T) {
 		t.Fatalf("Serve = %v, want the write error", err)
 	}
 }
+
+// onReadLoop reports whether a handler runs on the Conn's read loop (a
+// request read while the peer had sent nothing more).
+func onReadLoop(ctx context.Context) bool {
+	_, ok := ctx.Value(readTurnKey{}).(*readTurn)
+	return ok
+}
+
+// TestConnInlineRequestHandsOverReading: a request the read loop runs itself
+// must not stop the reading. While it is blocked, the peer's next request is
+// read and answered; then the first one finishes and is answered too.
+func TestConnInlineRequestHandsOverReading(t *testing.T) {
+	p := newTestPeer(t, 0)
+	started, release := make(chan bool, 1), make(chan struct{})
+	handler := func(ctx context.Context, req *Message) (any, error) {
+		if req.Method == "block" {
+			started <- onReadLoop(ctx)
+			<-release
+			return "unblocked", nil
+		}
+		return "fast", nil
+	}
+	c := NewConn(p.stream, handler, nil, nullLogger())
+	serve(t, context.Background(), c, p)
+
+	p.request(t, "1", "block", nil)
+	if inline := recv(t, started, "the blocking request to start"); !inline {
+		t.Error("a request read while nothing else was waiting did not run on the read loop")
+	}
+	p.request(t, "2", "fast", nil)
+	p.expectResult(t, "2", `"fast"`)
+	close(release)
+	p.expectResult(t, "1", `"unblocked"`)
+	// The connection reads on after both.
+	p.request(t, "3", "fast", nil)
+	p.expectResult(t, "3", `"fast"`)
+}
+
+// TestConnInlineRequestCallsThePeer: a request running on the read loop that
+// calls the peer gets the peer's reply at once: the Call hands the reading
+// over instead of waiting for the timer (set here to an hour).
+func TestConnInlineRequestCallsThePeer(t *testing.T) {
+	p := newTestPeer(t, 0)
+	var c *Conn
+	handler := func(ctx context.Context, req *Message) (any, error) {
+		if !onReadLoop(ctx) {
+			return nil, &Error{Code: CodeInternalError, Message: "not on the read loop"}
+		}
+		var answer string
+		if err := c.Call(ctx, "question", nil, &answer); err != nil {
+			return nil, err
+		}
+		return answer, nil
+	}
+	c = NewConn(p.stream, handler, nil, nullLogger())
+	c.handOverAfter = time.Hour
+	serve(t, context.Background(), c, p)
+
+	for i, id := range []string{"1", "2"} {
+		p.request(t, id, "ask", nil)
+		m := readCall(t, p, "fsbroker-", "question")
+		p.send(t, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":"answer `+strconv.Itoa(i)+`"}`)
+		p.expectResult(t, id, `"answer `+strconv.Itoa(i)+`"`)
+	}
+}
+
+// TestConnPipelinedRequestsRunSideBySide: requests the peer sent together
+// are handed to workers, so the first can wait for the last to start.
+func TestConnPipelinedRequestsRunSideBySide(t *testing.T) {
+	p := newTestPeer(t, 0)
+	lastStarted := make(chan struct{})
+	handler := func(ctx context.Context, req *Message) (any, error) {
+		if req.Method == "last" {
+			close(lastStarted)
+			return "last", nil
+		}
+		select {
+		case <-lastStarted:
+			return "first", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c := NewConn(p.stream, handler, nil, nullLogger())
+	c.handOverAfter = time.Hour // only handing to workers can make this pass
+	serve(t, context.Background(), c, p)
+
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"first"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"last"}`)
+	got := map[string]string{}
+	for range 2 {
+		m := p.read(t)
+		got[string(m.ID)] = compact(t, m.Result)
+	}
+	if got["1"] != `"first"` || got["2"] != `"last"` {
+		t.Errorf("replies = %v", got)
+	}
+}

@@ -175,3 +175,8 @@ func (s *LineStream) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Buffered reports how many bytes of input are read and waiting in the
+// stream's buffer: more than zero when the peer sent more than one message
+// at once.
+func (s *LineStream) Buffered() int { return s.r.Buffered() }
