@@ -261,7 +261,7 @@ visible contains e.mountPath if {
 // time, and only the time.
 func TestCacheKeyIsTheInputWithoutTime(t *testing.T) {
 	in := &PolicyInput{Version: 1, Method: "files/read", Operation: OpRead,
-		Params: map[string]any{"nested": map[string]any{"a": 1, "time": map[string]any{"x": 1}}},
+		Params: json.RawMessage(`{"nested":{"a":1,"time":{"x":1}}}`),
 		Time:   NewInputTime(time.Unix(1, 0))}
 	doc1 := inputDoc(in)
 	in.Time = NewInputTime(time.Unix(2, 0))

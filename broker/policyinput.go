@@ -14,19 +14,19 @@ import (
 // PolicyInput is the document every policy query receives. Its contract is
 // schema/policy-input.json; a test holds the documents built here to it.
 type PolicyInput struct {
-	Version   int            `json:"version"`
-	Method    string         `json:"method"`
-	Operation string         `json:"operation"`
-	Server    InputServer    `json:"server"`
-	Session   InputSession   `json:"session"`
-	Path      *InputPath     `json:"path,omitempty"`
-	NewPath   *InputPath     `json:"newPath,omitempty"`
-	Entries   []InputPath    `json:"entries,omitempty"`
-	Params    map[string]any `json:"params,omitempty"`
-	Bytes     int64          `json:"bytes"`
-	Grants    []InputGrant   `json:"grants"`
-	Usage     InputUsage     `json:"usage"`
-	Time      InputTime      `json:"time"`
+	Version   int             `json:"version"`
+	Method    string          `json:"method"`
+	Operation string          `json:"operation"`
+	Server    InputServer     `json:"server"`
+	Session   InputSession    `json:"session"`
+	Path      *InputPath      `json:"path,omitempty"`
+	NewPath   *InputPath      `json:"newPath,omitempty"`
+	Entries   []InputPath     `json:"entries,omitempty"`
+	Params    json.RawMessage `json:"params,omitempty"` // as sent, without content
+	Bytes     int64           `json:"bytes"`
+	Grants    []InputGrant    `json:"grants"`
+	Usage     InputUsage      `json:"usage"`
+	Time      InputTime       `json:"time"`
 }
 
 // InputServer identifies the server.
@@ -117,20 +117,17 @@ func isHidden(rel string) bool {
 	return false
 }
 
-// paramsWithoutContent returns a request's params for the policy input: as
-// sent, except that file content never reaches the policy (or anything it
-// logs). raw is valid JSON: it comes from a decoded message.
-func paramsWithoutContent(raw json.RawMessage) map[string]any {
-	var m map[string]any
-	if rest, ok := withoutMember(raw, "content"); ok && json.Unmarshal(rest, &m) == nil && m != nil {
-		return m // the content (up to the write limit) was skipped, never decoded
+// paramsWithoutContent returns a request's params for the policy input: the
+// JSON object as sent, except that file content never reaches the policy (or
+// anything it logs): every "content" member is cut out by scanning, never
+// decoded. It is nil (no params member) when raw is absent, not an object,
+// or has no other member.
+func paramsWithoutContent(raw json.RawMessage) json.RawMessage {
+	rest, ok := withoutMember(raw, "content")
+	if !ok || len(rest) <= 2 { // "{}"
+		return nil
 	}
-	m = nil
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
-		return map[string]any{}
-	}
-	delete(m, "content")
-	return m
+	return rest
 }
 
 // NewInputTime returns the time of a decision.

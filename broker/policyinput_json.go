@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
@@ -11,7 +13,7 @@ import (
 // writes for a PolicyInput (TestPolicyInputEncodingMatchesMarshal), without
 // its reflection. Every request's input is encoded (the decision cache's key
 // is the encoding), and a listing's batch holds an entry per listed name.
-func (in *PolicyInput) appendJSON(b []byte) ([]byte, error) {
+func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(in.Version), 10)
 	b = appendStringField(b, "method", in.Method)
@@ -46,12 +48,10 @@ func (in *PolicyInput) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, ']')
 	}
 	if len(in.Params) > 0 {
-		params, err := json.Marshal(in.Params)
-		if err != nil {
+		b = append(b, `,"params":`...)
+		if b, err = appendRawJSON(b, in.Params); err != nil {
 			return nil, err
 		}
-		b = append(b, `,"params":`...)
-		b = append(b, params...)
 	}
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, in.Bytes, 10)
@@ -113,4 +113,21 @@ func appendStringField(b []byte, name, value string) []byte {
 	b = append(b, name...)
 	b = append(b, '"', ':')
 	return jsonrpc.AppendString(b, value)
+}
+
+// appendRawJSON appends raw as json.Marshal writes a json.RawMessage:
+// compacted, with <, >, &, U+2028 and U+2029 escaped. raw must be valid JSON.
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
+	start := len(b)
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, fmt.Errorf("policy input params: %w", err)
+	}
+	b = buf.Bytes()
+	if !bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
+		return b, nil
+	}
+	var escaped bytes.Buffer
+	json.HTMLEscape(&escaped, b[start:])
+	return append(b[:start], escaped.Bytes()...), nil
 }

@@ -20,10 +20,10 @@ func TestPolicyInputEncodingMatchesMarshal(t *testing.T) {
 	cases := []PolicyInput{
 		{},
 		{Version: 1, Method: "files/read", Operation: "read", Server: InputServer{ID: "declared:x\u2028", Name: "x\"y"},
-			Path: &path, Params: map[string]any{"path": "m/a", "length": 5.0, "nested": map[string]any{"k": []any{true, nil}}},
+			Path: &path, Params: json.RawMessage(`{ "path": "m/<a>&b\u2028", "length": 5.0, "nested": {"k": [true, null]}}`),
 			Grants: []InputGrant{}, Time: NewInputTime(time.Date(2026, 11, 22, 9, 0, 0, 123, time.UTC))},
 		{Version: 1, Operation: "visible", Entries: []InputPath{path, path}, Grants: []InputGrant{{Access: "read", Path: "/r"}},
-			Params: map[string]any{}, NewPath: &path, Usage: InputUsage{BytesWrittenToday: -1, Watches: 3}},
+			Params: json.RawMessage(`{}`), NewPath: &path, Usage: InputUsage{BytesWrittenToday: -1, Watches: 3}},
 		full,
 	}
 	for i, in := range cases {
@@ -62,6 +62,10 @@ func fillValue(t *testing.T, v reflect.Value, name string) {
 		fillValue(t, p.Elem(), name)
 		v.Set(p)
 	case reflect.Slice:
+		if v.Type() == reflect.TypeFor[json.RawMessage]() {
+			v.SetBytes([]byte(`{"` + name + `": [1.5, "<b>"]}`))
+			return
+		}
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for j := range 2 {
 			fillValue(t, s.Index(j), name+"[]")

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/internal/jsonscan"
 )
@@ -44,9 +45,11 @@ func withoutMember(raw []byte, key string) (rest []byte, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		var name string
-		if err := json.Unmarshal(raw[keyStart:keyEnd], &name); err != nil {
-			return nil, false
+		name := string(raw[keyStart+1 : keyEnd-1])
+		if strings.IndexByte(name, '\\') >= 0 {
+			if err := json.Unmarshal(raw[keyStart:keyEnd], &name); err != nil {
+				return nil, false
+			}
 		}
 		if name != key {
 			if len(out) > 1 {
