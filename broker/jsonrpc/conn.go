@@ -347,9 +347,10 @@ func (c *Conn) dispatch(s *serveState, raw []byte) bool {
 		return true
 	}
 	c.inflight[msg.ID] = cancel
+	alone := len(c.inflight) == 1
 	c.mu.Unlock()
 
-	if c.canRunInline(s) {
+	if alone && c.canRunInline(s) {
 		return c.runInline(s, reqCtx, msg, release)
 	}
 	c.spawn(func() {
@@ -372,12 +373,13 @@ type bufferedInput interface {
 	Buffered() int
 }
 
-// canRunInline reports whether the request just read may run on the read
-// loop itself, and if so takes its slot. That is so when the peer has sent
-// nothing more yet (a peer waiting for each reply: handing the request to a
-// worker would only add a goroutine switch, and a wake-up of another thread,
-// to every request) and a slot is free right now. A peer with more requests
-// already waiting gets them handed to workers, to run side by side.
+// canRunInline reports whether the request just read, the only one in
+// flight, may run on the read loop itself, and if so takes its slot. That is
+// so when the peer has sent nothing more yet: a peer waiting for each reply,
+// for which handing the request to a worker would only add a goroutine
+// switch, and a wake-up of another thread, to every request. A peer with
+// other requests in flight or already sent gets them handed to workers, to
+// run side by side while the read loop reads on.
 func (c *Conn) canRunInline(s *serveState) bool {
 	b, ok := c.stream.(bufferedInput)
 	if !ok || b.Buffered() > 0 {

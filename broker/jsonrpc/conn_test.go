@@ -1318,3 +1318,31 @@ func TestConnPipelinedRequestsRunSideBySide(t *testing.T) {
 		t.Errorf("replies = %v", got)
 	}
 }
+
+// TestConnRequestsBesideOthersGoToWorkers: while one request is in flight,
+// the next ones run on workers, never on the read loop, so that the reading
+// (and so the requests after them) does not wait for them.
+func TestConnRequestsBesideOthersGoToWorkers(t *testing.T) {
+	p := newTestPeer(t, 0)
+	release := make(chan struct{})
+	handler := func(ctx context.Context, req *Message) (any, error) {
+		if req.Method == "block" {
+			<-release
+			return "released", nil
+		}
+		return onReadLoop(ctx), nil
+	}
+	c := NewConn(p.stream, handler, nil, nullLogger())
+	serve(t, context.Background(), c, p)
+
+	// Sent together, so that "block" goes to a worker and the read loop is free.
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"block"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"where"}`)
+	p.expectResult(t, "2", "false")
+	p.request(t, "3", "where", nil)
+	p.expectResult(t, "3", "false")
+	close(release)
+	p.expectResult(t, "1", `"released"`)
+	// Alone again: on the read loop.
+	p.request(t, "4", "where", nil)
+	p.expectResult(t, "4", "true")
+}
