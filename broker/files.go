@@ -118,7 +118,7 @@ func (s *Session) resolve(ctx context.Context, raw string, follow bool) (executo
 	if err != nil {
 		return executor.Target{}, err
 	}
-	for _, seg := range strings.Split(p.Rel, "/") {
+	for seg := range strings.SplitSeq(p.Rel, "/") {
 		if executor.IsTempName(seg) {
 			// The broker's own temporary files are hidden from listings and
 			// watches; a server may not name them (a hidden channel).

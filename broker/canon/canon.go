@@ -129,31 +129,85 @@ const maxURIBytes = len("file://localhost") + 3*MaxPathBytes
 
 // Reroot returns p under the deepest root of set that holds it (p itself
 // when none is deeper). The executor's link resolution can land a path in a
-// nested root; the broker reroots its result too.
+// nested root; the broker reroots its result too. Paths are compared segment
+// by segment (empty segments ignored), without allocating: every request's
+// path goes through here twice.
 func Reroot(set *roots.Set, p Path) Path {
-	full := append(splitClean(p.Root.Path), splitClean(p.Rel)...)
-	best, bestLen := p.Root, len(splitClean(p.Root.Path))
+	best, bestLen := p.Root, countSegments(p.Root.Path)
 	for _, r := range set.All() {
-		prefix := splitClean(r.Path)
-		if len(prefix) > bestLen && hasPrefix(full, prefix) {
-			best, bestLen = r, len(prefix)
+		if n := countSegments(r.Path); n > bestLen && underSegments(p.Root.Path, p.Rel, r.Path) {
+			best, bestLen = r, n
 		}
 	}
 	if best == p.Root {
 		return p
 	}
-	return Path{Root: best, Rel: strings.Join(full[bestLen:], "/")}
+	var rel strings.Builder
+	it, i := segmentsOf(p.Root.Path, p.Rel), 0
+	for seg, ok := it.next(); ok; seg, ok = it.next() {
+		if i++; i <= bestLen {
+			continue
+		}
+		if rel.Len() > 0 {
+			rel.WriteByte('/')
+		}
+		rel.WriteString(seg)
+	}
+	return Path{Root: best, Rel: rel.String()}
 }
 
-// splitClean splits a clean slash-separated path into its segments.
-func splitClean(p string) []string {
-	var out []string
-	for _, s := range strings.Split(p, "/") {
-		if s != "" {
-			out = append(out, s)
+// segmentIter yields the non-empty segments of one or two slash-separated
+// paths, the first's then the second's.
+type segmentIter struct{ cur, rest string }
+
+// segmentsOf iterates over the segments of a, then those of b.
+func segmentsOf(a, b string) segmentIter { return segmentIter{cur: a, rest: b} }
+
+// next returns the next segment, or false when there is none.
+func (it *segmentIter) next() (string, bool) {
+	for {
+		if it.cur == "" {
+			if it.rest == "" {
+				return "", false
+			}
+			it.cur, it.rest = it.rest, ""
+			continue
+		}
+		seg := it.cur
+		if i := strings.IndexByte(seg, '/'); i >= 0 {
+			seg, it.cur = seg[:i], seg[i+1:]
+		} else {
+			it.cur = ""
+		}
+		if seg != "" {
+			return seg, true
 		}
 	}
-	return out
+}
+
+// countSegments is the number of non-empty segments of p.
+func countSegments(p string) int {
+	n := 0
+	for it := segmentsOf(p, ""); ; n++ {
+		if _, ok := it.next(); !ok {
+			return n
+		}
+	}
+}
+
+// underSegments reports whether the segments of prefix are the first ones of
+// the path made of dir's segments then rel's.
+func underSegments(dir, rel, prefix string) bool {
+	full, want := segmentsOf(dir, rel), segmentsOf(prefix, "")
+	for {
+		w, ok := want.next()
+		if !ok {
+			return true
+		}
+		if f, ok := full.next(); !ok || f != w {
+			return false
+		}
+	}
 }
 
 // checkChars applies the spelling rules every form shares.
