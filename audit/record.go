@@ -173,17 +173,23 @@ const macSuffixLen = len(`,"mac":"`) + sha256.Size*2 + len(`"}`)
 // encodeLine encodes r (whose Mac must be empty) as one line ending in '\n', with its MAC under
 // h (reset here) as the last member, and returns the line and the hex MAC.
 func encodeLine(r *Record, h hash.Hash) ([]byte, string) {
-	body := r.appendJSON(make([]byte, 0, 512))
+	return appendLine(make([]byte, 0, 512+macSuffixLen), r, h)
+}
+
+// appendLine is encodeLine appending to dst: the record's JSON is written once, its MAC taken
+// over it in place, and the closing brace replaced by the mac member.
+func appendLine(dst []byte, r *Record, h hash.Hash) ([]byte, string) {
+	start := len(dst)
+	dst = r.appendJSON(dst)
 	h.Reset()
-	h.Write(body)
+	h.Write(dst[start:])
 	var sum [sha256.Size]byte
-	mac := hex.EncodeToString(h.Sum(sum[:0]))
-	line := make([]byte, 0, len(body)+macSuffixLen)
-	line = append(line, body[:len(body)-1]...)
-	line = append(line, `,"mac":"`...)
-	line = append(line, mac...)
-	line = append(line, "\"}\n"...)
-	return line, mac
+	var mac [2 * sha256.Size]byte
+	hex.Encode(mac[:], h.Sum(sum[:0]))
+	dst = append(dst[:len(dst)-1], `,"mac":"`...)
+	dst = append(dst, mac[:]...)
+	dst = append(dst, "\"}\n"...)
+	return dst, string(mac[:])
 }
 
 // splitLine splits a line (without its '\n') into the bytes its MAC covers and the hex MAC it

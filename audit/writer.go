@@ -144,8 +144,9 @@ type Writer struct {
 	lastMAC    string
 	lastTime   string
 	lastKind   Kind
-	sinceCkpt  int  // records since the last checkpoint record
-	covered    bool // the last checkpoint record is in the .ckpt file
+	line       []byte // the last record's line buffer, reused by the next (see maxKeptLine)
+	sinceCkpt  int    // records since the last checkpoint record
+	covered    bool   // the last checkpoint record is in the .ckpt file
 	broken     error
 	dirty      bool // the segment may end in a partial line that could not be cut away
 	closed     bool
@@ -420,6 +421,9 @@ func (w *Writer) prepare(full bool) error {
 	return nil
 }
 
+// maxKeptLine is the largest line buffer write keeps for the next record.
+const maxKeptLine = 16 << 10
+
 // write appends rec as the next record of the segment, with w.mu held. On failure the writer
 // is broken until a rotation succeeds.
 func (w *Writer) write(rec *Record) error {
@@ -431,7 +435,10 @@ func (w *Writer) write(rec *Record) error {
 	rec.Time = formatTime(time.Now())
 	rec.Prev = w.lastMAC
 	rec.Mac = ""
-	line, mac := encodeLine(rec, w.mac)
+	line, mac := appendLine(w.line[:0], rec, w.mac)
+	if cap(line) <= maxKeptLine {
+		w.line = line // reused by the next record (w.mu is held)
+	}
 	if len(line) > maxLine {
 		// Verify reads no line longer than this; such a record would pass for an edit.
 		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line), maxLine)
