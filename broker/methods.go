@@ -67,19 +67,21 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 		return nil, toRPC(errcode.New(errcode.NotInitialized,
 			"the session is not initialized yet: only ping is answered before notifications/initialized"), "")
 	}
-	if !known {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
-	}
 	if s.limiter != nil && name != "ping" {
+		// Every request but ping counts, unknown methods too (PROTOCOL.md section 6):
+		// a flood of them is held back like any other.
 		release, refusal, record, suppressed := s.limiter.admit(s.StateKey())
 		if refusal != nil {
 			id := ""
 			if record {
-				id = s.recordRateRefusal(ctx, name, refusal, suppressed)
+				id = s.recordRateRefusal(ctx, truncate(name, 128), refusal, suppressed)
 			}
 			return nil, toRPC(refusal, id)
 		}
 		defer release()
+	}
+	if !known {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
 	}
 	var c *call
 	if m.audited {

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,43 @@ func TestRateLimitFlood(t *testing.T) {
 	}
 	if max := int(elapsed/refusalRecordInterval) + 2; rateRecords > max || rateRecords == 0 {
 		t.Errorf("%d rate-limit records for %d refusals in %s; want between 1 and %d", rateRecords, limited, elapsed, max)
+	}
+}
+
+// TestRateLimitCountsUnknownMethods: requests for methods the broker does not
+// know count against the server's rate too (only ping is exempt), so a flood
+// of them is refused like any other, recorded with the method cut short.
+func TestRateLimitCountsUnknownMethods(t *testing.T) {
+	w := openTrail(t)
+	f := startFiles(t, WithAudit(w.Writer, false), WithLimiter(NewLimiter(1, 2, 0)))
+	long := "x/" + strings.Repeat("y", 1000)
+	var notFound, limited int
+	for i := range 6 {
+		f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+1, long))
+		m := f.peer.next()
+		var e struct {
+			Code int `json:"code"`
+		}
+		if err := json.Unmarshal(m["error"], &e); err != nil {
+			t.Fatalf("reply %v: want an error", m)
+		}
+		switch e.Code {
+		case -32601:
+			notFound++
+		default:
+			if _, code, _ := errorOf(t, m); code != "QUOTA_EXCEEDED" {
+				t.Fatalf("refusal %s, want QUOTA_EXCEEDED", m["error"])
+			}
+			limited++
+		}
+	}
+	if notFound > 3 || limited == 0 {
+		t.Errorf("%d answered method not found, %d refused by the rate limit; want at most the burst (and a little refill) answered", notFound, limited)
+	}
+	recs, _ := trailRecords(t, w)
+	for _, r := range recs {
+		if r.Code == "QUOTA_EXCEEDED" && (len(r.Method) > 128+len("...") || !strings.HasPrefix(r.Method, "x/y")) {
+			t.Errorf("rate refusal recorded with method %q (%d bytes)", r.Method[:min(len(r.Method), 40)], len(r.Method))
+		}
 	}
 }
