@@ -169,9 +169,12 @@ func compile(modules map[string]*ast.Module, printing bool) (*ast.Compiler, erro
 	return c, nil
 }
 
-// newStore holds a set's data documents.
+// newStore holds a set's data documents, converted to AST values once: without
+// OptReturnASTValuesOnRead every read of data by a rule (data.fsbroker.limits.max_read_bytes,
+// data.fsbroker.secrets, ...) would convert the Go value to an AST value again, on every
+// evaluation.
 func newStore(data map[string]any) storage.Store {
-	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false))
+	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
 }
 
 // prepare prepares one query against a compiled set. Built-in errors are fatal, and results
