@@ -49,7 +49,7 @@ covered(p, accesses) if {
 	path := concat("", [p.mountPath, "/"])
 	startswith(path, input.grants[i].path) # cheap and necessary: it rules out most grants
 	g := input.grants[i]
-	startswith(path, dir_prefix(g.path))
+	startswith(path, concat("", [trim_suffix(g.path, "/"), "/"])) # dir_prefix(g.path), written out
 	g.access in accesses
 	grant_live(g)
 }

@@ -170,6 +170,17 @@ test_broken_glob_fails_closed if {
 
 broken_combined_glob(pattern, _, _) := false if not startswith(pattern, "{")
 
+# secret_path, the helper documented for extensions (authz.rego), answers as
+# the deny rules do, and fails closed with them.
+test_secret_path_helper if {
+	authz.secret_path(".env")
+	authz.secret_path("a/B/.SSH/known_hosts")
+	authz.secret_path("certs/server.pem")
+	not authz.secret_path("README.md")
+	not authz.secret_path("envelope.txt")
+	authz.secret_path("README.md") with glob.match as broken_combined_glob
+}
+
 # --- the precomputed default glob ---
 
 # The precomputed glob is the compiled one written out: every alternative of
