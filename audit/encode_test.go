@@ -3,8 +3,10 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // encodeCases are records with every field set, none set, and the values
@@ -117,6 +119,27 @@ func fill(t *testing.T, v reflect.Value) {
 			f.Set(s)
 		default:
 			t.Fatalf("field %s: fill does not know %s", name, f.Kind())
+		}
+	}
+}
+
+// TestFormatTimeMatchesLayout: the digit-by-digit formatTime writes what
+// time.Format does with TimeLayout, for times across the whole range of years
+// (outside 0-9999 it is time.Format itself) and in any location.
+func TestFormatTimeMatchesLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	east := time.FixedZone("east", 5*3600+1800)
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(2026, 11, 22, 0, 30, 0, 7, east),
+	}
+	for range 20000 {
+		times = append(times, time.Unix(rng.Int64N(400*365*86400)-100*365*86400, rng.Int64N(1e9)).In(east))
+	}
+	for _, tm := range times {
+		if got, want := formatTime(tm), tm.UTC().Format(TimeLayout); got != want {
+			t.Fatalf("formatTime(%v) = %q, want %q", tm, got, want)
 		}
 	}
 }

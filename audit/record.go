@@ -164,8 +164,39 @@ func (r *Record) check() error {
 	return nil
 }
 
-// formatTime formats t for a record.
-func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+// formatTime formats t for a record: t.UTC().Format(TimeLayout), written digit by digit for
+// the years 0 to 9999 (every record's time is formatted, twice per request; the general
+// formatter parses the layout each time). Other years take the general formatter.
+func formatTime(t time.Time) string {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format(TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	var b [len(TimeLayout)]byte
+	put := func(at, width, v int) {
+		for i := at + width - 1; i >= at; i-- {
+			b[i] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, 4, year)
+	b[4] = '-'
+	put(5, 2, int(month))
+	b[7] = '-'
+	put(8, 2, day)
+	b[10] = 'T'
+	put(11, 2, hour)
+	b[13] = ':'
+	put(14, 2, minute)
+	b[16] = ':'
+	put(17, 2, sec)
+	b[19] = '.'
+	put(20, 9, t.Nanosecond())
+	b[29] = 'Z'
+	return string(b[:])
+}
 
 // macSuffixLen is the length of the closing `,"mac":"<64 hex>"}` of every line.
 const macSuffixLen = len(`,"mac":"`) + sha256.Size*2 + len(`"}`)
