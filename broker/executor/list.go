@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,9 +435,9 @@ func (w *walker) names(depth int, st dirStamp, from string) (nameIter, error) {
 // returns the smallest ones from from on (from itself when incl), as many as
 // the page can still take, selected without sorting the whole directory.
 // With keep, all the names are also kept as the directory's snapshot when
-// there are enough of them and they fit the cache; otherwise they are read a
-// batch at a time, so that a huge directory costs a page's worth of names in
-// memory.
+// there are enough of them and they fit the cache (sorted only when a later
+// page needs them); otherwise only the page's worth is kept as they are
+// read, so that a huge directory costs a page's worth of names in memory.
 func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool) (nameIter, error) {
 	x := w.x
 	readAt, wall := x.now(), time.Now()
@@ -445,19 +446,35 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		w.buf = make([]byte, readBuffer)
 	}
 	var r rawNames
+	if keep && st.size >= growFrom {
+		// About the names' bytes: a directory's size is its records' on
+		// most file systems (ext4, xfs: about twice its names for short
+		// ones; btrfs: twice exactly); the arena grows past it if need be.
+		r.grow(int(min(st.size/2, int64(x.snaps.maxBytes))))
+	}
+	add := func(name []byte) {
+		if !keep {
+			top.addBytes(name)
+			return
+		}
+		r.add(name)
+		if r.size() > x.snaps.maxBytes {
+			// Too many to keep: select from them and from the rest as it
+			// comes. The names so far stay in their arena until the page is
+			// done, as they would in a batch of a smaller buffer.
+			keep = false
+			raw, start := r.arena.String(), uint32(0)
+			for _, e := range r.ends {
+				top.add(raw[start:e])
+				start = e
+			}
+			r = rawNames{}
+		}
+	}
 	for {
-		done, err := d.readBatch(w.buf, &r)
+		done, err := d.readBatch(w.buf, add)
 		if err != nil {
 			return nameIter{}, mapOSError(err, "the directory cannot be read")
-		}
-		if keep && r.size() > x.snaps.maxBytes {
-			keep = false
-		}
-		if !keep {
-			for i := range r.ends {
-				top.addBytes(r.name(i))
-			}
-			r.reset()
 		}
 		if done {
 			break
@@ -469,9 +486,9 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 	if !keep {
 		return nameIter{batch: top.sorted(), more: top.dropped}, nil
 	}
-	raw := string(r.arena)
-	if len(r.ends) < minSnapshotNames {
-		names := splitNames(raw, r.ends)
+	raw, ends, weight := r.packed()
+	if len(ends) < minSnapshotNames {
+		names := splitNames(raw, ends)
 		slices.Sort(names)
 		i, found := slices.BinarySearch(names, from)
 		if found && !incl {
@@ -479,10 +496,11 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		}
 		return nameIter{batch: names[i:]}, nil
 	}
-	s := newSnapshot(raw, r.ends, st, settled(st, wall), readAt)
+	s := newSnapshot(raw, ends, st, settled(st, wall), readAt)
+	s.bytes = weight
 	x.snaps.put(snapKey{st.dev, st.ino}, s, time.Now())
 	start := uint32(0)
-	for _, e := range r.ends {
+	for _, e := range ends {
 		top.add(raw[start:e])
 		start = e
 	}
@@ -491,6 +509,11 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 
 // readBuffer is the size of a walk's getdents buffer.
 const readBuffer = 32 << 10
+
+// growFrom is the size (st_size) from which a directory read whole has room
+// made for its names at once: about 1,000 short names on ext4. A smaller one
+// grows as it is read, which costs less than room made for nothing.
+const growFrom = 32 << 10
 
 // settled reports whether a directory's times, as of wall, are too old for a
 // change in the same clock tick to have left them as they are.
@@ -543,21 +566,73 @@ func (t *topNames) keep(n string) {
 	}
 }
 
+// trim keeps the k smallest names (unsorted: selected, not sorted, which
+// costs a pass or two over them instead of a sort) and the largest of them.
 func (t *topNames) trim() {
-	slices.Sort(t.names)
 	if len(t.names) > t.k {
+		selectSmallest(t.names, t.k)
 		clear(t.names[t.k:])
 		t.names = t.names[:t.k]
 		t.dropped = true
-	}
-	if len(t.names) == t.k {
 		t.max, t.trimmed = t.names[t.k-1], true
+	} else if len(t.names) == t.k {
+		t.max, t.trimmed = slices.Max(t.names), true
 	}
 }
 
 func (t *topNames) sorted() []string {
 	t.trim()
+	slices.Sort(t.names)
 	return t.names
+}
+
+// selectSmallest reorders a so that a[k-1] is its k-th smallest string, those
+// before it no larger and those after it no smaller (quickselect, with a
+// three-way partition so that equal strings cost nothing more). Names come in
+// an order a server that creates files may choose (on file systems that list
+// in creation order), so past 2*log2(len(a)) rounds, which only an unlucky or
+// crafted order needs, what is left is sorted instead: never quadratic.
+func selectSmallest(a []string, k int) {
+	n, lo, hi := k-1, 0, len(a)
+	for rounds := 2 * bits.Len(uint(len(a))); hi-lo > 1; rounds-- {
+		if rounds == 0 {
+			slices.Sort(a[lo:hi])
+			return
+		}
+		x, y, z := a[lo], a[lo+(hi-lo)/2], a[hi-1]
+		if x > y {
+			x, y = y, x
+		}
+		if y > z {
+			y = z
+			if x > y {
+				y = x
+			}
+		}
+		p := y // the median of three
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch c := strings.Compare(a[i], p); {
+			case c < 0:
+				a[lt], a[i] = a[i], a[lt]
+				lt++
+				i++
+			case c > 0:
+				gt--
+				a[i], a[gt] = a[gt], a[i]
+			default:
+				i++
+			}
+		}
+		switch {
+		case n < lt:
+			hi = lt
+		case n >= gt:
+			lo = gt
+		default:
+			return
+		}
+	}
 }
 
 // cursorVersion starts every cursor, so that the format can change.

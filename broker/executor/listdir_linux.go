@@ -9,10 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readBatch appends the names of the next getdents64 call on d (the broker's
-// temporary files left out) to r, without a string per name. It reports
-// done at the end of the directory. buf is the walk's read buffer.
-func (d *dirFile) readBatch(buf []byte, r *rawNames) (done bool, err error) {
+// readBatch gives add the names of the next getdents64 call on d (the
+// broker's temporary files left out), without a string per name: each is
+// valid only during the call. It reports done at the end of the directory.
+// buf is the walk's read buffer.
+func (d *dirFile) readBatch(buf []byte, add func(name []byte)) (done bool, err error) {
 	var n int
 	for {
 		n, err = unix.Getdents(d.fd, buf)
@@ -45,7 +46,7 @@ func (d *dirFile) readBatch(buf []byte, r *rawNames) (done bool, err error) {
 			(len(name) >= len(TempPrefix) && string(name[:len(TempPrefix)]) == TempPrefix) {
 			continue
 		}
-		r.add(name)
+		add(name)
 	}
 	return false, nil
 }

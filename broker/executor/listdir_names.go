@@ -4,13 +4,14 @@ package executor
 
 import "io"
 
-// readBatch appends the next names of d (the broker's temporary files left
-// out) to r. It reports done at the end of the directory.
-func (d *dirFile) readBatch(_ []byte, r *rawNames) (done bool, err error) {
+// readBatch gives add the next names of d (the broker's temporary files
+// left out), each valid only during the call (it is copied into buf). It
+// reports done at the end of the directory.
+func (d *dirFile) readBatch(buf []byte, add func(name []byte)) (done bool, err error) {
 	names, err := d.f.Readdirnames(1024)
 	for _, n := range names {
 		if !IsTempName(n) {
-			r.addString(n)
+			add(append(buf[:0], n...))
 		}
 	}
 	if err == io.EOF {

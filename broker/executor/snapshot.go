@@ -93,33 +93,43 @@ type entryStat struct {
 type snapKey struct{ dev, ino uint64 }
 
 // rawNames is names as read from a directory: packed in arena, unsorted.
+// The arena is a strings.Builder, so that a snapshot takes the names as one
+// string without copying them.
 type rawNames struct {
-	arena []byte
+	arena strings.Builder
 	ends  []uint32
 }
 
+// grow makes room for about bytes bytes of names.
+func (r *rawNames) grow(bytes int) {
+	r.arena.Grow(bytes)
+	r.ends = slices.Grow(r.ends, bytes/12) // names of about 12 bytes
+}
+
 func (r *rawNames) add(b []byte) {
-	r.arena = append(r.arena, b...)
-	r.ends = append(r.ends, uint32(len(r.arena)))
-}
-
-func (r *rawNames) addString(s string) {
-	r.arena = append(r.arena, s...)
-	r.ends = append(r.ends, uint32(len(r.arena)))
-}
-
-func (r *rawNames) name(i int) []byte {
-	start := uint32(0)
-	if i > 0 {
-		start = r.ends[i-1]
-	}
-	return r.arena[start:r.ends[i]]
+	r.arena.Write(b)
+	r.ends = append(r.ends, uint32(r.arena.Len()))
 }
 
 // size is the bytes the names take (and will take in a snapshot).
-func (r *rawNames) size() int { return len(r.arena) + 4*len(r.ends) }
+func (r *rawNames) size() int { return r.arena.Len() + 4*len(r.ends) }
 
-func (r *rawNames) reset() { r.arena, r.ends = r.arena[:0], r.ends[:0] }
+// packed returns the names, as one string and their ends in it, and the
+// bytes they hold (their arena's spare room too, when it is kept: up to
+// half their size, else it is given back by a copy); r is not used
+// afterwards.
+func (r *rawNames) packed() (raw string, ends []uint32, weight int) {
+	raw, ends, weight = r.arena.String(), r.ends, r.arena.Cap()
+	if weight > len(raw)+len(raw)/2+4096 {
+		raw, weight = strings.Clone(raw), len(raw)
+	}
+	if cap(ends) > len(ends)+len(ends)/2+1024 {
+		ends = slices.Clone(ends)
+	}
+	weight += 4 * cap(ends)
+	*r = rawNames{}
+	return raw, ends, weight
+}
 
 // splitNames returns the names packed in raw as strings that share it.
 func splitNames(raw string, ends []uint32) []string {
@@ -162,16 +172,7 @@ func (s *snapshot) size() int { return s.bytes }
 // sorted returns the names sorted, sorting them on the first call.
 func (s *snapshot) sorted() sortedNames {
 	s.once.Do(func() {
-		list := splitNames(s.raw, s.rawEnds)
-		slices.Sort(list)
-		var b strings.Builder
-		b.Grow(len(s.raw))
-		ends := make([]uint32, len(list))
-		for i, n := range list {
-			b.WriteString(n)
-			ends[i] = uint32(b.Len())
-		}
-		s.view = sortedNames{names: b.String(), ends: ends}
+		s.view = sortNames(s.raw, s.rawEnds)
 		s.raw, s.rawEnds = "", nil
 	})
 	return s.view
@@ -333,4 +334,133 @@ func (c *snapCache) close() {
 		c.timer = nil
 	}
 	c.items, c.bytes = nil, 0
+}
+
+// sortNames returns the names packed in raw (name i ends at ends[i]) sorted
+// by their bytes, as slices.Sort would order them, packed the same way.
+//
+// It sorts by radix, eight bytes at a time: every name gets the next eight
+// bytes of itself as a number (big-endian, a short name padded with zeros,
+// which no name holds, so that a name sorts before the longer names it
+// starts), the names are sorted by that number a byte at a time (a byte
+// that is the same in every name costs no pass), and the names that share
+// all eight bytes are sorted again by their next eight. This costs a few
+// passes over the names instead of about 17 string comparisons each for
+// 100,000 names, and allocates nothing per name.
+func sortNames(raw string, ends []uint32) sortedNames {
+	items := make([]sortItem, len(ends))
+	start := uint32(0)
+	for i, e := range ends {
+		items[i] = sortItem{start: start, end: e}
+		start = e
+	}
+	sortItems(raw, items, make([]sortItem, len(items)), 0)
+	var b strings.Builder
+	b.Grow(len(raw))
+	sorted := make([]uint32, len(items))
+	for i, it := range items {
+		b.WriteString(raw[it.start:it.end])
+		sorted[i] = uint32(b.Len())
+	}
+	return sortedNames{names: b.String(), ends: sorted}
+}
+
+// sortItem is a name of raw[start:end] and, while it is sorted, eight of its
+// bytes as a number.
+type sortItem struct {
+	key        uint64
+	start, end uint32
+}
+
+// smallSort: runs of names up to this many are sorted by comparison.
+const smallSort = 48
+
+// sortItems sorts items, names that share their first depth bytes, by the
+// rest of their bytes. tmp is scratch space at least as long as items.
+func sortItems(raw string, items, tmp []sortItem, depth int) {
+	if len(items) <= smallSort {
+		slices.SortFunc(items, func(a, b sortItem) int {
+			return strings.Compare(raw[a.start:a.end], raw[b.start:b.end])
+		})
+		return
+	}
+	for i := range items {
+		items[i].key = chunkKey(raw[items[i].start:items[i].end], depth)
+	}
+	radixSort(items, tmp[:len(items)])
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].key == items[i].key {
+			j++
+		}
+		if j-i > 1 {
+			if items[i].key&0xff == 0 {
+				// Every name of the run ends within these eight bytes: the
+				// same name read twice (one a directory read returned
+				// twice as it changed), or names holding a zero byte.
+				slices.SortFunc(items[i:j], func(a, b sortItem) int {
+					return strings.Compare(raw[a.start:a.end], raw[b.start:b.end])
+				})
+			} else {
+				sortItems(raw, items[i:j], tmp, depth+8)
+			}
+		}
+		i = j
+	}
+}
+
+// chunkKey is the bytes of name from depth on, the first eight of them, as
+// a big-endian number (zeros past the name's end).
+func chunkKey(name string, depth int) uint64 {
+	if depth >= len(name) {
+		return 0
+	}
+	b := name[depth:]
+	if len(b) >= 8 {
+		_ = b[7]
+		return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	}
+	var k uint64
+	for i := range 8 {
+		k <<= 8
+		if i < len(b) {
+			k |= uint64(b[i])
+		}
+	}
+	return k
+}
+
+// radixSort sorts items by key, least significant byte first; tmp is
+// scratch space as long as items. A byte that is the same in every key is
+// skipped.
+func radixSort(items, tmp []sortItem) {
+	var counts [8][256]int
+	for _, it := range items {
+		k := it.key
+		for b := range 8 {
+			counts[b][byte(k>>(8*b))]++
+		}
+	}
+	src, dst := items, tmp
+	for b := range 8 {
+		c := &counts[b]
+		shift := 8 * b
+		if c[byte(src[0].key>>shift)] == len(src) {
+			continue
+		}
+		sum := 0
+		for i := range c {
+			c[i], sum = sum, sum+c[i]
+		}
+		for _, it := range src {
+			d := byte(it.key >> shift)
+			dst[c[d]] = it
+			c[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &items[0] {
+		copy(items, src)
+	}
 }

@@ -361,3 +361,239 @@ func TestNextContinuesAfterABatch(t *testing.T) {
 		}
 	}
 }
+
+// TestSortNames: the radix sort of a snapshot's names orders them as
+// slices.Sort does, whatever they share: long common prefixes (beyond 8 and
+// 16 bytes), names that begin others, names of exactly 8 or 16 bytes, bytes
+// above 0x7f, a name read twice, and, though no directory holds one, a zero
+// byte.
+func TestSortNames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	prefixes := []string{"", "a", "f0", "common_prefix_", "a_much_longer_common_prefix_of_", "\xc3\xa9t\xc3\xa9-", "\xff\xfe"}
+	alphabet := "ab0189._-~\x7f\x80\xc3\xa9\xff"
+	gen := func(n int) []string {
+		names := make([]string, n)
+		for i := range names {
+			var b strings.Builder
+			b.WriteString(prefixes[rng.IntN(len(prefixes))])
+			for range rng.IntN(20) {
+				b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+			}
+			if b.Len() == 0 || rng.IntN(50) == 0 {
+				b.WriteString(strings.Repeat("x", 8*(1+rng.IntN(2)))) // exactly 8 or 16 more
+			}
+			names[i] = b.String()
+			if i > 0 && rng.IntN(100) == 0 {
+				names[i] = names[rng.IntN(i)] // read twice
+			}
+			if rng.IntN(500) == 0 {
+				names[i] += "\x00" + names[i] // a zero byte
+			}
+		}
+		return names
+	}
+	sizes := []int{0, 1, 2, smallSort - 1, smallSort, smallSort + 1, 100, 1000, 20_000}
+	for _, n := range sizes {
+		for range 5 {
+			names := gen(n)
+			var raw strings.Builder
+			ends := make([]uint32, 0, n)
+			for _, nm := range names {
+				raw.WriteString(nm)
+				ends = append(ends, uint32(raw.Len()))
+			}
+			got := sortNames(raw.String(), ends)
+			want := slices.Sorted(slices.Values(names))
+			if got.len() != len(want) {
+				t.Fatalf("%d names: %d sorted", n, got.len())
+			}
+			for i, w := range want {
+				if g := got.name(i); g != w {
+					t.Fatalf("%d names: name %d is %q, want %q", n, i, g, w)
+				}
+			}
+		}
+	}
+	// Every name sharing its first 40 bytes: five levels of the radix.
+	var raw strings.Builder
+	var ends []uint32
+	var want []string
+	for i := range 3000 {
+		nm := strings.Repeat("p", 40) + fmt.Sprint(rng.IntN(1_000_000), "-", i)
+		raw.WriteString(nm)
+		ends = append(ends, uint32(raw.Len()))
+		want = append(want, nm)
+	}
+	slices.Sort(want)
+	got := sortNames(raw.String(), ends)
+	for i, w := range want {
+		if got.name(i) != w {
+			t.Fatalf("shared 40-byte prefix: name %d is %q, want %q", i, got.name(i), w)
+		}
+	}
+}
+
+// TestRawNamesPacked: the names given to a snapshot hold no more than about
+// their size, and the snapshot is weighed by what they hold.
+func TestRawNamesPacked(t *testing.T) {
+	for _, c := range []struct {
+		grow, names int
+		cloned      bool
+	}{
+		{0, 1000, false},         // grown by appends: within half again
+		{1 << 20, 10, true},      // a hint far too large: copied
+		{13 * 1000, 1000, false}, // a hint near the size
+	} {
+		var r rawNames
+		r.grow(c.grow)
+		for i := range c.names {
+			r.add(fmt.Appendf(nil, "name%08d", i))
+		}
+		size := r.size()
+		arenaCap := r.arena.Cap()
+		raw, ends, weight := r.packed()
+		if len(raw) != 12*c.names || len(ends) != c.names || ends[c.names-1] != uint32(len(raw)) {
+			t.Fatalf("%+v: %d bytes, %d ends", c, len(raw), len(ends))
+		}
+		if weight < size || weight > size+size/2+4096+1024*4 {
+			t.Errorf("%+v: weight %d for %d bytes of names", c, weight, size)
+		}
+		if cloned := weight < arenaCap; cloned != c.cloned {
+			t.Errorf("%+v: arena of %d copied %v (weight %d)", c, arenaCap, cloned, weight)
+		}
+	}
+}
+
+// TestListFreshFirstPage: the first page of a directory not listed before
+// (selected from the names as read, without sorting them) is the directory's
+// smallest names in order, whatever they are, and the pages after it (from
+// the snapshot it kept, sorted then) go on from it without losing or
+// repeating a name, for any page size; so do pages of a listing that was
+// given a page size too small to keep anything.
+func TestListFreshFirstPage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var want []string
+	prefixes := []string{"", "a", "same_long_prefix_for_many_", "\xc3\xa9", "Z", "~"}
+	for len(want) < 3000 {
+		digits := fmt.Sprint(rng.IntN(100_000))
+		name := prefixes[rng.IntN(len(prefixes))] + digits[:min(len(digits), 1+rng.IntN(5))]
+		if rng.IntN(20) == 0 {
+			name += strings.Repeat("q", 8)
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+	}
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf(".hidden%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(want)
+	set, err := roots.New([]roots.Spec{{Path: tmp, Mount: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := set.ByMount("m")
+	for _, limit := range []int{2, 7, 256, 999, 2999, 3000, 5000} {
+		for _, opts := range [][]Option{nil, {WithListCache(8, 2048, time.Minute)}} {
+			if opts != nil && limit < 256 {
+				continue // the whole directory read for every page: slow
+			}
+			x, err := New(t.TempDir(), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg, err := x.Resolve(context.Background(), canon.Path{Root: r, Rel: "d"}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			cursor := ""
+			for page := 0; ; page++ {
+				res, err := x.List(context.Background(), tg, ListOptions{Limit: limit, Cursor: cursor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if page == 0 {
+					n := min(limit, len(want))
+					if len(res.Entries) != n {
+						t.Fatalf("limit %d: a first page of %d", limit, len(res.Entries))
+					}
+					for i, e := range res.Entries {
+						if e.Name != want[i] {
+							t.Fatalf("limit %d, cache %v: first page entry %d is %q, want %q", limit, opts != nil, i, e.Name, want[i])
+						}
+					}
+					if kept, _ := x.snaps.stats(); (kept == 1) != (opts == nil) {
+						t.Fatalf("limit %d, cache %v: %d snapshots kept after the first page", limit, opts != nil, kept)
+					}
+				}
+				for _, e := range res.Entries {
+					got = append(got, e.Name)
+				}
+				if res.NextCursor == "" {
+					break
+				}
+				cursor = res.NextCursor
+				if page > len(want) {
+					t.Fatal("the listing does not end")
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("limit %d, cache %v: %d names over the pages, want %d; first difference at %d",
+					limit, opts != nil, len(got), len(want), firstDiff(got, want))
+			}
+			_ = x.Close()
+		}
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestSelectSmallest: the k-th smallest string lands at k-1, the smaller
+// ones before it, the larger after, duplicates and all.
+func TestSelectSmallest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		a := make([]string, 1+rng.IntN(300))
+		for i := range a {
+			a[i] = fmt.Sprint(rng.IntN(1 + rng.IntN(400)))
+		}
+		k := 1 + rng.IntN(len(a))
+		sorted := slices.Sorted(slices.Values(a))
+		selectSmallest(a, k)
+		if a[k-1] != sorted[k-1] {
+			t.Fatalf("k %d of %d: %q at k-1, want %q", k, len(a), a[k-1], sorted[k-1])
+		}
+		for i, s := range a {
+			if i < k-1 && s > a[k-1] || i > k-1 && s < a[k-1] {
+				t.Fatalf("k %d of %d: %q at %d is on the wrong side of %q", k, len(a), s, i, a[k-1])
+			}
+		}
+		if got := slices.Sorted(slices.Values(a)); !slices.Equal(got, sorted) {
+			t.Fatalf("k %d: the strings changed", k)
+		}
+	}
+}
