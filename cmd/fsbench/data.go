@@ -11,17 +11,24 @@ import (
 // "data" for every workload but the paged listing, and a root "big" that
 // holds only the large directory, served only in the paged run (so that
 // whatever a target does with a whole root at start, such as fsbroker's
-// sweep for stale temporary files, weighs on that run alone). The roots' base
-// names are the mounts of fsbroker's and fsbaseline's paths.
+// sweep for stale temporary files, weighs on that run alone), and a small
+// directory listed once before it, so that the child's first page of the
+// large directory is measured warm (see runPages). The roots' base names are
+// the mounts of fsbroker's and fsbaseline's paths.
 //
 //	data/r1k/, r64k/, r1m/  files to read: cfg.files of each size, ASCII text
 //	data/w/                 files to overwrite, cfg.files per target (4 KiB)
 //	data/l1000/             cfg.listN small files (files/list)
 //	big/lbig/               cfg.bigN empty files (the paged listing)
+//	big/lwarm/              warmFiles empty files (listed once before it)
 type tree struct {
 	root    string // data: absolute, symlinks resolved
 	bigRoot string // big: the same
 }
+
+// warmFiles is how many files the directory listed before the paged listing
+// holds.
+const warmFiles = 10
 
 // readDir is the tree's directory of files of size bytes.
 func readDir(size int) string {
@@ -106,10 +113,12 @@ func makeTree(parent string, cfg *config, targets []*target) (*tree, error) {
 		return nil, err
 	}
 	if cfg.bigN > 0 {
-		if err := os.Mkdir(filepath.Join(t.bigRoot, "lbig"), 0o755); err != nil {
-			return nil, err
+		for _, dir := range []string{"lbig", "lwarm"} {
+			if err := os.Mkdir(filepath.Join(t.bigRoot, dir), 0o755); err != nil {
+				return nil, err
+			}
 		}
-		for _, p := range filePaths("lbig", "f", cfg.bigN) {
+		for _, p := range append(filePaths("lbig", "f", cfg.bigN), filePaths("lwarm", "f", warmFiles)...) {
 			f, err := os.OpenFile(filepath.Join(t.bigRoot, filepath.FromSlash(p)), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
 			if err != nil {
 				return nil, err

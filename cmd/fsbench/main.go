@@ -522,7 +522,7 @@ func (b *bench) runOne(tg *target, w workload) *result {
 	watchdog := time.AfterFunc(spec.warmup+spec.duration+b.cfg.timeout, c.kill)
 	var st *runStats
 	if pages != nil {
-		st, err = runPages(c, pages, b.cfg.bigN, b.cfg.page, spec)
+		st, err = runPages(c, pages, proto.pageOp("lwarm", b.cfg.page), b.cfg.bigN, b.cfg.page, spec)
 	} else {
 		st, err = runLoad(c, o, spec)
 	}
@@ -579,7 +579,7 @@ func (b *bench) runStarts(tg *target, res *result) {
 // median returns the round to report of several rounds of one workload
 // against one target: a failed one if any (failures are not averaged away),
 // else the one with the median requests per second (the median p50 for
-// starts).
+// starts), with the median of the rounds' first pages (and of their CPU).
 func median(rounds []*result) *result {
 	for _, r := range rounds {
 		if r.Skipped != "" || r.Errors > 0 {
@@ -595,5 +595,22 @@ func median(rounds []*result) *result {
 	})
 	m := sorted[len(sorted)/2]
 	m.Rounds = len(rounds)
+	// A paged run's first page is one request a round: the median of the
+	// rounds', not the median round's.
+	var firsts, cpus []time.Duration
+	for _, r := range rounds {
+		if r.FirstPage > 0 {
+			firsts = append(firsts, r.FirstPage)
+		}
+		if r.FirstPageCPU > 0 {
+			cpus = append(cpus, r.FirstPageCPU)
+		}
+	}
+	if len(firsts) > 0 {
+		m.FirstPage = percentile(firsts, 50)
+	}
+	if len(cpus) > 0 {
+		m.FirstPageCPU = percentile(cpus, 50)
+	}
 	return m
 }

@@ -107,6 +107,9 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 		if r.Target == "fsbroker" && r.P50vsBaseline <= 0 {
 			t.Errorf("%s: no ratio against the baseline", name)
 		}
+		if (r.Workload == "list-paged") != (r.FirstPage > 0) {
+			t.Errorf("%s: first page %v (only the paged listing has one)", name, r.FirstPage)
+		}
 	}
 	if len(rep.Budgets) < 8 {
 		t.Errorf("%d budgets evaluated, want the read, list, paging, start and RSS ones: %+v", len(rep.Budgets), rep.Budgets)
@@ -124,6 +127,13 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "files/read 1 KiB") {
 			t.Errorf("%s output without the 1 KiB reads:\n%s", format, out.String())
+		}
+		firstPage := "fsbroker: first page "
+		if format == "json" {
+			firstPage = `"firstPageNs"`
+		}
+		if !strings.Contains(out.String(), firstPage) {
+			t.Errorf("%s output without the paged listing's first page:\n%s", format, out.String())
 		}
 		if format == "json" {
 			var back Report
@@ -251,6 +261,11 @@ func TestMedianRound(t *testing.T) {
 	starts := []*result{{Workload: "start", P50: 30}, {Workload: "start", P50: 10}, {Workload: "start", P50: 20}}
 	if m := median(starts); m.P50 != 20 {
 		t.Errorf("median start: %+v", m)
+	}
+	pages := []*result{{Workload: "list-paged", RPS: 1, FirstPage: 9}, {Workload: "list-paged", RPS: 2, FirstPage: 7},
+		{Workload: "list-paged", RPS: 3, FirstPage: 8}}
+	if m := median(pages); m.RPS != 2 || m.FirstPage != 8 {
+		t.Errorf("median of paged rounds: %+v, want 2 req/s and the median first page, 8", m)
 	}
 	rounds[1].Errors = 1
 	if m := median(rounds); m != rounds[1] {
