@@ -23,6 +23,11 @@ var ErrClosed = errors.New("connection closed")
 // an error: an *Error is sent as it is; any other error is logged and
 // answered as a generic internal error, so that no Go error text (which may
 // name host paths) reaches the peer.
+//
+// A request alone in flight runs on the connection's read loop itself (no
+// goroutine hand-off); its handler may still block as long as it needs to:
+// the reading passes to a new loop after half a millisecond, or at once when
+// the handler calls Call with the request's context.
 type RequestHandler func(ctx context.Context, req *Message) (any, error)
 
 // NotificationHandler receives one notification. It runs on the read loop, so
