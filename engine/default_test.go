@@ -34,3 +34,22 @@ func TestDefaultPolicies(t *testing.T) {
 	}
 	t.Logf("%d tests, passed %t, coverage %.1f%%", len(rep.Results), rep.Passed(), rep.Coverage)
 }
+
+// TestDefaultPoliciesExtendedThroughSecretPath: a file that adds a definition
+// of secret_path, one of the helpers authz.rego documents for extensions,
+// protects more paths: the secrets rules deny them (and only them).
+func TestDefaultPoliciesExtendedThroughSecretPath(t *testing.T) {
+	ctx := context.Background()
+	files := defaultFiles(t)
+	files["local_private.rego"] = "package fsbroker.authz\n\nsecret_path(rel) if startswith(rel, \"private/\")\n"
+	e, err := New(ctx, Source{Dir: policyDir(t, files)}, WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, allow := range map[string]bool{"proj/private/notes.txt": false, "proj/public/notes.txt": true, "proj/.env": false} {
+		d, err := e.Decide(ctx, testInput(t, "read", path, false, grant("read", "proj")))
+		if err != nil || d.Allow != allow {
+			t.Errorf("read %s: %#v, %v; want allow %t", path, d, err, allow)
+		}
+	}
+}
