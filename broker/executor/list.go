@@ -450,7 +450,10 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		// About the names' bytes: a directory's size is its records' on
 		// most file systems (ext4, xfs: about twice its names for short
 		// ones; btrfs: twice exactly); the arena grows past it if need be.
-		r.grow(int(min(st.size/2, int64(x.snaps.maxBytes))))
+		// Capped: ext4 never shrinks a directory, so one that once held
+		// many names keeps a large size when it holds few, and every
+		// listing would make room for nothing.
+		r.grow(int(min(st.size/2, maxGrowHint, int64(x.snaps.maxBytes))))
 	}
 	add := func(name []byte) {
 		if !keep {
@@ -514,6 +517,10 @@ const readBuffer = 32 << 10
 // made for its names at once: about 1,000 short names on ext4. A smaller one
 // grows as it is read, which costs less than room made for nothing.
 const growFrom = 32 << 10
+
+// maxGrowHint caps the room made from a directory's size (see readNames):
+// about 80,000 short names; a bigger directory's arena grows as it is read.
+const maxGrowHint = 1 << 20
 
 // settled reports whether a directory's times, as of wall, are too old for a
 // change in the same clock tick to have left them as they are.

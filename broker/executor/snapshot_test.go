@@ -402,14 +402,16 @@ func TestSortNames(t *testing.T) {
 				raw.WriteString(nm)
 				ends = append(ends, uint32(raw.Len()))
 			}
-			got := sortNames(raw.String(), ends)
 			want := slices.Sorted(slices.Values(names))
-			if got.len() != len(want) {
-				t.Fatalf("%d names: %d sorted", n, got.len())
-			}
-			for i, w := range want {
-				if g := got.name(i); g != w {
-					t.Fatalf("%d names: name %d is %q, want %q", n, i, g, w)
+			for _, sort := range []func(string, []uint32) sortedNames{sortNames, sortNamesByComparison} {
+				got := sort(raw.String(), ends)
+				if got.len() != len(want) {
+					t.Fatalf("%d names: %d sorted", n, got.len())
+				}
+				for i, w := range want {
+					if g := got.name(i); g != w {
+						t.Fatalf("%d names: name %d is %q, want %q", n, i, g, w)
+					}
 				}
 			}
 		}
