@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +64,7 @@ const (
 func WithListCache(dirs, bytes int, idle time.Duration) Option {
 	return func(x *Executor) {
 		x.snaps.maxDirs = max(dirs, 0)
-		x.snaps.maxBytes = min(max(bytes, 0), 1<<31) // offsets are uint32
+		x.snaps.maxBytes = min(max(bytes, 0), math.MaxInt32) // offsets are uint32; int may be 32 bits
 		if idle > 0 {
 			x.snaps.idle = idle
 		}

@@ -4,4 +4,4 @@ package executor
 
 import "syscall"
 
-func ctimeNs(st *syscall.Stat_t) int64 { return st.Ctim.Sec*1e9 + st.Ctim.Nsec }
+func ctimeNs(st *syscall.Stat_t) int64 { return st.Ctim.Nano() }
