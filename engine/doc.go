@@ -59,9 +59,9 @@
 // evaluates a few rules, not by the realistic benchmark policy nor by the default set: OPA's
 // evaluator spends about 1 us per expression evaluated on these machines, and an allowed read
 // evaluates about 60 expressions of the default set, each rule already reduced to what its
-// semantics need. BenchmarkDecideParts splits a decision with 2 grants (about 91 us): parsing
-// the broker's JSON about 8.5 us (21 us with 20 grants), OPA's fixed cost per evaluation with a
-// trivial policy about 6.5 us, the default set's rules the remaining 70-75 us. Leaving out one
+// semantics need. BenchmarkDecideParts splits a decision with 2 grants (about 85-91 us): parsing
+// the broker's JSON about 8 us (21 us with 20 grants), OPA's fixed cost per evaluation with a
+// trivial policy about 6.3 us, the default set's rules the remaining 67-75 us. Leaving out one
 // check at a time saves 15-19 us (confinement), 15-20 us (secrets), 17-20 us (the covering
 // grant) and 13-16 us (the read quota with the maxReadBytes obligation); every deny rule
 // together 41-45 us. The set's data documents are held as AST values, not converted again on
