@@ -1,11 +1,6 @@
 package broker
 
-import (
-	"encoding/json"
-	"strings"
-
-	"github.com/fsbroker/fsbroker/broker/internal/jsonscan"
-)
+import "github.com/fsbroker/fsbroker/broker/internal/jsonscan"
 
 // withoutMember returns the JSON object raw without its members named key
 // (compared after unescaping, so "cont\u0065nt" is "content"), by scanning
@@ -45,11 +40,9 @@ func withoutMember(raw []byte, key string) (rest []byte, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		name := string(raw[keyStart+1 : keyEnd-1])
-		if strings.IndexByte(name, '\\') >= 0 {
-			if err := json.Unmarshal(raw[keyStart:keyEnd], &name); err != nil {
-				return nil, false
-			}
+		name, ok := jsonscan.Unquote(raw[keyStart:keyEnd])
+		if !ok {
+			return nil, false
 		}
 		if name != key {
 			if len(out) > 1 {

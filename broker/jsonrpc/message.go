@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/internal/jsonscan"
 )
@@ -167,11 +166,9 @@ func splitMembers(data []byte) (m members, ok bool) {
 	i = jsonscan.SkipSpace(data, i+1)
 	for data[i] != '}' {
 		keyEnd, _ := jsonscan.SkipString(data, i)
-		name := string(data[i+1 : keyEnd-1])
-		if strings.IndexByte(name, '\\') >= 0 {
-			if json.Unmarshal(data[i:keyEnd], &name) != nil {
-				return m, false // not reached: the text is valid
-			}
+		name, ok := jsonscan.Unquote(data[i:keyEnd])
+		if !ok {
+			return m, false // not reached: the text is valid
 		}
 		start := jsonscan.SkipSpace(data, jsonscan.SkipSpace(data, keyEnd)+1) // past the colon
 		end, _ := jsonscan.SkipValue(data, start)

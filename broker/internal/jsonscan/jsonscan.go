@@ -4,6 +4,11 @@
 // decoder when a scan fails.
 package jsonscan
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
 // SkipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace.
 func SkipSpace(b []byte, i int) int {
@@ -67,4 +72,17 @@ func SkipValue(b []byte, i int) (int, bool) {
 		}
 		return i, i > start
 	}
+}
+
+// Unquote returns the value of the JSON string quoted (its quotes included):
+// the bytes between the quotes when there is no escape, else what
+// encoding/json decodes. ok is false when quoted is not a valid string.
+func Unquote(quoted []byte) (s string, ok bool) {
+	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return string(quoted[1 : len(quoted)-1]), true
+	}
+	return s, json.Unmarshal(quoted, &s) == nil
 }
