@@ -104,7 +104,7 @@ func TestSignedBundle(t *testing.T) {
 	}
 
 	for _, file := range []string{unsigned, bad} {
-		_, stderr, code := runPlain(t, "stdio", "--root", root, "--bundle", file, "--bundle-key", keyFile, "--bundle-key-alg", "HS256")
+		_, stderr, code := runFsbroker(t, nil, "stdio", "--root", root, "--bundle", file, "--bundle-key", keyFile, "--bundle-key-alg", "HS256")
 		if code != 2 || !strings.Contains(stderr, "bundle") {
 			t.Errorf("%s: exit %d, want 2 naming the bundle:\n%s", filepath.Base(file), code, stderr)
 		}
@@ -225,7 +225,7 @@ opa:
 	} {
 		bad := filepath.Join(dir, "bad.yaml")
 		writeFile(t, bad, "version: 1\n"+opa)
-		_, stderr, code := runPlain(t, "stdio", "--config", bad)
+		_, stderr, code := runFsbroker(t, nil, "stdio", "--config", bad)
 		if code != 2 || !strings.Contains(stderr, "/opa") {
 			t.Errorf("%s: exit %d, want 2 naming /opa:\n%s", name, code, stderr)
 		}

@@ -245,7 +245,7 @@ func csTrail(t *testing.T, dir string) []audit.Record {
 // csListGrants runs `fsbroker grants list --json` for server.
 func csListGrants(t *testing.T, state, server string) []grantJSON {
 	t.Helper()
-	stdout, stderr, code := runPlain(t, "grants", "list", "--state-dir", state, "--server", server, "--json")
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", state, "--server", server, "--json")
 	if code != 0 {
 		t.Fatalf("grants list: exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -367,7 +367,7 @@ func TestConsentFlagErrors(t *testing.T) {
 	t.Parallel()
 	w := newConsentWorld(t)
 	for _, spec := range []string{"maybe", "command:", "command:" + filepath.Join(w.base, "no-such-program"), "command:'unclosed"} {
-		_, stderr, code := runPlain(t, w.args(spec)...)
+		_, stderr, code := runFsbroker(t, nil, w.args(spec)...)
 		if code != 2 || !strings.Contains(stderr, "--consent") {
 			t.Errorf("--consent %q: exit status %d, stderr:\n%s", spec, code, stderr)
 		}
@@ -824,7 +824,7 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 	armed = true
 	changedMu.Unlock()
 	start := time.Now()
-	stdout, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", w.state, "--server", csPeer, "--path", "proj/watched")
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", w.state, "--server", csPeer, "--path", "proj/watched")
 	exited := time.Now()
 	if !strings.Contains(stdout, "revoked 1 grant(s)") || !strings.Contains(stdout, grantID) {
 		t.Fatalf("grants revoke: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -21,18 +19,8 @@ func runDemoBinary(t *testing.T, bin string, args ...string) (stdout, stderr str
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"demo"}, args...)...)
 	cmd.Env = brokerEnv()
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
-	default:
-		t.Fatalf("run %s demo: %v", bin, err)
-	}
-	return out.String(), errOut.String(), code, cmd.Process.Pid
+	stdout, stderr, code = runExec(t, cmd)
+	return stdout, stderr, code, cmd.Process.Pid
 }
 
 // aloneCopy puts a copy of the fsbroker binary (a hard link when it can) in
@@ -137,7 +125,7 @@ func TestDemo(t *testing.T) {
 func TestDemoBadServer(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-such-server")
-	stdout, stderr, code := runPlain(t, "demo", "--dir", t.TempDir(), "--server", missing+" -v")
+	stdout, stderr, code := runFsbroker(t, nil, "demo", "--dir", t.TempDir(), "--server", missing+" -v")
 	if code != 2 || !strings.Contains(stderr, "--server") || !strings.Contains(stderr, missing) {
 		t.Errorf("exit %d, stderr %q; want 2 and a message naming --server %s", code, stderr, missing)
 	}

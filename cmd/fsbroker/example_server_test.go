@@ -130,7 +130,7 @@ func reportedServer(t *testing.T, report string) (int, string) {
 func checkDemoTrail(t *testing.T, state, project, scratch, transport string, preapproved bool) {
 	t.Helper()
 	dir := filepath.Join(state, "audit")
-	stdout, stderr, code := runPlain(t, "audit", "verify", "--state-dir", state)
+	stdout, stderr, code := runFsbroker(t, nil, "audit", "verify", "--state-dir", state)
 	if code != 0 || !strings.Contains(stdout, "intact: 1 segment(s)") {
 		t.Errorf("audit verify: exit %d\n%s\n%s", code, stdout, stderr)
 	}

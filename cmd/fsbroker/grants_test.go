@@ -72,7 +72,7 @@ func (gs *grantsState) remaining(t *testing.T) []string {
 func TestGrantsList(t *testing.T) {
 	t.Parallel()
 	gs := newGrantsState(t)
-	stdout, stderr, code := runPlain(t, "grants", "list", "--state-dir", gs.dir)
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir)
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -92,7 +92,7 @@ func TestGrantsList(t *testing.T) {
 	}
 
 	// One server, as JSON.
-	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", gs.dir, "--server", "notes", "--json")
+	stdout, stderr, code = runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir, "--server", "notes", "--json")
 	if code != 0 {
 		t.Fatalf("list --json: exit status %d; stderr:\n%s", code, stderr)
 	}
@@ -110,14 +110,14 @@ func TestGrantsList(t *testing.T) {
 
 	// No grants: an empty list, not an error; the directory is not created.
 	empty := t.TempDir()
-	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", empty)
+	stdout, stderr, code = runFsbroker(t, nil, "grants", "list", "--state-dir", empty)
 	if code != 0 || stdout != "" || !strings.Contains(stderr, "no grants") {
 		t.Errorf("list of an empty state: exit status %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(empty, grants.DirName)); !os.IsNotExist(err) {
 		t.Errorf("list created the grants directory: %v", err)
 	}
-	stdout, _, code = runPlain(t, "grants", "list", "--state-dir", empty, "--json")
+	stdout, _, code = runFsbroker(t, nil, "grants", "list", "--state-dir", empty, "--json")
 	if code != 0 || strings.TrimSpace(stdout) != "[]" {
 		t.Errorf("list --json of an empty state: exit status %d, stdout %q", code, stdout)
 	}
@@ -139,13 +139,13 @@ func TestGrantsListExpiredAndCorrupt(t *testing.T) {
 		t.Fatalf("no expires in\n%s", b)
 	}
 	writeFile(t, path, re.ReplaceAllString(string(b), `"expires": "2020-01-01T00:00:00Z"`))
-	stdout, stderr, code := runPlain(t, "grants", "list", "--state-dir", gs.dir, "--server", "notes")
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir, "--server", "notes")
 	if code != 0 || !strings.Contains(stdout, "2020-01-01T00:00:00Z (expired)") {
 		t.Fatalf("exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 
 	writeFile(t, gs.store.Path("indexer"), "{not json")
-	stdout, stderr, code = runPlain(t, "grants", "list", "--state-dir", gs.dir)
+	stdout, stderr, code = runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir)
 	if code != 1 {
 		t.Errorf("exit status %d, want 1", code)
 	}
@@ -161,7 +161,7 @@ func TestGrantsRevoke(t *testing.T) {
 	t.Parallel()
 	gs := newGrantsState(t)
 	revoke := func(args ...string) (string, string, int) {
-		return runPlain(t, append([]string{"grants", "revoke", "--state-dir", gs.dir}, args...)...)
+		return runFsbroker(t, nil, append([]string{"grants", "revoke", "--state-dir", gs.dir}, args...)...)
 	}
 
 	// A sub-path of a broader grant: nothing matches, and the broader grant is named.
@@ -204,7 +204,7 @@ func TestGrantsRevoke(t *testing.T) {
 		t.Fatalf("revoke --all of nothing: exit status %d, stderr:\n%s", code, stderr)
 	}
 	// A state directory without grants.
-	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", t.TempDir(), "--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", t.TempDir(), "--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
 		t.Fatalf("revoke in an empty state: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
@@ -230,7 +230,7 @@ func TestGrantsRevokeReachesARunningStore(t *testing.T) {
 	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", time.Now()); err != nil || !ok {
 		t.Fatalf("not covered before: %v", err)
 	}
-	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", gs.dir, "--server", "notes", "--path", "proj"); code != 0 {
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", gs.dir, "--server", "notes", "--path", "proj"); code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
 	exited := time.Now()
@@ -256,15 +256,15 @@ func TestGrantsStateFromConfig(t *testing.T) {
 	}
 	cfg := filepath.Join(cfgDir, "fsbroker.yaml")
 	writeFile(t, cfg, "version: 1\nstateDir: "+rel+"\n")
-	stdout, stderr, code := runPlain(t, "grants", "list", "--config", cfg, "--server", "indexer")
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--config", cfg, "--server", "indexer")
 	if code != 0 || !strings.Contains(stdout, gs.ids["indexer read:docs"]) {
 		t.Fatalf("list --config: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	other := t.TempDir()
-	if stdout, _, code := runPlain(t, "grants", "list", "--config", cfg, "--state-dir", other); code != 0 || stdout != "" {
+	if stdout, _, code := runFsbroker(t, nil, "grants", "list", "--config", cfg, "--state-dir", other); code != 0 || stdout != "" {
 		t.Fatalf("--state-dir does not win over the config: exit status %d, stdout:\n%s", code, stdout)
 	}
-	if _, _, code := runPlain(t, "grants", "revoke", "--config", cfg, "--server", "indexer"); code != 0 {
+	if _, _, code := runFsbroker(t, nil, "grants", "revoke", "--config", cfg, "--server", "indexer"); code != 0 {
 		t.Fatalf("revoke --config: exit status %d", code)
 	}
 	if got := gs.remaining(t); !equalStrings(got, []string{"notes read:docs/public", "notes write:proj"}) {
@@ -272,7 +272,7 @@ func TestGrantsStateFromConfig(t *testing.T) {
 	}
 	bad := filepath.Join(cfgDir, "bad.yaml")
 	writeFile(t, bad, "stateDir: "+rel+"\nstateDirr: x\n")
-	if _, stderr, code := runPlain(t, "grants", "list", "--config", bad); code != 2 || !strings.Contains(stderr, "stateDirr") {
+	if _, stderr, code := runFsbroker(t, nil, "grants", "list", "--config", bad); code != 2 || !strings.Contains(stderr, "stateDirr") {
 		t.Fatalf("a config the broker refuses: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
@@ -291,11 +291,11 @@ func TestGrantsDefaultStateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := runPlain(t, "grants", "list", "--server", server)
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--server", server)
 	if code != 0 || !strings.Contains(stdout, out[0].ID) {
 		t.Fatalf("exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if stdout, _, code := runPlain(t, "grants", "revoke", "--id", out[0].ID); code != 0 || !strings.Contains(stdout, out[0].ID) {
+	if stdout, _, code := runFsbroker(t, nil, "grants", "revoke", "--id", out[0].ID); code != 0 || !strings.Contains(stdout, out[0].ID) {
 		t.Fatalf("revoke: exit status %d, stdout:\n%s", code, stdout)
 	}
 }
@@ -319,7 +319,7 @@ func TestGrantsUsageErrors(t *testing.T) {
 		{[]string{"grants", "list", "--state-dir", dir, "--server", "\xff"}, "--server"},
 	}
 	for _, tc := range cases {
-		stdout, stderr, code := runPlain(t, tc.args...)
+		stdout, stderr, code := runFsbroker(t, nil, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
 			t.Errorf("fsbroker %q: exit status %d (want 2), stdout %q, stderr:\n%s", tc.args, code, stdout, stderr)
 		}
@@ -342,7 +342,7 @@ func TestGrantsHelp(t *testing.T) {
 		{[]string{"grants", "help"}, []string{"fsbroker grants COMMAND"}},
 	}
 	for _, tc := range cases {
-		stdout, stderr, code := runPlain(t, tc.args...)
+		stdout, stderr, code := runFsbroker(t, nil, tc.args...)
 		if code != 0 {
 			t.Errorf("fsbroker %q: exit status %d; stderr:\n%s", tc.args, code, stderr)
 		}
@@ -353,10 +353,10 @@ func TestGrantsHelp(t *testing.T) {
 		}
 	}
 	// -h on a subcommand prints its flags to stderr and is not an error.
-	if _, stderr, code := runPlain(t, "grants", "revoke", "-h"); code != 0 || !strings.Contains(stderr, "-all") {
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "-h"); code != 0 || !strings.Contains(stderr, "-all") {
 		t.Errorf("grants revoke -h: exit status %d, stderr:\n%s", code, stderr)
 	}
-	if _, stderr, code := runPlain(t, "help", "grants", "frob"); code != 2 || !strings.Contains(stderr, "frob") {
+	if _, stderr, code := runFsbroker(t, nil, "help", "grants", "frob"); code != 2 || !strings.Contains(stderr, "frob") {
 		t.Errorf("help grants frob: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
@@ -374,7 +374,7 @@ func TestGrantsRevokeRecordsInTheGivenTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if _, stderr, code := runPlain(t, "grants", "revoke", "--state-dir", state, "--audit", trail, "--server", "srv"); code != 0 {
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", state, "--audit", trail, "--server", "srv"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	segments, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))

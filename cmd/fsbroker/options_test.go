@@ -3,35 +3,12 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
-
-// runPlain runs fsbroker with args for a command that is not a session
-// (version, help) and returns its stdout, stderr and exit status.
-func runPlain(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(brokerBin, args...)
-	cmd.Env = brokerEnv()
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
-	default:
-		t.Fatalf("run fsbroker %v: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
-}
 
 // version and help print to stdout and exit 0.
 func TestVersionAndHelp(t *testing.T) {
@@ -47,7 +24,7 @@ func TestVersionAndHelp(t *testing.T) {
 		{[]string{"help", "connect"}, []string{"fsbroker connect", "-shutdown-timeout"}},
 	}
 	for _, tc := range cases {
-		stdout, stderr, code := runPlain(t, tc.args...)
+		stdout, stderr, code := runFsbroker(t, nil, tc.args...)
 		if code != 0 {
 			t.Errorf("fsbroker %v: exit status %d, want 0; stderr:\n%s", tc.args, code, stderr)
 		}
@@ -58,11 +35,11 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 	// -h on a session command shows its flags and is not an error.
-	_, stderr, code := runPlain(t, "stdio", "-h")
+	_, stderr, code := runFsbroker(t, nil, "stdio", "-h")
 	if code != 0 || !strings.Contains(stderr, "-root") {
 		t.Errorf("fsbroker stdio -h: exit status %d, stderr:\n%s", code, stderr)
 	}
-	if _, stderr, code := runPlain(t, "help", "frobnicate"); code != 2 || !strings.Contains(stderr, "frobnicate") {
+	if _, stderr, code := runFsbroker(t, nil, "help", "frobnicate"); code != 2 || !strings.Contains(stderr, "frobnicate") {
 		t.Errorf("fsbroker help frobnicate: exit status %d (want 2), stderr:\n%s", code, stderr)
 	}
 }
@@ -195,7 +172,7 @@ func TestHelpForEveryCommand(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range [][]string{{"stdio"}, {"connect"}, {"wrap"}, {"policy"}, {"policy", "check"}, {"eval"},
 		{"audit"}, {"audit", "verify"}, {"grants"}, {"conformance"}, {"demo"}} {
-		stdout, stderr, code := runPlain(t, append([]string{"help"}, cmd...)...)
+		stdout, stderr, code := runFsbroker(t, nil, append([]string{"help"}, cmd...)...)
 		if code != 0 || !strings.Contains(stdout, "fsbroker "+cmd[0]) {
 			t.Errorf("help %v: exit %d\n%s%s", cmd, code, stdout, stderr)
 		}

@@ -121,7 +121,7 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "frobnicate"}, 2, "usage"},
 	}
 	for _, c := range cases {
-		stdout, stderr, code := runPlain(t, c.args...)
+		stdout, stderr, code := runFsbroker(t, nil, c.args...)
 		if code != c.code {
 			t.Errorf("%v: exit %d, want %d\n%s%s", c.args, code, c.code, stdout, stderr)
 		}
@@ -144,7 +144,7 @@ func TestEvalExplainsADecision(t *testing.T) {
 	if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runPlain(t, "eval", "--input", file)
+	out, stderr, code := runFsbroker(t, nil, "eval", "--input", file)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

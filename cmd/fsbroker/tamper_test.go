@@ -248,6 +248,13 @@ func runFsbroker(t *testing.T, env []string, args ...string) (stdout, stderr str
 	t.Helper()
 	cmd := exec.Command(brokerBin, args...)
 	cmd.Env = append(brokerEnv(), env...)
+	return runExec(t, cmd)
+}
+
+// runExec runs cmd, capturing its output, and returns its stdout, stderr and
+// exit status; a command that cannot be started fails the test.
+func runExec(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -257,7 +264,7 @@ func runFsbroker(t *testing.T, env []string, args ...string) (stdout, stderr str
 	case errors.As(err, &exitErr):
 		code = exitErr.ExitCode()
 	default:
-		t.Fatalf("run fsbroker %v: %v", args, err)
+		t.Fatalf("run %s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	return out.String(), errOut.String(), code
 }
@@ -593,14 +600,7 @@ func TestAuditCommandsFindTheTrailByConfig(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(brokerBin, args...)
 		cmd.Dir, cmd.Env = t.TempDir(), brokerEnv()
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var exitErr *exec.ExitError
-		if err != nil && !errors.As(err, &exitErr) {
-			t.Fatal(err)
-		}
-		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+		return runExec(t, cmd)
 	}
 	if out, errOut, code := run("audit", "verify", "--config", cfg); code != 0 || !strings.HasPrefix(out, trail+": intact") {
 		t.Errorf("verify --config: exit %d, want 0 and %s intact\n%s%s", code, trail, out, errOut)

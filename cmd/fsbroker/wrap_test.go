@@ -472,7 +472,7 @@ func TestWrapURL(t *testing.T) {
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit %d", code)
 	}
-	_, stderr, code := runPlain(t, "wrap", "--url", endpoint, "--", "/bin/true")
+	_, stderr, code := runFsbroker(t, nil, "wrap", "--url", endpoint, "--", "/bin/true")
 	if code != 2 || !strings.Contains(stderr, "not both") {
 		t.Errorf("wrap --url with a command: exit %d\n%s", code, stderr)
 	}
