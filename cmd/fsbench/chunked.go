@@ -170,14 +170,7 @@ func (o *chunkedOp) checkRead(k int, res []byte, full bool) error {
 	eof := off+n >= o.size
 	want := o.escaped(k)
 	if full {
-		var r struct {
-			Content  *string `json:"content"`
-			Encoding string  `json:"encoding"`
-			Size     int64   `json:"size"`
-			Offset   int64   `json:"offset"`
-			Length   int64   `json:"length"`
-			EOF      bool    `json:"eof"`
-		}
+		var r filesReadResult
 		if err := json.Unmarshal(res, &r); err != nil {
 			return fmt.Errorf("files/read result of chunk %d: %w", k, err)
 		}

@@ -167,17 +167,11 @@ func (p filesProto) readOp(paths []string, size int) op {
 	sizeText := strconv.Itoa(size)
 	return op{req: lines.req, check: func(res []byte, full bool) error {
 		if full {
-			var r struct {
-				Content  *string `json:"content"`
-				Encoding string  `json:"encoding"`
-				Size     int     `json:"size"`
-				Length   int     `json:"length"`
-				EOF      bool    `json:"eof"`
-			}
+			var r filesReadResult
 			if err := json.Unmarshal(res, &r); err != nil {
 				return err
 			}
-			if r.Content == nil || len(*r.Content) != size || r.Size != size || r.Length != size || !r.EOF || r.Encoding != "utf-8" {
+			if r.Content == nil || len(*r.Content) != size || r.Size != int64(size) || r.Length != int64(size) || !r.EOF || r.Encoding != "utf-8" {
 				return fmt.Errorf("files/read result is not the whole %d-byte file: %.200s", size, res)
 			}
 			return nil
@@ -187,6 +181,16 @@ func (p filesProto) readOp(paths []string, size int) op {
 		}
 		return nil
 	}}
+}
+
+// filesReadResult is the result of files/read (PROTOCOL.md), as fsbench checks it.
+type filesReadResult struct {
+	Content  *string `json:"content"`
+	Encoding string  `json:"encoding"`
+	Size     int64   `json:"size"`
+	Offset   int64   `json:"offset"`
+	Length   int64   `json:"length"`
+	EOF      bool    `json:"eof"`
 }
 
 func (p filesProto) writeOp(paths []string, content string) op {

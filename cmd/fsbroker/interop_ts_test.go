@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -328,7 +329,7 @@ func awaitTSRoots(p *proc, hostRoots []string, want []rootEntry, listChanged int
 			p.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(hostRoots...)})
 		}
 		s := tsRootsOf(p, fmt.Sprintf("roots-poll-%d", i))
-		if s.Listings > 0 && s.ListChanged == listChanged && tsEqualRoots(s.Roots, want) {
+		if s.Listings > 0 && s.ListChanged == listChanged && slices.Equal(s.Roots, want) {
 			return s
 		}
 		if s.ListChanged > listChanged {
@@ -340,19 +341,6 @@ func awaitTSRoots(p *proc, hostRoots []string, want []rootEntry, listChanged int
 		}
 		time.Sleep(20 * time.Millisecond) // the poll's interval, not an assertion
 	}
-}
-
-// tsEqualRoots reports whether two roots lists are the same, in order.
-func tsEqualRoots(a, b []rootEntry) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // tsStrOrNil is *s, or nil, for messages.
