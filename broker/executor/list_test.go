@@ -256,33 +256,11 @@ func TestListSnapshotFollowsChangesBetweenPages(t *testing.T) {
 				_ = fl.Close()
 			}
 			tg := f.resolve(t, "proj/dir", true)
-			o := executor.ListOptions{Limit: 250}
-			seen := map[string]int{}
 			touched := map[string]bool{} // added, removed or renamed at some point
 			var added []string
 			removedAt := map[string]int{} // path -> page after which it was gone
-			var order []string
-			for page := 0; ; page++ {
-				if page > 1000 {
-					t.Fatal("the listing never ends")
-				}
-				before := mustStat(t, f.host("dir"))
-				res, err := f.x.List(ctxT(t), tg, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range res.Entries {
-					seen[e.Path.Rel]++
-					order = append(order, e.Path.Rel)
-					if at, ok := removedAt[e.Path.Rel]; ok && at < page {
-						t.Errorf("page %d lists %s, removed before it", page, e.Path.Rel)
-					}
-				}
-				if res.NextCursor == "" {
-					break
-				}
-				o.Cursor = res.NextCursor
-				add, rm := change(t, f, page, res.Entries[len(res.Entries)-1].Path.Rel)
+			pages := pagesUnderChange(t, f, tg, executor.ListOptions{Limit: 250}, "dir", func(page int, last string) {
+				add, rm := change(t, f, page, last)
 				for _, p := range add {
 					touched[p] = true
 				}
@@ -291,7 +269,17 @@ func TestListSnapshotFollowsChangesBetweenPages(t *testing.T) {
 					touched[p] = true
 					removedAt[p] = page
 				}
-				touchDir(t, f.host("dir"), before)
+			})
+			seen := map[string]int{}
+			var order []string
+			for page, paths := range pages {
+				for _, p := range paths {
+					seen[p]++
+					order = append(order, p)
+					if at, ok := removedAt[p]; ok && at < page {
+						t.Errorf("page %d lists %s, removed before it", page, p)
+					}
+				}
 			}
 			if !slices.IsSorted(order) {
 				t.Error("the pages are not in order")
@@ -319,6 +307,37 @@ func TestListSnapshotFollowsChangesBetweenPages(t *testing.T) {
 				t.Error("nothing was added")
 			}
 		})
+	}
+}
+
+// pagesUnderChange lists tg page by page with o and returns each page's
+// paths. After every page but the last it calls change with the page's
+// number and its last path, then waits until dir (host-relative) has a new
+// modification time, so that the next page cannot take the directory for
+// unchanged.
+func pagesUnderChange(t *testing.T, f *fixture, tg executor.Target, o executor.ListOptions, dir string, change func(page int, last string)) [][]string {
+	t.Helper()
+	var pages [][]string
+	for page := 0; ; page++ {
+		if page > 1000 {
+			t.Fatal("the listing never ends")
+		}
+		before := mustStat(t, f.host(dir))
+		res, err := f.x.List(ctxT(t), tg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, e := range res.Entries {
+			paths = append(paths, e.Path.Rel)
+		}
+		pages = append(pages, paths)
+		if res.NextCursor == "" {
+			return pages
+		}
+		o.Cursor = res.NextCursor
+		change(page, paths[len(paths)-1])
+		touchDir(t, f.host(dir), before)
 	}
 }
 
@@ -355,31 +374,20 @@ func TestListRecursiveWithLargeSubdirectoryUnderChange(t *testing.T) {
 	stable = append(stable, "m/big")
 	tg := f.resolve(t, "proj", true)
 	o := executor.ListOptions{Recursive: true, MaxDepth: -1, Limit: 90}
-	seen := map[string]int{}
-	var order []string
-	for page := 0; ; page++ {
-		if page > 1000 {
-			t.Fatal("the listing never ends")
-		}
-		before := mustStat(t, f.host("m/big"))
-		res, err := f.x.List(ctxT(t), tg, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range res.Entries {
-			seen[e.Path.Rel]++
-			order = append(order, e.Path.Rel)
-		}
-		if res.NextCursor == "" {
-			break
-		}
-		o.Cursor = res.NextCursor
+	pages := pagesUnderChange(t, f, tg, o, "m/big", func(page int, _ string) {
 		f.writeFile(t, fmt.Sprintf("m/big/t%03d", page), "t") // ahead of any cursor in m/big
 		f.writeFile(t, fmt.Sprintf("m/t%03d", page), "t")
 		if page > 0 {
 			_ = os.Remove(f.host(fmt.Sprintf("m/big/t%03d", page-1)))
 		}
-		touchDir(t, f.host("m/big"), before)
+	})
+	seen := map[string]int{}
+	var order []string
+	for _, paths := range pages {
+		for _, p := range paths {
+			seen[p]++
+			order = append(order, p)
+		}
 	}
 	if !slices.IsSortedFunc(order, compareSegments) {
 		t.Error("the pages are not in order")

@@ -95,20 +95,36 @@ func TestSnapCacheDropsIdleSnapshots(t *testing.T) {
 // files, and an executor.
 func listFixture(t *testing.T, n int, opts ...Option) (*Executor, Target, string) {
 	t.Helper()
-	tmp, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "d")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, dir := newListDir(t)
 	for i := range n {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	set, err := roots.New([]roots.Spec{{Path: tmp, Mount: "m"}})
+	x, tg := listExecutor(t, root, opts...)
+	return x, tg, dir
+}
+
+// newListDir makes a temporary root directory (links resolved) holding an
+// empty directory "d", and returns both.
+func newListDir(t *testing.T) (root, dir string) {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(root, "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root, dir
+}
+
+// listExecutor is a new executor, closed when the test ends, and the target
+// of "d" under root (mounted as "m").
+func listExecutor(t *testing.T, root string, opts ...Option) (*Executor, Target) {
+	t.Helper()
+	set, err := roots.New([]roots.Spec{{Path: root, Mount: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +138,7 @@ func listFixture(t *testing.T, n int, opts ...Option) (*Executor, Target, string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return x, tg, dir
+	return x, tg
 }
 
 func (x *Executor) onlySnapshot(t *testing.T) *snapshot {
@@ -474,14 +490,7 @@ func TestRawNamesPacked(t *testing.T) {
 // given a page size too small to keep anything.
 func TestListFreshFirstPage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	tmp, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(tmp, "d")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, dir := newListDir(t)
 	seen := map[string]bool{}
 	var want []string
 	prefixes := []string{"", "a", "same_long_prefix_for_many_", "\xc3\xa9", "Z", "~"}
@@ -506,24 +515,12 @@ func TestListFreshFirstPage(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	set, err := roots.New([]roots.Spec{{Path: tmp, Mount: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := set.ByMount("m")
 	for _, limit := range []int{2, 7, 256, 999, 2999, 3000, 5000} {
 		for _, opts := range [][]Option{nil, {WithListCache(8, 2048, time.Minute)}} {
 			if opts != nil && limit < 256 {
 				continue // the whole directory read for every page: slow
 			}
-			x, err := New(t.TempDir(), opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tg, err := x.Resolve(context.Background(), canon.Path{Root: r, Rel: "d"}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
+			x, tg := listExecutor(t, root, opts...)
 			var got []string
 			cursor := ""
 			for page := 0; ; page++ {
