@@ -435,9 +435,10 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	return map[string]any{"oldPath": from.Path.MountPath(), "newPath": to.Path.MountPath()}, nil
 }
 
-// visible decides, in one batch, which entries the server may see.
-func (s *Session) visible(ctx context.Context, req Request, entries []executor.Entry) (map[string]bool, error) {
-	return s.visibleBatch(ctx, req, entryInputPaths(entries)), nil
+// visible decides, in one batch, which entries the server may see (by
+// mountPath; none when the decision fails).
+func (s *Session) visible(ctx context.Context, req Request, entries []executor.Entry) map[string]bool {
+	return s.visibleBatch(ctx, req, entryInputPaths(entries))
 }
 
 // visibleBatch decides on entries described for the policy: the mountPaths
@@ -488,7 +489,7 @@ func entryInputPaths(entries []executor.Entry) []InputPath {
 		mp := allMounts[m : m+ml]
 		batch[i] = InputPath{Requested: mp, Canonical: allCanons[c : c+cl], Root: e.Path.Root.Path,
 			Mount: e.Path.Root.Mount, Relative: e.Path.Rel, MountPath: mp, Writable: e.Path.Root.Writable,
-			Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: hiddenRel(e.Path.Rel)}
+			Exists: true, Type: e.Type, Size: max(e.Size, 0), Hidden: isHidden(e.Path.Rel)}
 		m, c = m+ml, c+cl
 	}
 	return batch
@@ -517,12 +518,6 @@ func canonicalLen(p canon.Path) int {
 		n += len(p.Rel)
 	}
 	return n
-}
-
-// hiddenRel reports whether a segment of a clean relative path starts with
-// "." (isHidden, without splitting the path).
-func hiddenRel(rel string) bool {
-	return strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.")
 }
 
 // maxGuardedEntries bounds the subtree a recursive delete or a rename of a
@@ -557,10 +552,7 @@ func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Reque
 		return errcode.New(errcode.PermissionDenied,
 			fmt.Sprintf("the directory holds more than %d entries, too many to check", maxGuardedEntries))
 	}
-	visible, err := s.visible(ctx, req, page.Entries)
-	if err != nil {
-		return err
-	}
+	visible := s.visible(ctx, req, page.Entries)
 	for _, e := range page.Entries {
 		if !visible[e.Path.MountPath()] {
 			return errcode.New(errcode.PermissionDenied, "the directory holds entries this server may not see")

@@ -101,20 +101,13 @@ func NewInputPath(requested string, t executor.Target) InputPath {
 
 // canonicalPath is the absolute canonical path of a resolved target.
 func canonicalPath(t executor.Target) string {
-	if t.Path.Rel == "" {
-		return t.Path.Root.Path
-	}
-	return strings.TrimSuffix(t.Path.Root.Path, "/") + "/" + t.Path.Rel
+	return string(appendCanonical(make([]byte, 0, canonicalLen(t.Path)), t.Path))
 }
 
-// isHidden reports whether any segment of a relative path starts with a dot.
+// isHidden reports whether any segment of a clean relative path starts with
+// a dot (found without splitting the path: every listed entry is asked).
 func isHidden(rel string) bool {
-	for _, s := range strings.Split(rel, "/") {
-		if strings.HasPrefix(s, ".") {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.")
 }
 
 // paramsWithoutContent returns a request's params for the policy input: the

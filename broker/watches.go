@@ -140,7 +140,7 @@ func (s *Session) deliverChange(id string, ev watch.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.limits.OperationTimeout)
 	defer cancel()
 	entry := executor.Entry{Path: ev.Path, Name: path.Base(ev.Path.MountPath())}
-	vis, _ := s.visible(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: executor.Target{Path: ev.Path},
+	vis := s.visible(ctx, Request{Method: "files/watch", Operation: OpWatch, Path: executor.Target{Path: ev.Path},
 		Requested: ev.Path.MountPath()}, []executor.Entry{entry})
 	if !vis[ev.Path.MountPath()] {
 		s.log.Debug("a change event was withheld by the policy", "watchId", id)

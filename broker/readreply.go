@@ -32,7 +32,7 @@ func (r *readReply) AppendJSON(b []byte) []byte {
 		b = jsonrpc.AppendString(b, r.data)
 	}
 	b = append(b, `,"encoding":`...)
-	b = jsonrpc.AppendString(b, []byte(r.encoding))
+	b = jsonrpc.AppendString(b, r.encoding)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, r.size, 10)
 	b = append(b, `,"offset":`...)
@@ -42,9 +42,9 @@ func (r *readReply) AppendJSON(b []byte) []byte {
 	b = append(b, `,"eof":`...)
 	b = strconv.AppendBool(b, r.eof)
 	b = append(b, `,"mimeType":`...)
-	b = jsonrpc.AppendString(b, []byte(r.mimeType))
+	b = jsonrpc.AppendString(b, r.mimeType)
 	b = append(b, `,"etag":`...)
-	b = jsonrpc.AppendString(b, []byte(r.etag))
+	b = jsonrpc.AppendString(b, r.etag)
 	return append(b, '}')
 }
 
