@@ -47,7 +47,21 @@ type Root struct {
 	// Preapproved is true when the operator approved the root for every
 	// server, so that no consent grant is needed under it.
 	Preapproved bool `json:"preapproved"`
+	// ID is the directory's identity when the root was resolved. Every
+	// handle opened on the root later is checked against it, so that a root
+	// replaced after start-up (by a link to another tree, say) is refused
+	// rather than followed; a config reload resolves the root again.
+	ID FileID `json:"-"`
 }
+
+// FileID identifies a directory or file on its file system: device and
+// inode numbers. The zero FileID means unknown (a platform without them).
+type FileID struct {
+	Dev, Ino uint64
+}
+
+// Known reports whether id holds an identity.
+func (id FileID) Known() bool { return id != FileID{} }
 
 // Set is an immutable, ordered set of roots with unique mounts.
 type Set struct {
@@ -156,7 +170,7 @@ func resolve(spec Spec) (Root, error) {
 		name = mount
 	}
 	return Root{Mount: mount, Name: name, Path: real, URI: FileURI(real), Writable: spec.Writable,
-		Preapproved: spec.Preapproved}, nil
+		Preapproved: spec.Preapproved, ID: FileIDOf(info)}, nil
 }
 
 // ValidateMount checks that m can be the first segment of a path: non-empty,

@@ -207,3 +207,39 @@ func TestEqual(t *testing.T) {
 		t.Error("a nil set must behave as empty")
 	}
 }
+
+// A root's identity is the directory's as resolved, and a directory
+// replaced at the same path makes a set that is no longer equal, so that a
+// reload re-pins the root instead of keeping a handle on the old one.
+func TestRootIdentity(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "proj")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := New([]Spec{{Path: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := before.All()[0]
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := FileIDOf(fi); r.ID != want || (filepath.Separator == '/' && !r.ID.Known()) {
+		t.Fatalf("root ID = %+v, want %+v (known)", r.ID, want)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	after, err := New([]Spec{{Path: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID.Known() && before.Equal(after) {
+		t.Error("a directory replaced at the root's path gives an equal set")
+	}
+}
