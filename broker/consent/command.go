@@ -92,9 +92,14 @@ type commandInput struct {
 	Request
 }
 
-// commandAnswer is the JSON document a command writes on stdout.
+// commandAnswer is the object form of a command's answer: the shape of the
+// files/consent result.
 type commandAnswer struct {
-	Approved *[]string `json:"approved"`
+	ApprovedPaths *[]string `json:"approvedPaths"`
+	Granted       *bool     `json:"granted"`
+	// Approved is the answer member of fsbroker before protocol section 5
+	// named the files/consent shape; it is only looked for to say so.
+	Approved json.RawMessage `json:"approved"`
 }
 
 // Ask runs the command with req on stdin and returns the requested paths it
@@ -161,13 +166,15 @@ func (c *Command) Ask(ctx context.Context, req Request) (Decision, error) {
 	return d, nil
 }
 
-// parseAnswer reads {"approved": [paths]}: one JSON object, nothing after it
-// but white space, with approved an array of strings. Other members are
-// ignored.
+// parseAnswer reads a command's answer: one JSON value, nothing after it but
+// white space, either in the shape of the files/consent result
+// ({"approvedPaths": [paths], "granted": bool}, granted optional, other
+// members ignored) or a bare array of paths. "granted": false approves
+// nothing, whatever approvedPaths holds.
 func parseAnswer(out []byte) ([]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(out))
-	var a commandAnswer
-	if err := dec.Decode(&a); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		if err == io.EOF {
 			return nil, errors.New("empty output")
 		}
@@ -176,10 +183,30 @@ func parseAnswer(out []byte) ([]string, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more than one JSON value")
 	}
-	if a.Approved == nil {
-		return nil, errors.New(`no "approved" array`)
+	switch raw[0] {
+	case '[':
+		var paths []string
+		if err := json.Unmarshal(raw, &paths); err != nil {
+			return nil, fmt.Errorf("a bare answer must be an array of path strings: %w", err)
+		}
+		return paths, nil
+	case '{':
+	default:
+		return nil, errors.New(`the answer must be an object {"approvedPaths": [...]} or an array of paths`)
 	}
-	return *a.Approved, nil
+	var a commandAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, err
+	}
+	switch {
+	case a.ApprovedPaths == nil && a.Approved != nil:
+		return nil, errors.New(`"approved" is no longer read: answer {"approvedPaths": [...]}, the files/consent result's shape`)
+	case a.ApprovedPaths == nil:
+		return nil, errors.New(`no "approvedPaths" array`)
+	case a.Granted != nil && !*a.Granted:
+		return nil, nil
+	}
+	return *a.ApprovedPaths, nil
 }
 
 // capped keeps the first limit bytes written to it. With fail, a write past

@@ -36,30 +36,40 @@ func TestCommandAnswers(t *testing.T) {
 		approved []string
 		wantErr  string // empty: no error
 	}{
-		{name: "approves some", body: `cat > "$D/stdin.json"; printf '{"approved": ["proj/c", "proj/a"]}\n'`,
+		{name: "approves some", body: `cat > "$D/stdin.json"; printf '{"approvedPaths": ["proj/c", "proj/a"], "granted": true}\n'`,
 			approved: []string{"proj/a", "proj/c"}},
+		{name: "granted may be left out", body: `echo '{"approvedPaths": ["proj/a"]}'`, approved: []string{"proj/a"}},
+		{name: "a bare array of paths", body: `echo '["proj/c", "proj/a"]'`, approved: []string{"proj/a", "proj/c"}},
+		{name: "a bare empty array", body: `echo '[]'`},
 		{name: "drops paths not requested",
-			body:     `cat >/dev/null; echo '{"approved":["proj/zzz","proj","proj/b/x","/home/ann/proj/b","PROJ/B","proj/b/","proj/b","proj/b"],"reason":"fine"}'`,
+			body:     `cat >/dev/null; echo '{"approvedPaths":["proj/zzz","proj","proj/b/x","/home/ann/proj/b","PROJ/B","proj/b/","proj/b","proj/b"],"reason":"fine"}'`,
 			approved: []string{"proj/b"}},
-		{name: "approves none", body: `echo '{"approved": []}'`},
-		{name: "need not read stdin", body: `echo '{"approved":["proj/a"]}'`, approved: []string{"proj/a"}},
-		{name: "arguments", body: `printf '{"approved":["%s","%s"]}' "$1" "$2"`, args: ` proj/a 'proj/c'`,
+		{name: "approves none", body: `echo '{"approvedPaths": [], "granted": false}'`},
+		{name: "granted false approves nothing", body: `echo '{"approvedPaths": ["proj/a"], "granted": false}'`},
+		{name: "need not read stdin", body: `echo '{"approvedPaths":["proj/a"]}'`, approved: []string{"proj/a"}},
+		{name: "arguments", body: `printf '{"approvedPaths":["%s","%s"]}' "$1" "$2"`, args: ` proj/a 'proj/c'`,
 			approved: []string{"proj/a", "proj/c"}},
-		{name: "inherits the environment", body: `echo "{\"approved\":[\"$FSBROKER_CONSENT_TEST_PATH\"]}"`,
+		{name: "inherits the environment", body: `echo "{\"approvedPaths\":[\"$FSBROKER_CONSENT_TEST_PATH\"]}"`,
 			approved: []string{"proj/b"}},
-		{name: "WithEnv replaces it", body: `echo "{\"approved\":[\"$FSBROKER_CONSENT_TEST_PATH\"]}"`,
+		{name: "WithEnv replaces it", body: `echo "{\"approvedPaths\":[\"$FSBROKER_CONSENT_TEST_PATH\"]}"`,
 			opts: []Option{WithEnv([]string{"FSBROKER_CONSENT_TEST_PATH=proj/c"})}, approved: []string{"proj/c"}},
-		{name: "non-zero exit", body: `echo '{"approved":["proj/a"]}'; printf 'no dialog: \033[31mDISPLAY unset\n' >&2; exit 3`,
+		{name: "non-zero exit", body: `echo '{"approvedPaths":["proj/a"]}'; printf 'no dialog: \033[31mDISPLAY unset\n' >&2; exit 3`,
 			wantErr: "exited with exit status 3; stderr: no dialog: DISPLAY unset"},
-		{name: "killed by a signal", body: `echo '{"approved":["proj/a"]}'; kill -9 $$`, wantErr: "exited with signal: killed"},
+		{name: "killed by a signal", body: `echo '["proj/a"]'; kill -9 $$`, wantErr: "exited with signal: killed"},
 		{name: "garbage", body: `echo 'sure, go ahead'`, wantErr: "malformed answer: invalid character"},
 		{name: "empty output", body: `true`, wantErr: "malformed answer: empty output"},
-		{name: "two values", body: `echo '{"approved":[]} {"approved":["proj/a"]}'`, wantErr: "more than one JSON value"},
-		{name: "approved missing", body: `echo '{"approve":["proj/a"]}'`, wantErr: `no "approved" array`},
-		{name: "approved null", body: `echo '{"approved":null}'`, wantErr: `no "approved" array`},
-		{name: "approved a string", body: `echo '{"approved":"proj/a"}'`, wantErr: "malformed answer"},
-		{name: "approved numbers", body: `echo '{"approved":["proj/a",1]}'`, wantErr: "malformed answer"},
-		{name: "answer too long", body: `printf '{"approved":["proj/a"]}'; yes | head -c 2000000`, wantErr: "answer longer than 1048576 bytes"},
+		{name: "two values", body: `echo '{"approvedPaths":[]} {"approvedPaths":["proj/a"]}'`, wantErr: "more than one JSON value"},
+		{name: "approvedPaths missing", body: `echo '{"approve":["proj/a"]}'`, wantErr: `no "approvedPaths" array`},
+		{name: "approvedPaths null", body: `echo '{"approvedPaths":null}'`, wantErr: `no "approvedPaths" array`},
+		{name: "the old approved member", body: `echo '{"approved":["proj/a"]}'`,
+			wantErr: `"approved" is no longer read: answer {"approvedPaths": [...]}`},
+		{name: "approvedPaths a string", body: `echo '{"approvedPaths":"proj/a"}'`, wantErr: "malformed answer"},
+		{name: "approvedPaths numbers", body: `echo '{"approvedPaths":["proj/a",1]}'`, wantErr: "malformed answer"},
+		{name: "a bare array of numbers", body: `echo '["proj/a",1]'`, wantErr: "a bare answer must be an array of path strings"},
+		{name: "granted a string", body: `echo '{"approvedPaths":["proj/a"],"granted":"yes"}'`, wantErr: "malformed answer"},
+		{name: "a bare string", body: `echo '"proj/a"'`, wantErr: `must be an object {"approvedPaths": [...]} or an array of paths`},
+		{name: "null", body: `echo 'null'`, wantErr: `must be an object`},
+		{name: "answer too long", body: `printf '{"approvedPaths":["proj/a"]}'; yes | head -c 2000000`, wantErr: "answer longer than 1048576 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +100,7 @@ func TestCommandAnswers(t *testing.T) {
 // doc documents, byte for byte.
 func TestCommandInput(t *testing.T) {
 	dir := t.TempDir()
-	prog := script(t, dir, "ask", `cat > '`+dir+`/stdin.json'; echo '{"approved":[]}'`)
+	prog := script(t, dir, "ask", `cat > '`+dir+`/stdin.json'; echo '{"approvedPaths":[]}'`)
 	p, err := NewCommand(prog, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +152,9 @@ func TestCommandTimeout(t *testing.T) {
 			prog := script(t, dir, "slow", fmt.Sprintf(`sleep 300 &
 echo $! > '%[1]s/grandchild.pid'
 echo $$ > '%[1]s/child.pid'
-echo '{"approved":["proj/a"]}'
+echo '{"approvedPaths":["proj/a"]}'
 sleep 300
-echo '{"approved":["proj/a"]}'`, dir))
+echo '{"approvedPaths":["proj/a"]}'`, dir))
 			timeout := 60 * time.Second
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -232,7 +242,7 @@ func TestCommandLeavesSomethingBehind(t *testing.T) {
 	dir := t.TempDir()
 	prog := script(t, dir, "ask", fmt.Sprintf(`sleep 60 &
 echo $! > '%s/bg.pid'
-echo '{"approved":["proj/b"]}'`, dir))
+echo '{"approvedPaths":["proj/b"]}'`, dir))
 	p, err := NewCommand(prog, nil, WithTimeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -82,16 +82,19 @@
 // access is "read" or "write"; roots (possibly empty) describes the roots of
 // the paths.
 //
-// The program answers with one JSON object on stdout, and exit status 0:
+// The program answers on stdout, with exit status 0, in the shape of the
+// files/consent result (PROTOCOL.md section 5):
 //
-//	{"approved": ["proj/notes"]}
+//	{"approvedPaths": ["proj/notes"], "granted": true}
 //
-// approved must be an array of strings; [] approves nothing; other members
-// are ignored. A listed path approves only when it is one of the requested
+// approvedPaths must be an array of strings; [] approves nothing; granted
+// may be left out, and false approves nothing whatever the array holds;
+// other members are ignored. A bare array of paths (["proj/notes"]) is
+// accepted too. A listed path approves only when it is one of the requested
 // paths, byte for byte; anything else (a parent, a path not asked for) is
 // dropped. Nothing is approved, and Ask returns a *CommandError saying why,
 // when the program exits non-zero or by a signal, writes anything but that
-// one object (white space aside), writes more than 1 MiB, cannot be started,
+// one answer (white space aside), writes more than 1 MiB, cannot be started,
 // or has not finished within the timeout (default 60 s). On timeout or
 // cancellation the program's whole process group is killed (SIGKILL): the
 // program is started as the leader of its own group, so a dialog or script it

@@ -167,7 +167,7 @@ func approveAllScript(t *testing.T) (script, log string) {
 	log = filepath.Join(dir, "requests.jsonl")
 	script = csScript(t, dir, "approve-all.sh", `IFS= read -r req
 printf '%s\n' "$req" >> '`+log+`'
-printf '{"approved":%s}\n' "$(printf '%s' "$req" | sed -n 's/.*"paths":\(\[[^]]*\]\).*/\1/p')"
+printf '{"approvedPaths":%s}\n' "$(printf '%s' "$req" | sed -n 's/.*"paths":\(\[[^]]*\]\).*/\1/p')"
 `)
 	return script, log
 }
@@ -388,7 +388,7 @@ func TestConsentCommand(t *testing.T) {
 		log := filepath.Join(dir, "requests.jsonl")
 		script := csScript(t, dir, "approve-some.sh", `IFS= read -r req
 printf '%s\n' "$req" >> '`+log+`'
-echo '{"approved": ["proj/c.txt", "proj/a.txt", "proj", "proj/never-asked"], "note": "ignored"}'
+echo '{"approvedPaths": ["proj/c.txt", "proj/a.txt", "proj", "proj/never-asked"], "note": "ignored"}'
 `)
 		p := startBroker(t, "", w.args("command:"+script)...)
 		p.handshake("2025-11-25")
@@ -420,6 +420,35 @@ echo '{"approved": ["proj/c.txt", "proj/a.txt", "proj", "proj/never-asked"], "no
 		}
 	})
 
+	// The two answer shapes PROTOCOL.md section 5 allows, and fsbroker's
+	// old {"approved": [...]}, which approves nothing.
+	for _, shape := range []struct{ name, answer, want string }{
+		{"a bare array", `["proj/b.txt"]`, "proj/b.txt"},
+		{"granted false", `{"approvedPaths": ["proj/b.txt"], "granted": false}`, ""},
+		{"the old approved member", `{"approved": ["proj/b.txt"]}`, ""},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			w := newConsentWorld(t)
+			dir := t.TempDir()
+			script := csScript(t, dir, "answer.sh", "cat >/dev/null\necho '"+shape.answer+"'\n")
+			p := startBroker(t, "", w.args("command:"+script)...)
+			p.handshake("2025-11-25")
+			granted, approved := csConsent(t, p, 1, "read", "proj/b.txt")
+			if shape.want == "" {
+				if granted || len(approved) != 0 {
+					t.Fatalf("answer %s: granted %v, approved %q; want nothing approved", shape.answer, granted, approved)
+				}
+				csNoConsent(t, p, 2, "files/read", map[string]any{"path": "proj/b.txt"})
+				return
+			}
+			if !granted || !slices.Equal(approved, []string{shape.want}) {
+				t.Fatalf("answer %s: granted %v, approved %q; want %s", shape.answer, granted, approved, shape.want)
+			}
+			csRead(t, p, 2, "proj/b.txt", "bravo")
+		})
+	}
+
 	t.Run("never answers", func(t *testing.T) {
 		t.Parallel()
 		w := newConsentWorld(t)
@@ -429,7 +458,7 @@ echo '{"approved": ["proj/c.txt", "proj/a.txt", "proj", "proj/never-asked"], "no
 		// timeout bounds the context it runs under.
 		script := csScript(t, dir, "slow.sh", `echo $$ > '`+pidFile+`'
 sleep 30
-echo '{"approved": ["proj/a.txt"]}'
+echo '{"approvedPaths": ["proj/a.txt"]}'
 touch '`+marker+`'
 `)
 		p := startBroker(t, "", w.args("command:"+script, "--operation-timeout", "2s")...)
@@ -466,7 +495,7 @@ touch '`+marker+`'
 		t.Parallel()
 		w := newConsentWorld(t)
 		script := csScript(t, t.TempDir(), "fail.sh", `cat > /dev/null
-echo '{"approved": ["proj/a.txt"]}'
+echo '{"approvedPaths": ["proj/a.txt"]}'
 echo 'no display to ask on' >&2
 exit 3
 `)
