@@ -11,6 +11,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
+	"github.com/fsbroker/fsbroker/schema"
 )
 
 // Exit statuses of the policy commands (PROTOCOL.md section 7).
@@ -133,6 +134,16 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if !json.Valid(raw) {
 		return configErrorf("--input %s: not valid JSON", *inputPath)
+	}
+	// An input the broker could never send gives a decision that means
+	// nothing (a misspelt member is simply absent to Rego): refuse it, naming
+	// each violation by its JSON pointer.
+	v, err := schema.New()
+	if err != nil {
+		return err
+	}
+	if err := v.ValidatePolicyInput(raw); err != nil {
+		return configErrorf("--input %s does not match schema/policy-input.json: %v", *inputPath, err)
 	}
 	src := engine.Source{FS: policies.FS}
 	if *dir != "" {

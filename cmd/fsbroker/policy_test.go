@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,6 +153,53 @@ func TestEvalExplainsADecision(t *testing.T) {
 	for _, want := range []string{`"allow": false`, `"PERMISSION_DENIED"`, "secret", `"matched"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("eval output lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestEvalRefusesAnInputOffTheSchema: an input the broker could never send
+// (a required member missing, a misspelt one, a wrong type) is a usage
+// error naming the member, never a decision.
+func TestEvalRefusesAnInputOffTheSchema(t *testing.T) {
+	t.Parallel()
+	valid := map[string]any{"version": 1, "method": "files/read", "operation": "read",
+		"server":  map[string]any{"id": "s", "name": "s", "version": "1", "pinned": false},
+		"session": map[string]any{"id": "x", "protocolVersion": "2025-11-25", "transport": "stdio"},
+		"path": map[string]any{"requested": "p/a", "canonical": "/r/a", "root": "/r", "mount": "p", "relative": "a",
+			"mountPath": "p/a", "writable": false, "exists": true, "type": "file", "size": 3, "nlink": 1, "hidden": false},
+		"params": map[string]any{"path": "p/a"}, "bytes": 3,
+		"grants": []any{map[string]any{"access": "read", "path": "p", "granted": "2026-01-01T00:00:00Z", "expires": ""}},
+		"usage":  map[string]any{"bytesWrittenToday": 0, "watches": 0},
+		"time":   map[string]any{"rfc3339": "2026-06-01T00:00:00Z", "unixNano": 1780272000000000000}}
+	dir := t.TempDir()
+	write := func(name string, doc map[string]any) string {
+		raw, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(file, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	if _, stderr, code := runFsbroker(t, nil, "eval", "--input", write("valid", valid)); code != 0 {
+		t.Fatalf("a valid input: exit %d\n%s", code, stderr)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(map[string]any)
+		want string
+	}{
+		{"grants missing", func(m map[string]any) { delete(m, "grants") }, "grants"},
+		{"misspelt member", func(m map[string]any) { m["operaton"] = m["operation"]; delete(m, "operation") }, "/operaton"},
+		{"wrong type", func(m map[string]any) { m["bytes"] = "three" }, "/bytes"},
+	} {
+		doc := maps.Clone(valid)
+		c.edit(doc)
+		out, stderr, code := runFsbroker(t, nil, "eval", "--input", write(c.name, doc))
+		if code != 2 || !strings.Contains(stderr, "schema/policy-input.json") || !strings.Contains(stderr, c.want) || strings.Contains(out, "allow") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %s and no decision", c.name, code, out, stderr, c.want)
 		}
 	}
 }
