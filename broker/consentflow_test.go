@@ -161,7 +161,7 @@ func TestConsentDenyGrantsNothing(t *testing.T) {
 func TestConsentCommandProvider(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "approve.sh")
 	// Approves the first requested path only.
-	body := "#!/bin/sh\nread req\nfirst=$(printf '%s' \"$req\" | sed 's/.*\"paths\":\\[\"\\([^\"]*\\)\".*/\\1/')\nprintf '{\"approved\":[\"%s\"]}' \"$first\"\n"
+	body := "#!/bin/sh\nread req\nfirst=$(printf '%s' \"$req\" | sed 's/.*\"paths\":\\[\"\\([^\"]*\\)\".*/\\1/')\nprintf '{\"approvedPaths\":[\"%s\"]}' \"$first\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
