@@ -163,6 +163,11 @@ type readParams struct {
 	Length   *int64 `json:"length"`
 }
 
+// readAttempts bounds how often a read that raced a replace of its file
+// (another writer's atomic rename) is resolved and decided again: the reader
+// gets the old or the new file, whole (PROTOCOL.md section 5, files/read).
+const readAttempts = 16
+
 func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, error) {
 	p := readParams{Encoding: "utf-8"}
 	if err := decodeParams(params, &p); err != nil {
@@ -176,20 +181,30 @@ func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, e
 		return nil, errcode.New(errcode.QuotaExceeded,
 			fmt.Sprintf("length %d is over the read limit of %d bytes", length, s.limits.MaxReadBytes))
 	}
-	t, err := s.resolve(ctx, p.Path, true)
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		t, err := s.resolve(ctx, p.Path, true)
+		if err != nil {
+			return nil, err
+		}
+		// Each attempt is decided, and its decision recorded, on its own:
+		// the file the path names now may be another one (a link, a
+		// secret), and the policy must see that one.
+		if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Requested: p.Path, Params: params, Bytes: length}); err != nil {
+			return nil, err
+		}
+		r, err := s.exec.Read(ctx, t, executor.ReadOptions{Offset: p.Offset, Length: length, UTF8: p.Encoding == "utf-8"})
+		if errcode.Of(err) == errcode.ConcurrencyConflict && attempt < readAttempts {
+			// The file opened is not the one decided on: it was replaced
+			// between the decision and the open.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		countBytes(ctx, int64(len(r.Data)))
+		return &readReply{data: r.Data, encoding: p.Encoding, size: r.Size, offset: p.Offset,
+			eof: r.EOF, mimeType: r.MimeType, etag: r.ETag}, nil
 	}
-	if err := s.decide(ctx, Request{Method: "files/read", Operation: OpRead, Path: t, Requested: p.Path, Params: params, Bytes: length}); err != nil {
-		return nil, err
-	}
-	r, err := s.exec.Read(ctx, t, executor.ReadOptions{Offset: p.Offset, Length: length, UTF8: p.Encoding == "utf-8"})
-	if err != nil {
-		return nil, err
-	}
-	countBytes(ctx, int64(len(r.Data)))
-	return &readReply{data: r.Data, encoding: p.Encoding, size: r.Size, offset: p.Offset,
-		eof: r.EOF, mimeType: r.MimeType, etag: r.ETag}, nil
 }
 
 type writeParams struct {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -77,5 +79,93 @@ func TestFilesMethodsOverStdio(t *testing.T) {
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit status %d", code)
+	}
+}
+
+// TestReadRacingAtomicReplaces: two broker processes replace one file
+// atomically over and over (each files/write is a temp file and a rename)
+// while a third reads it. Every read returns one version whole, the old or
+// the new (PROTOCOL.md section 5, files/read): never a torn file, never
+// CONCURRENCY_CONFLICT.
+func TestReadRacingAtomicReplaces(t *testing.T) {
+	t.Parallel()
+	base := realDir(t, t.TempDir())
+	rw, state := filepath.Join(base, "rw"), filepath.Join(base, "state")
+	if err := os.Mkdir(rw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const size = 4096
+	writeFile(t, filepath.Join(rw, "f.txt"), strings.Repeat("0", size))
+	args := []string{"stdio", "--root", rw + ":rw", "--state-dir", state}
+	grant := func(p *proc, access string) {
+		t.Helper()
+		r := p.call("consent", "files/consent", map[string]any{"message": "race", "requestedPaths": []string{"rw/f.txt"}, "access": access})
+		if r.Error != nil || !strings.Contains(string(r.Result), `"granted":true`) {
+			t.Fatalf("files/consent: %s", r.raw)
+		}
+	}
+
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	writes := make([]int, 2)
+	for w, fill := range []string{"A", "B"} {
+		p := startBroker(t, "", args...)
+		p.handshake("2025-11-25")
+		grant(p, "write")
+		content := strings.Repeat(fill, size)
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d", i)
+				p.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "files/write",
+					"params": map[string]any{"path": "rw/f.txt", "content": content}})
+				r := p.tryAwait(waitLimit, func(m *message) bool { return m.isReplyTo(`"` + id + `"`) })
+				if r == nil || r.Error != nil {
+					return // the reader's checks fail if too few writes happened
+				}
+				writes[w]++
+			}
+		}()
+	}
+
+	reader := startBroker(t, "", args...)
+	reader.handshake("2025-11-25")
+	grant(reader, "read")
+	const reads = 400
+	var conflicts, torn int
+	for i := range reads {
+		r := reader.call(i, "files/read", map[string]any{"path": "rw/f.txt"})
+		if r.Error != nil {
+			conflicts++
+			if conflicts == 1 {
+				t.Errorf("read %d: %s", i, r.raw)
+			}
+			continue
+		}
+		var res struct {
+			Content string `json:"content"`
+			Size    int    `json:"size"`
+		}
+		if err := json.Unmarshal(r.Result, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Content) != size || res.Size != size || strings.Trim(res.Content, res.Content[:1]) != "" {
+			torn++
+		}
+	}
+	close(stop)
+	writers.Wait()
+	t.Logf("%d reads against %d + %d atomic replaces: %d refused, %d torn", reads, writes[0], writes[1], conflicts, torn)
+	if conflicts > 0 || torn > 0 {
+		t.Fatalf("%d of %d reads refused and %d torn; want every read whole", conflicts, reads, torn)
+	}
+	if writes[0] < 20 || writes[1] < 20 {
+		t.Fatalf("only %d and %d writes happened during the reads: the race was not run", writes[0], writes[1])
 	}
 }
