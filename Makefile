@@ -4,6 +4,9 @@
 GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 15s
+# -buildvcs=auto stamps the commit into the binary (fsbroker version) when
+# built in a checkout, even where GOFLAGS turns it off.
+BUILDFLAGS ?= -buildvcs=auto
 # How long make test fuzzes each target (make fuzz: FUZZTIME).
 TEST_FUZZTIME ?= 3s
 
@@ -16,8 +19,8 @@ all: lint test
 
 ## build: the fsbroker binary and the example MCP server, in bin/
 build:
-	$(GO) build -o $(BIN)/fsbroker ./cmd/fsbroker
-	$(GO) build -o $(BIN)/example-server ./cmd/example-server
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/example-server ./cmd/example-server
 
 ## test: every test (unit, integration over real pipes and subprocesses,
 ## interoperability, fuzz seed corpora), with the race detector, then each
@@ -40,7 +43,7 @@ bench:
 ## BENCHFLAGS: more fsbench flags (-format markdown|json, -duration 5s, ...)
 BENCHFLAGS ?=
 bench-e2e:
-	$(GO) build -o $(BIN)/fsbroker ./cmd/fsbroker
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
 	$(GO) build -o $(BIN)/fsbaseline ./cmd/fsbaseline
 	$(GO) build -o $(BIN)/fsbench ./cmd/fsbench
 	@sh bench/install-ts-server.sh >/dev/null || true

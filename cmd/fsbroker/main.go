@@ -13,7 +13,7 @@
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
 //	fsbroker conformance [--broker CMD]   run the conformance suite against a broker command
 //	fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults
-//	fsbroker version                      print the version
+//	fsbroker version [--json]             print the version, commit, Go and OPA versions
 //
 // Exit status: 0 clean session end, 1 runtime failure, 2 usage or
 // configuration error.
@@ -26,7 +26,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
 
@@ -36,20 +35,6 @@ const (
 	exitFailure = 1
 	exitUsage   = 2
 )
-
-// version is set at build time with -ldflags "-X main.version=..."; otherwise
-// it comes from the module's build information.
-var version = ""
-
-func brokerVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 const usageText = `fsbroker: the MCP client-side filesystem broker.
 
@@ -64,7 +49,7 @@ Usage:
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
   fsbroker conformance [--broker CMD]   run the conformance suite against a broker command ("fsbroker conformance -h")
   fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults: decisions and the audit trail
-  fsbroker version                      print the version
+  fsbroker version [--json]             print the version, commit, Go and OPA versions
   fsbroker help [COMMAND]               show help
 
 Run "fsbroker help COMMAND" for a command's flags.
@@ -111,7 +96,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case exampleServerCommand: // hidden: the demo's server when example-server is missing (demo.go)
 		err = runExampleServer(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "fsbroker", brokerVersion())
+		err = runVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		err = runHelp(rest, stdout)
 	default:

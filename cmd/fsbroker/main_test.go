@@ -95,7 +95,9 @@ func testMain(m *testing.M) int {
 		{brokerBin, "github.com/fsbroker/fsbroker/cmd/fsbroker", brokerFlags},
 		{serverBin, "github.com/fsbroker/fsbroker/cmd/example-server", nil},
 	} {
-		args := append(append([]string{"build", "-o", b.out}, b.flags...), b.pkg)
+		// -buildvcs=auto: the commit is stamped when the tests run in a
+		// checkout, whatever GOFLAGS says (fsbroker version reports it).
+		args := append(append([]string{"build", "-buildvcs=auto", "-o", b.out}, b.flags...), b.pkg)
 		cmd := exec.Command(goTool(), args...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
