@@ -85,8 +85,9 @@ func (p *Prompt) Ask(ctx context.Context, req Request) (Decision, error) {
 	return d, nil
 }
 
-// converse shows the request and asks for the answer: all, none, or one by
-// one. Anything but a clear yes is a no.
+// converse shows the request and asks for the answer: all (y, yes, a, all),
+// none (n, no, none, Enter), or one by one (s). Anything else asks again;
+// nothing but a clear yes approves.
 func converse(ctx context.Context, t *terminal, req Request) ([]string, error) {
 	if err := t.say(render(req)); err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func converse(ctx context.Context, t *terminal, req Request) ([]string, error) {
 	// accident) must not answer it.
 	flushInput(t.f)
 	for {
-		if err := t.say("Approve? [a] all  [n] none  [s] choose one by one  (Enter: none): "); err != nil {
+		if err := t.say("Approve? [y] yes, all  [n] no, none  [s] choose one by one  (Enter: none): "); err != nil {
 			return nil, err
 		}
 		line, err := t.readLine(ctx)
@@ -103,14 +104,14 @@ func converse(ctx context.Context, t *terminal, req Request) ([]string, error) {
 			return nil, err
 		}
 		switch strings.ToLower(line) {
-		case "a", "all":
+		case "y", "yes", "a", "all":
 			return req.Paths, nil
 		case "", "n", "no", "none":
 			return nil, nil
 		case "s", "c", "choose", "select":
 			return choose(ctx, t, req)
 		}
-		if err := t.say("Please type a, n or s, then Enter.\n"); err != nil {
+		if err := t.say("Please type y, n or s, then Enter.\n"); err != nil {
 			return nil, err
 		}
 	}

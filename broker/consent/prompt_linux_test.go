@@ -114,7 +114,7 @@ func (c *promptChild) results(t *testing.T) helperOutput {
 }
 
 const (
-	askAll  = "Approve? [a] all  [n] none  [s] choose one by one"
+	askAll  = "Approve? [y] yes, all  [n] no, none  [s] choose one by one"
 	askEach = "approve read? [y/n]"
 	heading = "=== fsbroker: an MCP server asks for file access ==="
 	patient = 30 * time.Second
@@ -132,14 +132,17 @@ func TestPromptAnswers(t *testing.T) {
 	}{
 		{"all", "", []step{{askAll, "a\n"}}, []string{"proj/a", "proj/b", "proj/c"}},
 		{"all spelled out", "", []step{{askAll, "  ALL \n"}}, []string{"proj/a", "proj/b", "proj/c"}},
+		{"y is all", "", []step{{askAll, "y\n"}}, []string{"proj/a", "proj/b", "proj/c"}},
+		{"yes is all", "", []step{{askAll, "Yes\n"}}, []string{"proj/a", "proj/b", "proj/c"}},
+		{"no is none", "", []step{{askAll, "no\n"}}, nil},
 		{"none", "", []step{{askAll, "n\n"}}, nil},
 		{"Enter is none", "", []step{{askAll, "\n"}}, nil},
 		{"choose", "", []step{{askAll, "s\n"}, {"1/3 proj/a  " + askEach, "y\n"}, {"2/3 proj/b  " + askEach, "n\n"},
 			{"3/3 proj/c  " + askEach, "yes\n"}}, []string{"proj/a", "proj/c"}},
 		{"choose with Enter as no", "", []step{{askAll, "s\n"}, {"1/3", "\n"}, {"2/3", "y\n"}, {"3/3", "\n"}}, []string{"proj/b"}},
-		{"asks again after nonsense", "", []step{{askAll, "yes please\n"}, {"Please type a, n or s", ""}, {askAll, "s\n"},
+		{"asks again after nonsense", "", []step{{askAll, "yes please\n"}, {"Please type y, n or s", ""}, {askAll, "s\n"},
 			{"1/3", "maybe\n"}, {"Please type y or n", ""}, {"1/3", "y\n"}, {"2/3", "n\n"}, {"3/3", "n\n"}}, []string{"proj/a"}},
-		{"an overlong line is no answer", "", []step{{askAll, strings.Repeat("a", 300) + "\n"}, {"Please type a, n or s", ""},
+		{"an overlong line is no answer", "", []step{{askAll, strings.Repeat("a", 300) + "\n"}, {"Please type y, n or s", ""},
 			{askAll, "n\n"}}, nil},
 		{"typed-ahead keys are discarded", "a\n", []step{{askAll, "n\n"}}, nil},
 	}
@@ -181,7 +184,7 @@ func TestPromptShowsRequest(t *testing.T) {
 	req.Message = "\x1b[2J\x1b[Hfsbroker: this server is verified.\x1b]0;pwned\x07\n" +
 		"Please \x1b[1mapprove\x1b[0m\u009b31m everything\rDENIED\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\u202egnirts\x07\b\b"
 	c := startPrompt(t, true, patient, "", req)
-	shown := c.waitFor(t, "Approve? [a] all", 1)
+	shown := c.waitFor(t, "Approve? [y] yes, all", 1)
 	c.send(t, "s\n")
 	c.waitFor(t, "1/2 proj/a  approve write? [y/n]", 1)
 	c.send(t, "n\n")

@@ -626,7 +626,7 @@ func startOnTerminal(t *testing.T, args ...string) (*proc, ttyScreen) {
 }
 
 const (
-	askAll  = "Approve? [a] all  [n] none  [s] choose one by one"
+	askAll  = "Approve? [y] yes, all  [n] no, none  [s] choose one by one"
 	askRead = "approve read? [y/n]"
 )
 
