@@ -77,10 +77,16 @@ func deny(code errcode.Code, reason, revision string) Verdict {
 // Consentable returns the mountPaths of the entries a files/consent request
 // may grant at all (before the consent provider is asked); on failure,
 // none.
+//
+// Carried decides a delete or rename of a directory as a whole, after the
+// request itself was allowed: entries are everything beneath the directory,
+// which the operation carries along without a decision of its own. On
+// failure it refuses.
 type Decider interface {
 	Decide(ctx context.Context, req Request) Verdict
 	Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
 	Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error)
+	Carried(ctx context.Context, req Request, entries []InputPath) Verdict
 }
 
 // RootModeDecider allows reads everywhere inside the roots and changes only
@@ -117,6 +123,12 @@ func (d RootModeDecider) Consentable(ctx context.Context, req Request, entries [
 	return d.Visible(ctx, req, entries)
 }
 
+// Carried implements Decider: the request was decided on the root's mode,
+// which holds for everything beneath it too.
+func (RootModeDecider) Carried(context.Context, Request, []InputPath) Verdict {
+	return Verdict{Allow: true}
+}
+
 // PolicyDecider asks the Rego policy engine: data.fsbroker.authz.decision for
 // every request and data.fsbroker.authz.visible for listings and change
 // events.
@@ -148,6 +160,12 @@ func (d PolicyDecider) Decide(ctx context.Context, req Request) Verdict {
 			d.Log.Warn("cannot queue the decision for the decision log", "error", err)
 		}
 	}
+	return verdictOf(dec)
+}
+
+// verdictOf is the Verdict of a policy decision: a refusal is QUOTA_EXCEEDED
+// or else PERMISSION_DENIED, whatever code the policy gave.
+func verdictOf(dec engine.Decision) Verdict {
 	v := Verdict{Allow: dec.Allow, Reasons: dec.Reasons, Revision: dec.Revision}
 	if !dec.Allow {
 		v.Code = errcode.Code(dec.Code)
@@ -167,6 +185,21 @@ func (d PolicyDecider) Visible(ctx context.Context, req Request, entries []Input
 		d.Log.Error("the policy could not decide visibility; hiding the entries", "method", req.Method, "error", err)
 	}
 	return vis, err
+}
+
+// Carried implements Decider with data.fsbroker.authz.decision, the
+// request's input with the entries in input.entries. It is not cached (the
+// key would hold every entry). The session records the verdict in the trail
+// (recordDecision); it is not sent to the decision log from here, an event
+// holding up to maxGuardedEntries entries being too large to upload.
+func (d PolicyDecider) Carried(ctx context.Context, req Request, entries []InputPath) Verdict {
+	in := *req.Input
+	in.Entries = entries
+	dec, err := d.Engine.Decide(ctx, inputDoc(&in))
+	if err != nil && d.Log != nil {
+		d.Log.Error("the policy could not decide on a directory's entries; denying", "method", req.Method, "error", err)
+	}
+	return verdictOf(dec)
 }
 
 // cacheKey is the decision cache's key for an encoded policy input: the

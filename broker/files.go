@@ -544,7 +544,10 @@ const maxGuardedEntries = 10000
 // below it, so it is refused when the directory holds another root (whose
 // own settings would be bypassed), or any entry the policy hides from this
 // server (a secret would otherwise be moved to where it can be read, or
-// destroyed), or more entries than can be checked.
+// destroyed), or more entries than can be checked, or when the policy
+// refuses the operation on those entries as a whole (Decider.Carried: with
+// the default policies, a directory holding a .git below it); that verdict
+// is recorded as a decision.
 func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Request) error {
 	if !t.Exists || t.Info.Type != executor.TypeDirectory {
 		return nil
@@ -567,11 +570,17 @@ func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Reque
 		return errcode.New(errcode.PermissionDenied,
 			fmt.Sprintf("the directory holds more than %d entries, too many to check", maxGuardedEntries))
 	}
-	visible := s.visible(ctx, req, page.Entries)
+	batch := entryInputPaths(page.Entries)
+	visible := s.visibleBatch(ctx, req, batch)
 	for _, e := range page.Entries {
 		if !visible[e.Path.MountPath()] {
 			return errcode.New(errcode.PermissionDenied, "the directory holds entries this server may not see")
 		}
 	}
-	return nil
+	if len(batch) == 0 {
+		return nil
+	}
+	start := time.Now()
+	req.Input = s.policyInput(req)
+	return s.recordDecision(ctx, req, s.decider.Carried(ctx, req, batch), time.Since(start))
 }

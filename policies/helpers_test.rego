@@ -113,6 +113,16 @@ with_usage(doc, written, watches) := object.union(doc, {"usage": {"bytesWrittenT
 # with_server(doc, id, pinned): doc from the server id.
 with_server(doc, id, pinned) := object.union(doc, {"server": {"id": id, "name": id, "version": "1.0.0", "pinned": pinned}})
 
+# carried(doc, entries): doc decided again with the entries a delete or
+# rename of its directory carries along (the broker's subtree check).
+carried(doc, entries) := object.union(doc, {"entries": entries})
+
+# with_nlink(p, n): p with n hard links.
+with_nlink(p, n) := object.union(p, {"nlink": n})
+
+# as_dir(p): p as a directory.
+as_dir(p) := object.union(p, {"type": "directory"})
+
 # roots_list: roots/list (no path).
 roots_list := object.union(base_input, {"method": "roots/list", "operation": "list"})
 
@@ -141,4 +151,5 @@ schema_samples := [
 	roots_list,
 	visible_query([ro("a.txt"), ro(".env")]),
 	req("create", in_root("/", "slash", "etc/x", true), []),
+	carried(req("delete", as_dir(rw("repo")), write_all), [as_dir(rw("repo/.git")), with_nlink(rw("repo/.git/HEAD"), 2)]),
 ]
