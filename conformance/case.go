@@ -72,7 +72,8 @@ type Case struct {
 type Entry struct {
 	// Path is relative to the area.
 	Path string `json:"path"`
-	// Type is "file" (the default, or "symlink" when Target is set), "dir", "symlink" or "fifo".
+	// Type is "file" (the default, or "symlink" when Target is set), "dir", "symlink", "fifo",
+	// or "hardlink" (fixture only: a hard link to the file at Target, relative to the area).
 	Type string `json:"type,omitempty"`
 	// Content is a file's text.
 	Content *string `json:"content,omitempty"`
@@ -80,7 +81,8 @@ type Entry struct {
 	ContentBase64 *string `json:"contentBase64,omitempty"`
 	// Size makes a file of that many bytes of the fill pattern (see docs/conformance.md).
 	Size *int64 `json:"size,omitempty"`
-	// Target is a symbolic link's target, written as given (after ${...} substitution).
+	// Target is a symbolic link's target, written as given (after ${...} substitution), or
+	// the area-relative path of the file a hard link links to.
 	Target *string `json:"target,omitempty"`
 	// Mode is the permission bits in octal ("0600").
 	Mode string `json:"mode,omitempty"`

@@ -97,6 +97,10 @@ func buildFixture(area string, entries []Entry, v *vars) error {
 			if err := mkfifo(p); err != nil {
 				return err
 			}
+		case "hardlink":
+			if err := hardLink(area, p, e, v); err != nil {
+				return err
+			}
 		default:
 			data, _, err := entryContent(e, v)
 			if err != nil {
@@ -134,6 +138,23 @@ func buildFixture(area string, entries []Entry, v *vars) error {
 		}
 	}
 	return nil
+}
+
+// hardLink makes the fixture entry e at p a hard link to the area-relative
+// file its target names (made earlier in the fixture).
+func hardLink(area, p string, e *Entry, v *vars) error {
+	if e.Target == nil {
+		return fmt.Errorf("fixture %s: a hard link needs a target", e.Path)
+	}
+	t, err := v.str(*e.Target)
+	if err != nil {
+		return err
+	}
+	existing, err := areaPath(area, t)
+	if err != nil {
+		return fmt.Errorf("fixture %s: %w", e.Path, err)
+	}
+	return os.Link(existing, p)
 }
 
 // applyDisk performs a disk step.
