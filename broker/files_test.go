@@ -277,11 +277,8 @@ func TestFilesStagedWrite(t *testing.T) {
 		t.Errorf("committed content = %q", b)
 	}
 	// No temporary file is left behind.
-	ents, _ := os.ReadDir(f.rw)
-	for _, e := range ents {
-		if executor.IsTempName(e.Name()) {
-			t.Errorf("temporary file left: %s", e.Name())
-		}
+	if left := tempFiles(t, f.rw); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 
@@ -296,29 +293,20 @@ func TestFilesStagedWriteExpires(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	f.mustFail("files/write", map[string]any{"path": "rw/slow.bin", "content": "b", "offset": 3}, -32006, "CONCURRENCY_CONFLICT")
-	ents, _ := os.ReadDir(f.rw)
-	for _, e := range ents {
-		if executor.IsTempName(e.Name()) {
-			t.Errorf("the expired stage left its temporary file: %s", e.Name())
-		}
+	if left := tempFiles(t, f.rw); len(left) != 0 {
+		t.Errorf("the expired stage left its temporary file: %v", left)
 	}
 }
 
 func TestFilesStagedWriteEndsWithTheSession(t *testing.T) {
 	f := startFiles(t)
 	f.call("files/write", map[string]any{"path": "rw/half.bin", "content": "aaa", "final": false})
-	_ = f.toB.Close() // the server goes away mid-upload
-	select {
-	case err := <-f.ran:
-		f.ran <- err
-	case <-time.After(wait):
-		t.Fatal("the session did not end")
+	f.endSession() // the server goes away mid-upload
+	if left := tempFiles(t, f.rw); len(left) != 0 {
+		t.Errorf("the session's staged write left %v", left)
 	}
-	ents, _ := os.ReadDir(f.rw)
-	for _, e := range ents {
-		if executor.IsTempName(e.Name()) || e.Name() == "half.bin" {
-			t.Errorf("the session's staged write left %s", e.Name())
-		}
+	if _, err := os.Lstat(filepath.Join(f.rw, "half.bin")); err == nil {
+		t.Error("the session's staged write was committed")
 	}
 }
 
