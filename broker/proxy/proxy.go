@@ -8,7 +8,13 @@
 //   - the server's roots/list and files/* requests (and their fs.* aliases)
 //     are answered by the broker's own session, through the whole pipeline
 //     (schema, canonicalization, consent, policy, audit, limits); the host
-//     never sees them;
+//     never sees these methods in any form: sent as notifications they are
+//     dropped, and with a null id, in a batch or in a line the Router cannot
+//     read exactly as the host would they are refused;
+//   - the other way, the host's notifications/files/changed and its replies
+//     to requests the session is answering are dropped: the server hears of
+//     file changes, and gets answers to its roots/list and files/*, from the
+//     broker only;
 //   - the roots that session serves are the operator's roots narrowed by the
 //     host's (see Narrow): when the host declares the roots capability the
 //     Router asks it for its roots once it is initialized, and again on its
@@ -361,14 +367,22 @@ func (r *Router) fromHost(raw []byte) {
 			r.hostRootsChanged()
 		case "notifications/cancelled":
 			r.writeServer(r.cancelled(r.toServer, host, raw, msg.Params))
+		case "notifications/files/changed":
+			// Change events are the broker's to send (from the watches it
+			// set up); the server never takes the host's for them.
+			r.log.Debug("dropped a files/changed notification of the host's: only the broker reports file changes")
 		default:
 			r.writeServer(raw)
 		}
 	default:
 		r.mu.Lock()
 		req, ok := r.toHost.settle(msg.ID)
+		forged := !ok && r.atSession[msg.ID]
 		r.mu.Unlock()
 		switch {
+		case forged:
+			// The host was never sent that request: the broker answers it.
+			r.log.Debug("dropped a reply of the host's to a request the broker is answering", "id", string(msg.ID))
 		case !ok:
 			r.writeServer(raw)
 		case req.from == router:
@@ -422,11 +436,16 @@ func (r *Router) fromServer(raw []byte) {
 		}
 		r.writeHost(withID(raw, msg.ID, wire))
 	case msg.IsNotification():
-		if msg.Method == "notifications/cancelled" {
+		switch {
+		case msg.Method == "notifications/cancelled":
 			r.serverCancelled(raw, msg.Params)
-			return
+		case Brokered(msg.Method):
+			// Nothing answers a notification, and the host never sees the
+			// broker's methods: dropped, as the broker ignores it on stdio.
+			r.log.Debug("dropped a notification of the server's with a method the broker answers", "method", shortMethod(msg.Method))
+		default:
+			r.writeHost(raw)
 		}
-		r.writeHost(raw)
 	default:
 		r.mu.Lock()
 		req, ok := r.toServer.settle(msg.ID)
@@ -454,6 +473,15 @@ func (r *Router) fromServer(raw []byte) {
 func Brokered(method string) bool {
 	c := broker.CanonicalMethod(method)
 	return c == "roots/list" || strings.HasPrefix(c, "files/")
+}
+
+// shortMethod is a method name cut for the log.
+func shortMethod(m string) string {
+	const most = 64
+	if len(m) <= most {
+		return m
+	}
+	return strings.ToValidUTF8(m[:most], "") + "..."
 }
 
 // isBatch reports whether raw is a JSON array.

@@ -178,6 +178,16 @@ type routerFixture struct {
 
 func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
 	t.Helper()
+	serverR, serverP := pipePair(t)
+	f := startRouterWith(t, serverR, sessionOpts...)
+	f.server = newTestPeer(t, "server", serverP)
+	return f
+}
+
+// startRouterWith starts a Router toward the server on stream server, with a
+// test peer as the host; the fixture's server peer is left nil.
+func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.Option) *routerFixture {
+	t.Helper()
 	base := mkdirs(t, "ws/a", "ws/b")
 	if err := os.WriteFile(filepath.Join(base, "ws/a/hello.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
@@ -207,10 +217,9 @@ func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
 	hostR, hostP := pipePair(t)
-	serverR, serverP := pipePair(t)
-	r := New(hostR, serverR, BrokerSession(func() *roots.Set { return set }, opts...))
+	r := New(hostR, server, BrokerSession(func() *roots.Set { return set }, opts...))
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &routerFixture{host: newTestPeer(t, "host", hostP), server: newTestPeer(t, "server", serverP), router: r,
+	f := &routerFixture{host: newTestPeer(t, "host", hostP), router: r,
 		base: base, consent: bc, runErr: make(chan error, 1), cancel: cancel}
 	go func() { f.runErr <- r.Run(ctx) }()
 	t.Cleanup(func() {
