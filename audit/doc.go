@@ -41,14 +41,26 @@
 //
 // # Checkpoints
 //
-// Every N records or T time, and when a segment is rotated or closed, the writer appends a
-// checkpoint record and replaces <segment>.ckpt, beside the segment, with the checkpoint's seq,
+// Every N records or T time, right after a session_end record, and when a segment is rotated or
+// closed, the writer appends a checkpoint record and replaces <segment>.ckpt, beside the segment, with the checkpoint's seq,
 // MAC and time signed by the ed25519 checkpoint key (temp file and rename, so it is either old
 // or new). A segment that ends before its checkpointed record has been truncated; without the
 // checkpoint a cut at a line boundary would be indistinguishable from a quiet writer. The
 // public key is published beside the log as checkpoint.pub; when [Writer.Reopen] rotates the
 // checkpoint key, the old public key is kept as checkpoint.pub.<keyid>, so that the checkpoints
 // signed before still verify ([LoadPublishedKeys]).
+//
+// # Witnesses
+//
+// A trail cannot prove its own end: a writer's newest segment deleted with its checkpoint file
+// looks like a quiet writer. With [WithWitness], the writer sends a signed statement
+// ([WitnessEvent], one line of text) to witnesses outside the state directory (syslog, an
+// append-only file: [WitnessSpec]) when a segment starts, at every checkpoint, and for every
+// segment retention deletes. Delivery never holds up an append: each witness has a goroutine, a
+// timeout ([WithWitnessTimeout]) and counts ([Writer.WitnessStats]); failures are logged
+// ([WithLogger]) and retried. [Verify] with [AgainstWitness] and a [WitnessLog] of the lines
+// read back checks that every segment the witness saw still holds the furthest record it saw,
+// with the same MAC, or was deleted by retention after it, and names what is missing.
 //
 // # Durability
 //
@@ -76,8 +88,9 @@
 // segment is an unfinished write, as a killed broker leaves it: not tampering, and the intact
 // prefix verifies).
 //
-// What it does not cover: records after a segment's last checkpoint can be cut away at a line
-// boundary unnoticed, and so can the newest segment of a writer as a whole, along with its
-// checkpoint file; anyone holding the audit key and the checkpoint private key can rewrite the
-// trail. Ship segments and checkpoints off the machine to close those gaps.
+// What it does not cover: without a witness, records after a segment's last checkpoint can be
+// cut away at a line boundary unnoticed, and so can the newest segment of a writer as a whole,
+// along with its checkpoint file; with one, the records after the last statement it received.
+// Anyone holding the audit key and the checkpoint private key can rewrite the trail, and either
+// key's holder can dress a deletion up as retention.
 package audit

@@ -173,17 +173,7 @@ func parsePublicKey(data []byte) (ed25519.PublicKey, error) {
 }
 
 // isKeyID reports whether s has the form of a key id: 16 lower-case hex digits.
-func isKeyID(s string) bool {
-	if len(s) != 16 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isKeyID(s string) bool { return len(s) == 16 && isLowerHex(s) }
 
 // publishKey writes <dir>/checkpoint.pub unless it already holds pub. Another key there is an
 // error, unless this is a deliberate rotation from the key retire: retire is then kept as

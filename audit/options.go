@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // SyncMode says when the writer fsyncs a segment; see the package documentation for what each
@@ -72,6 +74,9 @@ type config struct {
 	maxAge       time.Duration
 	keepAge      time.Duration // retention: 0 for no age limit
 	keepBytes    int64         // retention: 0 for no size limit
+	witnesses    []Witness
+	witnessWait  time.Duration // each delivery to a witness
+	log          hclog.Logger
 }
 
 // WithSync sets the sync mode (default [SyncBatch]).
@@ -130,6 +135,24 @@ func WithCheckpointEvery(n int) Option { return func(c *config) { c.ckptEvery = 
 func WithCheckpointInterval(d time.Duration) Option {
 	return func(c *config) { c.ckptInterval = d }
 }
+
+// WithWitness sends the witness statements of the trail to wit (repeatable: every witness gets
+// every statement): when a segment starts, at every checkpoint and for every segment retention
+// deletes. Delivery is asynchronous, one goroutine per witness: an append never waits for a
+// witness, and a witness that fails or does not answer within the witness timeout is logged
+// and counted ([Writer.WitnessStats]), never an error of the trail. The writer closes wit when
+// it closes (or when Open fails).
+func WithWitness(wit Witness) Option {
+	return func(c *config) { c.witnesses = append(c.witnesses, wit) }
+}
+
+// WithWitnessTimeout bounds each delivery to a witness (default [DefaultWitnessTimeout]), and
+// how long Close waits for the last statements to be delivered.
+func WithWitnessTimeout(d time.Duration) Option { return func(c *config) { c.witnessWait = d } }
+
+// WithLogger sets the logger of what the writer does in the background: witness failures and
+// recoveries. Default: no logging.
+func WithLogger(log hclog.Logger) Option { return func(c *config) { c.log = log } }
 
 // keyPath returns the audit key file, "" when the key is given directly or no file is named.
 func (c *config) keyPath() string {

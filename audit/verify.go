@@ -71,6 +71,12 @@ type Problem struct {
 	// Hint, when there is one, says what would let the trail verify, for example which key
 	// to give after a key rotation.
 	Hint string `json:"hint,omitempty"`
+	// Witness, for a problem found by comparing the trail with a witness ([AgainstWitness]), is
+	// the witness line that shows it: FILE:LINE.
+	Witness string `json:"witness,omitempty"`
+	// Missing, when known, is the least number of records missing: those the witness saw
+	// beyond the end of the segment (for a missing segment, its header included).
+	Missing uint64 `json:"missing,omitempty"`
 }
 
 // String formats the problem as "file:line: seq N: kind: detail", followed by " (hint: ...)"
@@ -100,8 +106,12 @@ type Report struct {
 	// Problem is the first problem: the first sign of tampering in file order, else the first
 	// torn segment; nil when OK.
 	Problem *Problem `json:"problem,omitempty"`
-	// Problems lists the first problem of every segment that has one, in file order.
+	// Problems lists the first problem of every segment that has one, in file order, then
+	// the problems found against the witness that are not in a segment file (a missing
+	// segment, lines under a checkpoint key not given).
 	Problems []Problem `json:"problems,omitempty"`
+	// Witness says what the witness lines showed; nil without [AgainstWitness].
+	Witness *WitnessReport `json:"witness,omitempty"`
 }
 
 // VerifyKeys are the keys a trail is verified with. A segment names the keys it was written
@@ -114,6 +124,23 @@ type VerifyKeys struct {
 	Checkpoint []ed25519.PublicKey
 }
 
+// VerifyOption configures [Verify].
+type VerifyOption func(*verifyConfig)
+
+// verifyConfig is what the verify options set.
+type verifyConfig struct {
+	witness *WitnessLog
+}
+
+// AgainstWitness also checks the trail against what its witnesses saw ([WitnessLog]): every
+// segment the witness saw must hold the furthest record the witness saw, with the same MAC, or
+// have been deleted by retention (as a witness line, a retention record or a note says) after
+// that record. A missing segment is [ProblemRemoved], a segment that ends before that record
+// [ProblemTruncated], another record there [ProblemEdited]; the problem names the witness line
+// and how many records are missing at least. For a single segment file, only that segment is
+// checked. The report's Witness member says what the witness lines showed.
+func AgainstWitness(wl *WitnessLog) VerifyOption { return func(c *verifyConfig) { c.witness = wl } }
+
 // Verify checks a segment file, or every segment (*.jsonl) of a directory, against keys, and
 // reports the first bad record. For a directory it also checks that every segment a header
 // names as its predecessor is present (or was deleted by retention, as a retention record or a
@@ -122,7 +149,11 @@ type VerifyKeys struct {
 // of a segment names the new ones. The error is for a trail that cannot be read at all;
 // problems with its content are in the Report. A segment deleted while Verify runs (by
 // retention) is left out.
-func Verify(path string, keys VerifyKeys) (Report, error) {
+func Verify(path string, keys VerifyKeys, opts ...VerifyOption) (Report, error) {
+	var cfg verifyConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if len(keys.MAC) == 0 {
 		return Report{}, errors.New("audit: verify: no audit key")
 	}
@@ -144,7 +175,7 @@ func Verify(path string, keys VerifyKeys) (Report, error) {
 		byID = make(map[string]*segment, len(files))
 	)
 	for _, f := range files {
-		s, err := verifySegment(f, keys)
+		s, err := verifySegment(f, keys, cfg.witness)
 		if err != nil {
 			return Report{}, err
 		}
@@ -162,14 +193,25 @@ func Verify(path string, keys VerifyKeys) (Report, error) {
 	if fi.IsDir() {
 		rep.RetentionRemoved = linkSegments(segs, byID, keys)
 	}
-	first := -1
-	for _, s := range segs {
-		if s.problem == nil {
-			continue
+	var more []Problem
+	if cfg.witness != nil {
+		dir := ""
+		if fi.IsDir() {
+			dir = path
 		}
-		rep.Problems = append(rep.Problems, *s.problem)
-		if first < 0 || (!rep.Problems[first].Kind.Tampering() && s.problem.Kind.Tampering()) {
-			first = len(rep.Problems) - 1
+		wrep, problems := cfg.witness.check(dir, segs, byID, keys)
+		rep.Witness, more = &wrep, problems
+	}
+	for _, s := range segs {
+		if s.problem != nil {
+			rep.Problems = append(rep.Problems, *s.problem)
+		}
+	}
+	rep.Problems = append(rep.Problems, more...)
+	first := -1
+	for i, p := range rep.Problems {
+		if first < 0 || (!rep.Problems[first].Kind.Tampering() && p.Kind.Tampering()) {
+			first = i
 		}
 	}
 	if first >= 0 {
@@ -198,7 +240,21 @@ type segment struct {
 	mustCover uint64    // the last checkpoint record followed by another kind of record
 	problem   *Problem
 	ckptOK    bool
-	walked    bool // the chain was followed to the end of the file (a torn last line aside)
+	walked    bool     // the chain was followed to the end of the file (a torn last line aside)
+	rotatedTo []string // the checkpoint key ids its intact key_rotation records name
+	// witnessSeq is the furthest record a witness saw (wantWitness); witnessMAC and witnessLine
+	// are that record's MAC and line in the segment, once the walk reached it.
+	wantWitness bool
+	witnessSeq  uint64
+	witnessMAC  string
+	witnessLine int
+}
+
+// sawRecord notes e's MAC if it is the record a witness saw.
+func (s *segment) sawRecord(e *entry) {
+	if s.wantWitness && e.rec.Seq == s.witnessSeq {
+		s.witnessMAC, s.witnessLine = e.mac, e.line
+	}
 }
 
 // removal is a segment a retention record announces as deleted, and where the record is.
@@ -324,8 +380,9 @@ func (r *lineReader) check(e *entry) {
 	e.body = nil
 }
 
-// verifySegment checks one segment file and its checkpoint.
-func verifySegment(path string, keys VerifyKeys) (*segment, error) {
+// verifySegment checks one segment file and its checkpoint, noting the MAC of the record the
+// witness saw furthest, if any.
+func verifySegment(path string, keys VerifyKeys, wl *WitnessLog) (*segment, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -335,6 +392,9 @@ func verifySegment(path string, keys VerifyKeys) (*segment, error) {
 	}
 	defer f.Close()
 	s := &segment{path: path, id: strings.TrimSuffix(filepath.Base(path), segmentExt)}
+	if c, ok := wl.reachOf(s.id); ok {
+		s.wantWitness, s.witnessSeq = true, c.ev.Seq
+	}
 	problem := func(kind ProblemKind, line int, seq uint64, format string, args ...any) {
 		s.report(Problem{Kind: kind, File: path, Line: line, Seq: seq, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -385,6 +445,7 @@ func verifySegment(path string, keys VerifyKeys) (*segment, error) {
 		return s, nil
 	}
 	s.header, s.last, s.records = h, h, 1
+	s.sawRecord(h)
 
 	ok, err := walk(s, r, key, problem)
 	if err != nil || !ok {
@@ -433,7 +494,12 @@ func walk(s *segment, r *lineReader, key []byte, problem func(ProblemKind, int, 
 				for _, r := range e.rec.Removed {
 					s.removals = append(s.removals, removal{RemovedSegment: r, file: s.path, line: e.line})
 				}
+			case KindKeyRotation:
+				if e.rec.KeyID != "" {
+					s.rotatedTo = append(s.rotatedTo, e.rec.KeyID)
+				}
 			}
+			s.sawRecord(e)
 			if e.rec.Kind != KindCheckpoint {
 				s.lastOther = e
 			}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/hashicorp/go-hclog"
 )
 
 // ErrUnavailable is returned, wrapped, by Append when the trail cannot be kept: a record, a
@@ -55,6 +56,9 @@ const (
 	// maxAgeCheck is the longest time between two checks for an idle segment's age.
 	maxAgeCheck = time.Minute
 )
+
+// segmentTimeLayout is the layout of the start time that begins a segment's id.
+const segmentTimeLayout = "20060102T150405.000000000Z"
 
 // segmentIDPattern matches the id of a segment a Writer names: <startTime>-<pid>-<random>.
 // Retention touches no other file.
@@ -114,7 +118,8 @@ type Writer struct {
 	digest atomic.Pointer[func(string) string] // PathDigest under the audit key in use
 
 	failures atomic.Uint64
-	fsyncs   atomic.Uint64 // background fsyncs, for the benchmarks
+	fsyncs   atomic.Uint64   // background fsyncs, for the benchmarks
+	queues   []*witnessQueue // one per witness ([WithWitness])
 	done     chan struct{}
 	wg       sync.WaitGroup
 	// retainKick asks the retention loop for a pass; closing retainStop ends the loop.
@@ -164,15 +169,37 @@ func Open(dir string, opts ...Option) (*Writer, error) {
 		ckptEvery:    DefaultCheckpointEvery,
 		ckptInterval: DefaultCheckpointInterval,
 		maxAge:       DefaultMaxSegmentAge,
+		witnessWait:  DefaultWitnessTimeout,
+		log:          hclog.NewNullLogger(),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return open(dir, cfg)
+}
+
+// open is Open once the options are applied. If it fails, it closes the witnesses.
+func open(dir string, cfg config) (_ *Writer, err error) {
+	var queues []*witnessQueue
+	defer func() {
+		switch {
+		case err == nil:
+		case queues != nil:
+			deadline := time.Now()
+			for _, q := range queues {
+				q.close(deadline)
+			}
+		default:
+			for _, wit := range cfg.witnesses {
+				wit.Close()
+			}
+		}
+	}()
 	if cfg.sync < SyncBatch || cfg.sync > SyncNone {
 		return nil, fmt.Errorf("audit: invalid sync mode %d", int(cfg.sync))
 	}
-	if cfg.maxBytes <= 0 || cfg.maxAge <= 0 || cfg.ckptEvery <= 0 || cfg.ckptInterval <= 0 {
-		return nil, errors.New("audit: segment size and age, checkpoint count and interval must be positive")
+	if cfg.maxBytes <= 0 || cfg.maxAge <= 0 || cfg.ckptEvery <= 0 || cfg.ckptInterval <= 0 || cfg.witnessWait <= 0 {
+		return nil, errors.New("audit: segment size and age, checkpoint count and interval, witness timeout must be positive")
 	}
 	if cfg.keepAge < 0 || cfg.keepBytes < 0 {
 		return nil, errors.New("audit: retention limits must not be negative")
@@ -198,6 +225,10 @@ func Open(dir string, opts ...Option) (*Writer, error) {
 	w.setKeys(keySet{mac: key, priv: priv})
 	w.work = sync.NewCond(&w.mu)
 	w.durable = sync.NewCond(&w.mu)
+	for _, wit := range cfg.witnesses {
+		queues = append(queues, newWitnessQueue(wit, cfg.witnessWait, cfg.log))
+	}
+	w.queues = queues
 	w.mu.Lock()
 	err = w.rotate()
 	w.mu.Unlock()
@@ -332,6 +363,43 @@ func (w *Writer) KeyID() string {
 // fsyncs and checkpoints that failed.
 func (w *Writer) Failures() uint64 { return w.failures.Load() }
 
+// WitnessStats counts the deliveries to each witness, in the order they were given.
+func (w *Writer) WitnessStats() []WitnessStats {
+	stats := make([]WitnessStats, len(w.queues))
+	for i, q := range w.queues {
+		stats[i] = q.stats()
+	}
+	return stats
+}
+
+// announce signs ev under the keys in use and queues it for every witness, with w.mu held.
+func (w *Writer) announce(ev WitnessEvent) {
+	if len(w.queues) == 0 {
+		return
+	}
+	ev.AuditKeyID = w.macKeyID
+	ev.sign(w.keys.priv)
+	for _, q := range w.queues {
+		q.push(ev)
+	}
+}
+
+// announceLast tells the witnesses that the segment holds its last record, with w.mu held.
+func (w *Writer) announceLast() {
+	w.announce(WitnessEvent{Kind: WitnessCheckpoint, Segment: w.segID, Seq: w.seq, MAC: w.lastMAC, Time: w.lastTime})
+}
+
+// closeWitnesses waits, up to the witness timeout, for the statements still waiting to be
+// delivered, and closes the witnesses.
+func (w *Writer) closeWitnesses() {
+	deadline := time.Now().Add(w.cfg.witnessWait)
+	var wg sync.WaitGroup
+	for _, q := range w.queues {
+		wg.Go(func() { q.close(deadline) })
+	}
+	wg.Wait()
+}
+
 // segPath returns the path of segment id.
 func (w *Writer) segPath(id string) string { return filepath.Join(w.dir, id+segmentExt) }
 
@@ -366,6 +434,13 @@ func (w *Writer) Append(ctx context.Context, rec Record) (uint64, error) {
 		return 0, w.unavailable(err)
 	}
 	seq, gen := w.seq, w.written
+	if rec.Kind == KindSessionEnd {
+		// The end of a session is checkpointed (and witnessed) at once: a broker serving
+		// one session may not get another chance before it is stopped.
+		if err := w.checkpoint(); err != nil {
+			w.failures.Add(1)
+		}
+	}
 	w.work.Signal()
 	if w.cfg.sync != SyncAlways {
 		w.mu.Unlock()
@@ -498,6 +573,7 @@ func (w *Writer) checkpoint() error {
 		return err
 	}
 	w.covered = true
+	w.announceLast()
 	return nil
 }
 
@@ -512,7 +588,7 @@ func (w *Writer) rotate() error {
 		return fmt.Errorf("audit: segment name: %w", err)
 	}
 	now := time.Now()
-	id := fmt.Sprintf("%s-%d-%s", now.UTC().Format("20060102T150405.000000000Z"), w.pid, hex.EncodeToString(rnd[:]))
+	id := fmt.Sprintf("%s-%d-%s", now.UTC().Format(segmentTimeLayout), w.pid, hex.EncodeToString(rnd[:]))
 	path := w.segPath(id)
 	lock, err := lockSegment(path)
 	if err != nil {
@@ -587,12 +663,20 @@ func (w *Writer) rotate() error {
 	default: // a pass is asked for already
 	}
 	if w.cfg.sync != SyncNone {
+		if len(w.queues) > 0 {
+			// The header is on disk before a witness hears of it.
+			if err := f.Sync(); err != nil {
+				w.broken = fmt.Errorf("fsync %s: %w", filepath.Base(f.Name()), err)
+				return w.broken
+			}
+		}
 		if err := syncDir(w.dir); err != nil {
 			// The segment's name may not survive a power failure: start over on the next append.
 			w.broken = err
 			return err
 		}
 	}
+	w.announceLast()
 	return nil
 }
 
@@ -850,6 +934,7 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.done)
 	w.wg.Wait()
+	w.closeWitnesses()
 	return err
 }
 
@@ -990,6 +1075,12 @@ func (w *Writer) retain() error {
 			return fmt.Errorf("audit: retention: %w", err)
 		}
 	}
+	w.mu.Lock()
+	for _, v := range victims {
+		w.announce(WitnessEvent{Kind: WitnessRetention, Segment: v.id, Seq: v.last.LastSeq, MAC: v.last.LastMAC,
+			Time: now, By: w.segID})
+	}
+	w.mu.Unlock()
 	var errs []error
 	for _, v := range victims {
 		for _, p := range []string{v.path, v.path + checkpointExt, v.path + prevNoteExt, v.path + lockExt} {
