@@ -62,9 +62,21 @@ The checkpoint public key defaults to the checkpoint.pub beside the trail; it is
 only as trustworthy as the log directory, so give a trusted copy with
 --checkpoint-pub.
 
+The trail cannot prove its own end: a broker's newest segment deleted with its
+checkpoint file, or cut short, looks like a quiet broker. With --witness FILE
+(repeatable), verify also checks the trail against the witness lines a broker
+started with --audit-witness sent ("fsbroker-witness v1 ..."): FILE is a copy
+of /var/log/syslog, the output of "journalctl -o cat -t fsbroker", or a witness
+file; other lines are skipped. Every segment the witness saw must still hold the
+last record the witness saw, with the same chain hash, or have been deleted by
+retention; else verify names the segment, the broker process that wrote it, the
+last record the witness saw and how many records are missing at least. Forged
+witness lines (their signature does not verify) are refused and named, never
+used; lines of other trails are counted and ignored.
+
 Exit status: 0 intact; 1 a problem was found (tampering, or a torn tail: the
 message says which), or there are no segments; 2 the check could not run (no
-key, unreadable trail, bad flags).
+key, unreadable trail or witness file, bad flags).
 `
 
 const auditQueryHelp = `Usage: fsbroker audit query [flags] [PATH]
@@ -515,12 +527,17 @@ func (rp *readProblems) result() error {
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newAuditFlagSet("verify", auditVerifyHelp, stderr)
 	var (
-		tf   trailFlags
-		kf   keyFlags
-		pubs []string
+		tf        trailFlags
+		kf        keyFlags
+		pubs      []string
+		witnesses []string
 	)
 	tf.register(fs)
 	kf.register(fs, true)
+	fs.Func("witness", "a `FILE` of witness lines (a copy of syslog, journalctl -o cat output, an --audit-witness file) to check the trail's end against; repeatable", func(v string) error {
+		witnesses = append(witnesses, v)
+		return nil
+	})
 	fs.Func("checkpoint-pub", "a trusted checkpoint public key `FILE` (PEM); repeatable; default: the checkpoint.pub beside the trail", func(v string) error {
 		pubs = append(pubs, v)
 		return nil
@@ -561,7 +578,15 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		keys.Checkpoint = append(keys.Checkpoint, pub)
 	}
-	rep, err := verifyInterruptibly(ctx, path, keys)
+	var opts []audit.VerifyOption
+	if len(witnesses) > 0 {
+		wl, err := readWitnesses(witnesses, keys)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, audit.AgainstWitness(wl))
+	}
+	rep, err := verifyInterruptibly(ctx, path, keys, opts...)
 	if ctx.Err() != nil {
 		return fmt.Errorf("verify: %w", ctx.Err())
 	}
@@ -588,14 +613,14 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // verifyInterruptibly runs audit.Verify, which takes no context, and returns early when ctx
 // ends (SIGINT or SIGTERM) so a long verification can be stopped; the process then exits
 // without waiting for it.
-func verifyInterruptibly(ctx context.Context, path string, keys audit.VerifyKeys) (audit.Report, error) {
+func verifyInterruptibly(ctx context.Context, path string, keys audit.VerifyKeys, opts ...audit.VerifyOption) (audit.Report, error) {
 	type result struct {
 		rep audit.Report
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		rep, err := audit.Verify(path, keys)
+		rep, err := audit.Verify(path, keys, opts...)
 		done <- result{rep, err}
 	}()
 	select {
@@ -620,7 +645,7 @@ func printReport(w io.Writer, path string, rep *audit.Report) error {
 		unknownKey = unknownKey || p.Kind == audit.ProblemUnknownKey
 	}
 	switch {
-	case rep.Segments == 0:
+	case rep.Segments == 0 && tampered == 0:
 		fmt.Fprintf(&b, "%s: no segment files (*.jsonl): nothing was verified\n", path)
 	case rep.OK:
 		fmt.Fprintf(&b, "%s: intact: %s\n", path, counts)
@@ -646,8 +671,50 @@ func printReport(w io.Writer, path string, rep *audit.Report) error {
 	if unknownKey {
 		fmt.Fprintf(&b, "hint: some segments are under a key that was not given: pass keys from before a rotation with --old-key FILE, and checkpoint keys with --checkpoint-pub FILE\n")
 	}
+	if rep.Witness != nil {
+		printWitness(&b, rep.Witness)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// readWitnesses reads the witness files of --witness; one that cannot be read stops the check.
+func readWitnesses(files []string, keys audit.VerifyKeys) (*audit.WitnessLog, error) {
+	wl := audit.NewWitnessLog(keys)
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, configErrorf("--witness: %v", err)
+		}
+		err = wl.Add(name, f)
+		f.Close()
+		if err != nil {
+			return nil, configErrorf("--witness: %v", err)
+		}
+	}
+	return wl, nil
+}
+
+// printWitness says what the witness lines showed.
+func printWitness(b *strings.Builder, wr *audit.WitnessReport) {
+	fmt.Fprintf(b, "witness: %d line(s) of this trail in %d file(s): %d of the %d segment(s) the witness saw hold everything it saw",
+		wr.TrailLines, wr.Files, wr.Confirmed, wr.Segments)
+	if wr.RetentionRemoved > 0 {
+		fmt.Fprintf(b, ", %d were deleted by retention after it", wr.RetentionRemoved)
+	}
+	fmt.Fprintln(b)
+	if wr.OtherTrails > 0 {
+		fmt.Fprintf(b, "witness: %d line(s) of other trails (other audit keys) ignored\n", wr.OtherTrails)
+	}
+	if wr.Refused > 0 {
+		fmt.Fprintf(b, "witness: %d line(s) refused, not used (forged, malformed, or signed with a key no broker of this trail used):\n", wr.Refused)
+		for _, e := range wr.RefusedExamples {
+			fmt.Fprintf(b, "  %s\n", cell(e))
+		}
+	}
+	if wr.TrailLines == 0 {
+		fmt.Fprintf(b, "warning: the witness files hold no line of this trail: the trail's end is not proven (are the brokers started with --audit-witness, and is this the right file?)\n")
+	}
 }
 
 // auditQuery runs `fsbroker audit query`.

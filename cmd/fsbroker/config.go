@@ -40,6 +40,8 @@ type fileConfig struct {
 		MaxSegmentAge   string `json:"maxSegmentAge"`
 		RetentionAge    string `json:"retentionAge"`
 		RetentionBytes  int64  `json:"retentionBytes"`
+		// Witness is --audit-witness: where the trail's checkpoints are sent.
+		Witness []string `json:"witness"`
 	} `json:"audit"`
 	Log struct {
 		Level  string `json:"level"`

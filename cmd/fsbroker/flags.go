@@ -67,6 +67,8 @@ type options struct {
 	auditSegmentAge time.Duration
 	retentionAge    time.Duration
 	retentionBytes  int64
+	auditWitness    []string        // --audit-witness SPECs, or the config's audit.witness
+	witnessBase     string          // what a relative file: witness path is relative to ("": the working directory)
 	opaConfig       json.RawMessage // the config file's opa member
 	opaBundles      bool            // pull the policy set as opaConfig says
 	remoteURL       string          // connect --url, or the config's remote.url
@@ -165,6 +167,10 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
 	fs.DurationVar(&o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
 	fs.Int64Var(&o.retentionBytes, "audit-retention-bytes", 0, "delete the oldest closed audit segments while all of them hold more than `BYTES` (0: no limit)")
+	fs.Func("audit-witness", "send the audit trail's signed checkpoints to `SPEC`, outside the state directory: syslog, syslog:udp://HOST:PORT, syslog:tcp://HOST:PORT, syslog:unixgram:///PATH or file:PATH; repeatable (see fsbroker audit verify --witness)", func(v string) error {
+		o.auditWitness = append(o.auditWitness, v)
+		return nil
+	})
 	if cmd == "connect" || cmd == "wrap" {
 		registerRemoteFlags(fs, o)
 	}
@@ -226,8 +232,9 @@ func (s *setup) close() {
 	}
 }
 
-// openAudit opens this process's audit writer.
-func openAudit(o *options) (*audit.Writer, error) {
+// openAudit opens this process's audit writer, with extra options (its witnesses) after the
+// others.
+func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 	mode, err := audit.ParseSyncMode(o.auditSync)
 	if err != nil {
 		return nil, configErrorf("--audit-sync %q: want batch, always or none", o.auditSync)
@@ -235,10 +242,7 @@ func openAudit(o *options) (*audit.Writer, error) {
 	if o.auditSegment < 4096 {
 		return nil, configErrorf("--audit-segment-bytes %d: must be at least 4096", o.auditSegment)
 	}
-	dir := o.auditDir
-	if dir == "" {
-		dir = filepath.Join(o.stateDir, "audit")
-	}
+	dir := o.auditDirOrDefault()
 	if o.auditSegmentAge <= 0 || o.retentionAge < 0 || o.retentionBytes < 0 {
 		return nil, configErrorf("--audit-segment-age must be positive, --audit-retention-age and --audit-retention-bytes not negative")
 	}
@@ -251,7 +255,7 @@ func openAudit(o *options) (*audit.Writer, error) {
 		}
 		opts = append(opts, audit.WithKey(key))
 	}
-	w, err := audit.Open(dir, opts...)
+	w, err := audit.Open(dir, append(opts, extra...)...)
 	if err != nil {
 		return nil, configErrorf("--audit %s: %v", dir, err)
 	}
@@ -385,7 +389,12 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		s.close()
 		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
 	}
-	if s.trail, err = openAudit(o); err != nil {
+	witnesses, err := witnessOptions(o, s.roots, s.log.Named("audit"))
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.trail, err = openAudit(o, witnesses...); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -487,6 +496,9 @@ func (o *options) mergeConfig(c *fileConfig) error {
 		if !filepath.IsAbs(o.auditDir) {
 			o.auditDir = filepath.Join(filepath.Dir(o.configPath), o.auditDir)
 		}
+	}
+	if len(c.Audit.Witness) > 0 && !o.set["audit-witness"] {
+		o.auditWitness, o.witnessBase = c.Audit.Witness, filepath.Dir(o.configPath)
 	}
 	if c.Audit.Sync != "" && !o.set["audit-sync"] {
 		o.auditSync = c.Audit.Sync
