@@ -77,6 +77,9 @@ type Problem struct {
 	// Missing, when known, is the least number of records missing: those the witness saw
 	// beyond the end of the segment (for a missing segment, its header included).
 	Missing uint64 `json:"missing,omitempty"`
+	// MACKeyID, for a segment under an audit key that was not given
+	// ([ProblemUnknownKey] on its header), is the id of the key the segment names.
+	MACKeyID string `json:"macKeyId,omitempty"`
 }
 
 // String formats the problem as "file:line: seq N: kind: detail", followed by " (hint: ...)"
@@ -428,7 +431,13 @@ func verifySegment(path string, keys VerifyKeys, wl *WitnessLog) (*segment, erro
 		}
 	}
 	if key == nil {
-		problem(ProblemUnknownKey, 1, 0, "no audit key with id %.16q was given", h.rec.MACKeyID)
+		given := make([]string, len(keys.MAC))
+		for i, k := range keys.MAC {
+			given[i] = MACKeyID(k)
+		}
+		s.report(Problem{Kind: ProblemUnknownKey, File: path, Line: 1, MACKeyID: h.rec.MACKeyID,
+			Detail: fmt.Sprintf("the segment is under audit key %.16q, and no key with that id was given (given: %s)",
+				h.rec.MACKeyID, strings.Join(given, ", "))})
 		return s, nil
 	}
 	r.mac = newMAC(key)

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -306,41 +307,81 @@ func (k *keyFlags) register(fs *flag.FlagSet, old bool) {
 // load returns the audit key (from --key, the environment or the state directory) followed by
 // the old keys.
 func (k *keyFlags) load(t *trailFlags) ([][]byte, error) {
+	keys, _, err := k.loadFrom(t)
+	return keys, err
+}
+
+// loadFrom is load, and says where the audit key came from ("--key FILE", "$ENV", or the
+// key file in the state directory).
+func (k *keyFlags) loadFrom(t *trailFlags) (keys [][]byte, source string, err error) {
 	var key []byte
 	switch env := os.Getenv(auditKeyEnv); {
 	case k.key != "":
 		b, err := audit.LoadKey(k.key)
 		if err != nil {
-			return nil, configErrorf("--key: %v", err)
+			return nil, "", configErrorf("--key: %v", err)
 		}
-		key = b
+		key, source = b, "--key "+k.key
 	case env != "":
 		b, err := hex.DecodeString(strings.TrimSpace(env))
 		if err != nil || len(b) != audit.KeySize {
-			return nil, configErrorf("$%s: want %d hex digits (a %d-byte key)", auditKeyEnv, 2*audit.KeySize, audit.KeySize)
+			return nil, "", configErrorf("$%s: want %d hex digits (a %d-byte key)", auditKeyEnv, 2*audit.KeySize, audit.KeySize)
 		}
-		key = b
+		key, source = b, "$"+auditKeyEnv
 	default:
 		dir, err := t.state()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		p := filepath.Join(dir, audit.DefaultKeyFile)
 		b, err := audit.LoadKey(p)
 		if err != nil {
-			return nil, configErrorf("no audit key: %v; give --key FILE or set $%s", err, auditKeyEnv)
+			return nil, "", configErrorf("no audit key: %v; give --key FILE or set $%s", err, auditKeyEnv)
 		}
-		key = b
+		key, source = b, p
 	}
-	keys := [][]byte{key}
+	keys = [][]byte{key}
 	for _, p := range k.oldKeys {
 		b, err := audit.LoadKey(p)
 		if err != nil {
-			return nil, configErrorf("--old-key: %v", err)
+			return nil, "", configErrorf("--old-key: %v", err)
 		}
 		keys = append(keys, b)
 	}
-	return keys, nil
+	return keys, source, nil
+}
+
+// trailStateDir is the state directory a broker that wrote the trail at path kept its audit
+// key in, when the trail is in the default place, <state-dir>/audit: the trail directory's
+// parent, if it holds an audit key file; "" otherwise.
+func trailStateDir(path string) string {
+	dir := path
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if fi, err := os.Stat(filepath.Join(parent, audit.DefaultKeyFile)); err == nil && fi.Mode().IsRegular() {
+		return parent
+	}
+	return ""
+}
+
+// wrongKey reports a trail of which no segment could be checked because each is under an
+// audit key that was not given: the trail's key ids, else nil.
+func wrongKey(rep *audit.Report) []string {
+	if rep.Segments == 0 || rep.Records > 0 || len(rep.Problems) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, p := range rep.Problems {
+		if p.Kind != audit.ProblemUnknownKey || p.MACKeyID == "" {
+			return nil
+		}
+		if !slices.Contains(ids, p.MACKeyID) {
+			ids = append(ids, p.MACKeyID)
+		}
+	}
+	return ids
 }
 
 // filterFlags are the record filters of query, tail and export.
@@ -551,7 +592,12 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	macKeys, err := kf.load(&tf)
+	if tf.stateDir == "" && kf.key == "" && os.Getenv(auditKeyEnv) == "" {
+		// As the broker that wrote it: its key is in its state directory, the trail's
+		// parent in the default layout.
+		tf.stateDir = trailStateDir(path)
+	}
+	macKeys, keySource, err := kf.loadFrom(&tf)
 	if err != nil {
 		return err
 	}
@@ -592,6 +638,16 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err != nil {
 		return configErrorf("cannot verify %s: %v", path, err)
+	}
+	if ids := wrongKey(&rep); ids != nil {
+		// Not a sign of tampering: the key given is not this trail's.
+		given := audit.MACKeyID(macKeys[0])
+		for _, k := range macKeys[1:] {
+			given += ", --old-key " + audit.MACKeyID(k)
+		}
+		return configErrorf("%s is under audit key %s, but the key given (%s) has id %s: nothing could be verified. "+
+			"Give the key of the broker that wrote the trail: --key FILE, $%s, or --state-dir DIR (its state directory, which holds %s)",
+			path, strings.Join(ids, " and "), keySource, given, auditKeyEnv, audit.DefaultKeyFile)
 	}
 	if *asJSON {
 		b, err := json.MarshalIndent(rep, "", "  ")

@@ -255,8 +255,14 @@ func TestAuditVerify(t *testing.T) {
 			{[]string{stateFlag, "--checkpoint-pub", filepath.Join(empty, "none.pub"), tr.dir}, 2, "--checkpoint-pub"},
 			{[]string{stateFlag, "--frobnicate"}, 2, "frobnicate"},
 			{[]string{stateFlag, tr.dir, tr.dir}, 2, "at most one"},
-			// A key that is not the trail's: every segment is under an unknown key.
-			{[]string{"--key", otherKey, tr.dir}, 1, "--old-key"},
+			// A key that is not the trail's: every segment is under an unknown key. That is a
+			// usage error naming both key ids, never a report of tampering.
+			{[]string{"--key", otherKey, tr.dir}, 2, "is under audit key " + audit.MACKeyID(tr.key) +
+				", but the key given (--key " + otherKey + ") has id " + audit.MACKeyID(bytes.Repeat([]byte{7}, audit.KeySize))},
+			{[]string{"--state-dir", t.TempDir(), "--key", otherKey, tr.dir}, 2, "--state-dir DIR (its state directory"},
+			// Without --state-dir or --key, the key is looked for where the broker that wrote the
+			// trail kept it: the state directory that holds the audit directory.
+			{[]string{tr.dir}, 0, "intact"},
 			// The key from before a "rotation" makes it verify.
 			{[]string{"--key", otherKey, "--old-key", filepath.Join(tr.state, audit.DefaultKeyFile), tr.dir}, 0, "intact"},
 			{[]string{stateFlag, empty}, 2, "no checkpoint public key"},
@@ -266,6 +272,9 @@ func TestAuditVerify(t *testing.T) {
 			out, errOut, code := runCmd(t, append([]string{"audit", "verify"}, c.args...)...)
 			if code != c.code || !strings.Contains(out+errOut, c.want) {
 				t.Errorf("verify %v: exit %d (want %d), output lacks %q?\n%s%s", c.args, code, c.code, c.want, out, errOut)
+			}
+			if strings.Contains(c.want, "audit key") && strings.Contains(out+errOut, "tampering") {
+				t.Errorf("verify %v: a key that is not the trail's is reported as tampering:\n%s%s", c.args, out, errOut)
 			}
 		}
 	})
