@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
@@ -140,18 +139,8 @@ func TestLockAcrossProcesses(t *testing.T) {
 	f.writeFile(t, "f", "old")
 	for _, end := range []string{"release", "kill"} {
 		cmd := exec.Command(bin, "-root", f.dir, "-state", f.state, "-file", "f", "-hold")
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(stdout).ReadString('\n')
+		stdin, stdout := startPiped(t, cmd)
+		line, err := stdout.ReadString('\n')
 		if err != nil || line != "locked\n" {
 			t.Fatalf("helper: %q %v", line, err)
 		}

@@ -1,8 +1,10 @@
 package executor_test
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,56 +12,73 @@ import (
 	"testing"
 )
 
-// The writer helper (internal/writer) is built once per test binary, with
-// the race detector when the tests run with it.
+// The helper programs (internal/writer, internal/swapper) are built once per
+// test binary, into one temporary directory, with the race detector when the
+// tests run with it.
 var (
-	writerOnce sync.Once
-	writerBin  string
-	writerErr  error
-	writerSkip string
-	writerDir  string
+	helpersMu  sync.Mutex
+	helperBins = map[string]string{} // by name, once built
+	helperDir  string
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if writerDir != "" {
-		_ = os.RemoveAll(writerDir)
+	if helperDir != "" {
+		_ = os.RemoveAll(helperDir)
 	}
 	os.Exit(code)
 }
 
-// writerPath returns the built helper, skipping the test only when no go
-// command is on PATH.
-func writerPath(t *testing.T) string {
+// writerPath returns the built writer helper.
+func writerPath(t *testing.T) string { return helperPath(t, "writer") }
+
+// helperPath returns the helper program internal/<name>, built on first use,
+// skipping the test only when no go command is on PATH.
+func helperPath(t *testing.T, name string) string {
 	t.Helper()
-	writerOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			writerSkip = "no go command on PATH to build the writer helper"
-			return
-		}
-		writerDir, writerErr = os.MkdirTemp("", "fsbroker-writer-")
-		if writerErr != nil {
-			return
-		}
-		writerBin = filepath.Join(writerDir, "writer")
-		args := []string{"build", "-o", writerBin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		args = append(args, "github.com/fsbroker/fsbroker/broker/executor/internal/writer")
-		out, err := exec.Command(goBin, args...).CombinedOutput()
-		if err != nil {
-			writerErr = fmt.Errorf("go build of the writer helper: %v\n%s", err, out)
-		}
-	})
-	if writerSkip != "" {
-		t.Skip(writerSkip)
+	helpersMu.Lock()
+	defer helpersMu.Unlock()
+	if bin, ok := helperBins[name]; ok {
+		return bin
 	}
-	if writerErr != nil {
-		t.Fatal(writerErr)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to build the test helpers")
 	}
-	return writerBin
+	if helperDir == "" {
+		if helperDir, err = os.MkdirTemp("", "fsbroker-helpers-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(helperDir, name)
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/fsbroker/fsbroker/broker/executor/internal/"+name)
+	if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build of the %s helper: %v\n%s", name, err, out)
+	}
+	helperBins[name] = bin
+	return bin
+}
+
+// startPiped starts cmd with pipes to its standard input and from its
+// standard output, and returns them.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, bufio.NewReader(stdout)
 }
 
 // The payload format of internal/writer.
