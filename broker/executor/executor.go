@@ -1,6 +1,7 @@
 // Package executor performs file operations inside roots, and only there.
 // Every operation goes through an os.Root handle (one per root, held for the
-// process's lifetime), so "..", absolute links and links out of the root are
+// process's lifetime, and checked when opened to be the directory the root
+// was resolved as), so "..", absolute links and links out of the root are
 // refused by the kernel-facing code, not by string checks. On Linux,
 // resolution and reads of paths with no link on them take a fast path
 // instead: openat2(2) relative to a descriptor of the root with
@@ -15,6 +16,9 @@
 //     target (the canonical path).
 //   - Before an operation acts on what was decided, it checks that it is still
 //     the same object (device and inode); otherwise CONCURRENCY_CONFLICT.
+//   - A root whose path names another directory than the one it was resolved
+//     as (replaced after start-up, by a link or otherwise) is refused with
+//     PERMISSION_DENIED, never followed; a reload resolves it again.
 //   - FIFOs, sockets and devices are never opened.
 //   - Writes replace files atomically (temporary file in the same directory,
 //     fsync, rename, fsync of the directory) under an exclusive lock that
@@ -85,7 +89,16 @@ type Executor struct {
 	noFast bool
 
 	mu      sync.RWMutex
-	handles map[string]*rootHandle // by root directory; never closed before Close
+	handles map[rootKey]*rootHandle // never closed before Close
+}
+
+// rootKey identifies a root's handles: its directory and the identity it had
+// when it was resolved. A config reload that finds another directory at a
+// root's path (a fresh identity) gets handles of its own, checked against
+// that identity: the reload re-pins the root.
+type rootKey struct {
+	path string
+	id   roots.FileID
 }
 
 // rootHandle is what the executor holds open for one root.
@@ -139,7 +152,7 @@ func New(stateDir string, opts ...Option) (*Executor, error) {
 		lockWait:   DefaultLockWait,
 		log:        hclog.NewNullLogger(),
 		locks:      newLockTable(),
-		handles:    make(map[string]*rootHandle),
+		handles:    make(map[rootKey]*rootHandle),
 		cursorAEAD: aead,
 		epoch:      time.Now(),
 		snaps:      newSnapCache(),
@@ -173,37 +186,73 @@ func (x *Executor) handle(r roots.Root) (*os.Root, error) {
 }
 
 // rootHandle returns the handles of r, opening them on first use. A root
-// added by a config reload is opened when it is first used.
+// added by a config reload is opened when it is first used. Both handles are
+// checked to be the directory r was resolved as (r.ID, where known): a root
+// replaced since (by a link to another tree, say) is refused, never
+// followed, until a reload resolves it again. A refusal is not kept: the
+// root is tried again on its next use.
 func (x *Executor) rootHandle(r roots.Root) (*rootHandle, error) {
+	key := rootKey{path: r.Path, id: r.ID}
 	x.mu.RLock()
-	rh, ok := x.handles[r.Path]
+	rh, ok := x.handles[key]
 	x.mu.RUnlock()
 	if ok {
 		return rh, nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if rh, ok := x.handles[r.Path]; ok {
+	if rh, ok := x.handles[key]; ok {
 		return rh, nil
 	}
 	h, err := os.OpenRoot(r.Path)
 	if err != nil {
+		if r.ID.Known() && isGoneErr(err) {
+			return nil, rootReplaced(r)
+		}
 		return nil, errcode.Wrap(errcode.IOError, "the root cannot be opened", err)
 	}
 	rh = &rootHandle{root: h}
-	if fi, err := h.Lstat("."); err == nil {
+	fi, err := h.Lstat(".")
+	switch {
+	case err == nil:
 		rh.info, rh.infoKnown = infoOf(fi), true
+	case r.ID.Known():
+		_ = h.Close()
+		return nil, mapOSError(err, "the root cannot be read")
+	}
+	if r.ID.Known() && (fileID(rh.info) != r.ID || rh.info.Type != TypeDirectory) {
+		_ = h.Close()
+		return nil, rootReplaced(r)
 	}
 	if !x.noFast && rh.infoKnown {
 		fr, err := openFastRoot(r.Path, rh.info)
+		if errors.Is(err, errRootMoved) {
+			// The path named another directory by the second open.
+			_ = h.Close()
+			return nil, rootReplaced(r)
+		}
 		if err != nil {
 			x.log.Debug("fast paths off for a root", "root", r.Mount, "error", err)
 		}
 		rh.fast = fr
 	}
-	x.handles[r.Path] = rh
+	x.handles[key] = rh
 	return rh, nil
 }
+
+// errRootMoved says that a root's path, opened again, named another
+// directory than the one its first handle holds.
+var errRootMoved = errors.New("executor: the root's path names another directory")
+
+// rootReplaced is the refusal of a root whose directory is no longer the one
+// it was resolved as.
+func rootReplaced(r roots.Root) error {
+	return errcode.New(errcode.PermissionDenied,
+		fmt.Sprintf("the root %s was replaced since it was configured (reload the configuration to use the new directory)", r.Mount))
+}
+
+// fileID is the identity of info as package roots records it.
+func fileID(info Info) roots.FileID { return roots.FileID{Dev: info.Dev, Ino: info.Ino} }
 
 // Type names of list entries and path info.
 const (

@@ -271,3 +271,30 @@ func TestCloseEndsTheFastPaths(t *testing.T) {
 		t.Fatalf("a closed fast root opened a file: %v", err)
 	}
 }
+
+// TestFastRootChecksItsDirectory: the raw descriptor is opened by the root's
+// path a second time, after its os.Root; a path that names another directory
+// by then (the root replaced between the two opens) is errRootMoved, which
+// refuses the root, and the same directory gives a usable descriptor.
+func TestFastRootChecksItsDirectory(t *testing.T) {
+	needOpenat2(t)
+	dir, other := t.TempDir(), t.TempDir()
+	infoAt := func(p string) Info {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return infoOf(fi)
+	}
+	if fr, err := openFastRoot(dir, infoAt(other)); !errors.Is(err, errRootMoved) || fr != nil {
+		t.Fatalf("another directory: %v, %v", fr, err)
+	}
+	fr, err := openFastRoot(dir, infoAt(dir))
+	if err != nil || fr == nil {
+		t.Fatalf("the same directory: %v, %v", fr, err)
+	}
+	if err := fr.close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -54,8 +54,9 @@ type fastRoot struct {
 
 // openFastRoot opens dir, the root whose os.Root gave want, as an O_PATH
 // directory descriptor, checks that it is the same directory (a rename
-// between the two opens would otherwise give the fast paths another tree),
-// and probes openat2 on it. An error means the fast paths stay off.
+// between the two opens would otherwise give the fast paths another tree:
+// errRootMoved), and probes openat2 on it. Any other error means the fast
+// paths stay off.
 func openFastRoot(dir string, want Info) (*fastRoot, error) {
 	fd, err := retryEINTR(func() (int, error) {
 		return unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -70,7 +71,7 @@ func openFastRoot(dir string, want Info) (*fastRoot, error) {
 	}
 	if !sameObject(statInfo(&st), want) {
 		_ = unix.Close(fd)
-		return nil, errors.New("the root's descriptor is not the directory of its os.Root")
+		return nil, errRootMoved
 	}
 	probe, err := openat2(fd, ".", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
