@@ -19,6 +19,16 @@
 //   - A root whose path names another directory than the one it was resolved
 //     as (replaced after start-up, by a link or otherwise) is refused with
 //     PERMISSION_DENIED, never followed; a reload resolves it again.
+//   - Changes never act by a path resolved again after the checks: a rename
+//     moves an entry between the two parent directory handles it checked
+//     (renameat; only where there is none, as on Windows, a rename across two
+//     directories goes by path from the root), and missing parents are made
+//     one level at a time through the handle of the level above, never
+//     through a link.
+//   - With the operator's roots known (WithRoots), nothing is made, written,
+//     deleted or renamed in a root's directory reached through another
+//     root's path (a nested root moved into its outer root), and a root's
+//     directory is never renamed, replaced or deleted, whatever its path.
 //   - FIFOs, sockets and devices are never opened.
 //   - Writes replace files atomically (temporary file in the same directory,
 //     fsync, rename, fsync of the directory) under an exclusive lock that
@@ -69,6 +79,22 @@ func WithLockWait(d time.Duration) Option {
 // WithLogger sets the logger.
 func WithLogger(l hclog.Logger) Option { return func(x *Executor) { x.log = l } }
 
+// WithRoots tells the executor the operator's roots: current returns them as
+// they are now (it is called on each check, so a config reload is seen).
+// Then nothing is made, written, deleted or renamed through one root's path
+// in a directory that is another root's, found by its device and inode (a
+// read-only root nested in a writable one stays read-only even when its
+// directory is moved or linked into the outer one), and no root's directory
+// is renamed, replaced or deleted, however it is reached. Without it the
+// executor knows only the root of each request.
+func WithRoots(current func() *roots.Set) Option {
+	return func(x *Executor) {
+		if current != nil {
+			x.roots = current
+		}
+	}
+}
+
 // Executor performs confined file operations. It is safe for concurrent use.
 type Executor struct {
 	lockDir  string
@@ -83,6 +109,9 @@ type Executor struct {
 	// snaps keeps the sorted names of large directories between the pages
 	// of their listings.
 	snaps snapCache
+
+	// roots returns the operator's roots (WithRoots); nil when not known.
+	roots func() *roots.Set
 
 	// noFast turns the Linux fast paths off (see fastRoot), so that tests
 	// can run every check through the portable paths too.
@@ -253,6 +282,33 @@ func rootReplaced(r roots.Root) error {
 
 // fileID is the identity of info as package roots records it.
 func fileID(info Info) roots.FileID { return roots.FileID{Dev: info.Dev, Ino: info.Ino} }
+
+// otherRoot returns the root, other than own, whose directory info
+// describes, among the operator's roots (WithRoots). A directory of a root
+// reached through another root's path (a nested root moved or linked into
+// the outer one) is never changed, entered or moved through there.
+func (x *Executor) otherRoot(own roots.Root, info Info) (roots.Root, bool) {
+	if x.roots == nil || info.Type != TypeDirectory {
+		return roots.Root{}, false
+	}
+	id := fileID(info)
+	if !id.Known() {
+		return roots.Root{}, false
+	}
+	for _, r := range x.roots().All() {
+		if r.ID == id && r.Path != own.Path {
+			return r, true
+		}
+	}
+	return roots.Root{}, false
+}
+
+// inOtherRoot is the refusal of a directory that is another root's (see
+// otherRoot).
+func inOtherRoot(r roots.Root) error {
+	return errcode.New(errcode.PermissionDenied,
+		fmt.Sprintf("a directory on the path is the root %s, which is changed only through its own mount", r.Mount))
+}
 
 // Type names of list entries and path info.
 const (

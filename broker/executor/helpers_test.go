@@ -57,7 +57,23 @@ func newFixture(tb testing.TB, opts ...executor.Option) *fixture {
 		tb.Fatal(err)
 	}
 	f.root, _ = f.set.ByMount("proj")
-	f.x = newExecutor(tb, f.state, opts...)
+	// The executor knows the fixture's roots as the broker's would, through
+	// f.set (a test that changes it is a config reload).
+	f.x = newExecutor(tb, f.state, append([]executor.Option{executor.WithRoots(func() *roots.Set { return f.set })}, opts...)...)
+	return f
+}
+
+// newNestedFixture is newFixture with one more root, read-only, nested in
+// the writable "proj": <tmp>/proj/x/sub, mount "sub".
+func newNestedFixture(tb testing.TB, opts ...executor.Option) *fixture {
+	tb.Helper()
+	f := newFixture(tb, opts...)
+	f.mkdir(tb, "x/sub")
+	set, err := roots.New([]roots.Spec{{Path: f.dir, Writable: true}, {Path: f.other, Writable: true}, {Path: f.host("x/sub")}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.set = set
 	return f
 }
 

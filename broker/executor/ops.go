@@ -9,6 +9,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/canon"
 	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // newDirMode is the mode of a directory the broker creates.
@@ -16,7 +17,9 @@ const newDirMode fs.FileMode = 0o755
 
 // Create makes an empty file or a directory at t (resolved with follow
 // false). An existing path (a link included) is IO_ERROR EEXIST; a missing
-// parent is FILE_NOT_FOUND unless parents is set.
+// parent is FILE_NOT_FOUND unless parents is set, when the missing
+// directories are made one level at a time through the handle of the level
+// above (makeParents).
 func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool) error {
 	if err := deadline(ctx); err != nil {
 		return err
@@ -29,29 +32,20 @@ func (x *Executor) Create(ctx context.Context, t Target, directory, parents bool
 	if cur.Exists {
 		return errcode.New(errcode.IOError, "the path already exists").With("errno", "EEXIST")
 	}
-	h, err := x.handle(t.Path.Root)
+	rh, err := x.rootHandle(t.Path.Root)
 	if err != nil {
 		return err
 	}
 	parentPath, name := t.Path.Parent()
-	if !cur.ParentExists {
-		if !parents {
-			return errcode.New(errcode.FileNotFound, "the parent directory does not exist (set parents)")
-		}
-		if err := h.MkdirAll(parentPath.Rel, newDirMode); err != nil {
-			return mapOSError(err, "the parent directories cannot be created")
-		}
-		if cur, err = x.Resolve(ctx, t.Path, false); err != nil {
-			return err
-		}
-		if cur.Path != t.Path || !cur.ParentExists {
-			return conflict("the path changed while its parent directories were created")
-		}
-		if cur.Exists {
-			return errcode.New(errcode.IOError, "the path already exists").With("errno", "EEXIST")
-		}
+	var dir *os.Root
+	switch {
+	case cur.ParentExists:
+		dir, err = x.openDir(rh.root, parentPath, cur.parent)
+	case parents:
+		dir, _, err = x.makeParents(ctx, rh, parentPath)
+	default:
+		return errcode.New(errcode.FileNotFound, "the parent directory does not exist (set parents)")
 	}
-	dir, err := x.openDir(h, parentPath, cur.parent)
 	if err != nil {
 		return err
 	}
@@ -118,6 +112,9 @@ func (x *Executor) Delete(ctx context.Context, t Target, recursive bool) error {
 	if t.Exists && !sameObject(cur.Info, t.Info) {
 		return conflict("the path changed while the request was decided")
 	}
+	if x.isRoot(t.Path.Root, cur.Info) {
+		return errcode.New(errcode.PermissionDenied, "a root cannot be deleted")
+	}
 	h, err := x.handle(t.Path.Root)
 	if err != nil {
 		return err
@@ -174,13 +171,22 @@ func notEmpty(dir *os.Root, name string) error {
 // Rename moves from to to (both resolved with follow false). Both paths are
 // locked, in sorted order. Across two roots it is IO_ERROR EXDEV; an
 // existing target without overwrite is IO_ERROR EEXIST; a root can be
-// neither moved nor replaced.
+// neither moved nor replaced, whatever path reaches its directory.
+//
+// The rename itself never resolves a path: the two parent directories are
+// opened, checked to be the directories resolved when the request was
+// decided (and not another root's), and the entry is moved from one handle
+// to the other by its final names (renameAt: renameat(2), and without
+// overwrite renameat2 RENAME_NOREPLACE on Linux or renameatx_np RENAME_EXCL
+// on macOS, so that a target made meanwhile by any program is never
+// replaced). A directory swapped for a link after the checks is not
+// followed: the entry moved is the one named in the directory checked.
 func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) error {
 	if err := deadline(ctx); err != nil {
 		return err
 	}
 	if from.Path.IsRoot() || to.Path.IsRoot() {
-		return errcode.New(errcode.PermissionDenied, "a root cannot be renamed or replaced")
+		return errRenameRoot()
 	}
 	if from.Path.Root.Path != to.Path.Root.Path {
 		return errcode.New(errcode.IOError, "the paths are in different roots").With("errno", "EXDEV")
@@ -207,17 +213,23 @@ func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) 
 		return conflict("the path changed while the request was decided")
 	case !dst.ParentExists:
 		return errcode.New(errcode.FileNotFound, "the target's parent directory does not exist")
+	case from.ParentExists && !sameObject(src.parent, from.parent),
+		to.ParentExists && !sameObject(dst.parent, to.parent):
+		return conflict("a directory changed while the request was decided")
 	case dst.Exists && !overwrite:
-		return errcode.New(errcode.IOError, "the target exists (set overwrite)").With("errno", "EEXIST")
+		return errTargetExists()
 	case src.Path == dst.Path:
 		return nil
+	}
+	if x.isRoot(from.Path.Root, src.Info) || (dst.Exists && x.isRoot(to.Path.Root, dst.Info)) {
+		return errRenameRoot()
 	}
 	h, err := x.handle(from.Path.Root)
 	if err != nil {
 		return err
 	}
-	srcParent, _ := from.Path.Parent()
-	dstParent, _ := to.Path.Parent()
+	srcParent, srcName := from.Path.Parent()
+	dstParent, dstName := to.Path.Parent()
 	srcDir, err := x.openDir(h, srcParent, src.parent)
 	if err != nil {
 		return err
@@ -228,7 +240,21 @@ func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) 
 		return err
 	}
 	defer dstDir.Close()
-	if err := h.Rename(from.Path.Rel, to.Path.Rel); err != nil {
+	// What is under the source's name now, in the directory checked: the
+	// object decided on (this narrows the window to the rename call itself;
+	// whatever is then moved is an entry of that directory).
+	if fi, err := srcDir.Lstat(srcName); err != nil || !sameObject(infoOf(fi), src.Info) {
+		return conflict("the path changed while the request was decided")
+	}
+	err = renameAt(h,
+		renameSide{dir: srcDir, name: srcName, rel: from.Path.Rel},
+		renameSide{dir: dstDir, name: dstName, rel: to.Path.Rel},
+		srcParent == dstParent, overwrite)
+	switch {
+	case err == nil:
+	case !overwrite && errors.Is(err, fs.ErrExist):
+		return errTargetExists()
+	default:
 		return mapOSError(err, "the path cannot be renamed")
 	}
 	for _, d := range []*os.Root{srcDir, dstDir} {
@@ -237,6 +263,33 @@ func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) 
 		}
 	}
 	return nil
+}
+
+// renameSide is one side of a rename: the directory handle checked, the
+// entry's name in it, and its path from the root (used only where the
+// platform cannot rename between two directory handles).
+type renameSide struct {
+	dir  *os.Root
+	name string
+	rel  string
+}
+
+// isRoot reports whether info describes the directory of a root: own's, or
+// another's (a nested root reached through own's path).
+func (x *Executor) isRoot(own roots.Root, info Info) bool {
+	if own.ID.Known() && info.Type == TypeDirectory && fileID(info) == own.ID {
+		return true
+	}
+	_, ok := x.otherRoot(own, info)
+	return ok
+}
+
+func errRenameRoot() error {
+	return errcode.New(errcode.PermissionDenied, "a root cannot be renamed or replaced")
+}
+
+func errTargetExists() error {
+	return errcode.New(errcode.IOError, "the target exists (set overwrite)").With("errno", "EEXIST")
 }
 
 // Lock takes the exclusive locks of paths for the caller (tests, and the

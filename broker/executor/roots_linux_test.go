@@ -115,3 +115,51 @@ func TestPinnedRootKeepsItsDirectory(t *testing.T) {
 		}
 	})
 }
+
+// TestNestedRootReachedThroughItsOuterRoot: the read-only nested root's
+// directory moved into its writable outer root (proj/x/sub to proj/d, by
+// another program): through the outer root, nothing is created, written,
+// deleted or renamed in it, and it is neither renamed nor replaced itself:
+// PERMISSION_DENIED, found by its identity, whatever its path now.
+func TestNestedRootReachedThroughItsOuterRoot(t *testing.T) {
+	forEachModeOf(t, newNestedFixture, func(t *testing.T, f *fixture) {
+		ctx := ctxT(t)
+		f.writeFile(t, "x/sub/keep.txt", "nested")
+		f.writeFile(t, "file.txt", "outer")
+		f.mkdir(t, "empty")
+		// Decided before the move: parents to make under d.
+		deep := f.resolve(t, "proj/d/new/f", false)
+		deepW := f.resolve(t, "proj/d/new/w", true)
+		if err := os.Rename(f.host("x/sub"), f.host("d")); err != nil {
+			t.Fatal(err)
+		}
+		denied := func(what string, err error) {
+			t.Helper()
+			if e := wantCode(t, err, errcode.PermissionDenied, ""); !strings.Contains(e.Reason, "root") {
+				t.Fatalf("%s: reason %q", what, e.Reason)
+			}
+		}
+		denied("create with parents", f.x.Create(ctx, deep, false, true))
+		_, err := f.x.Write(ctx, deepW, []byte("w"), executor.WriteOptions{Create: true, CreateParents: true})
+		denied("write with createParents", err)
+		denied("create in it", f.x.Create(ctx, f.resolve(t, "proj/d/c", false), false, false))
+		_, err = f.x.Write(ctx, f.resolve(t, "proj/d/keep.txt", true), []byte("w"), executor.WriteOptions{Create: true})
+		denied("write in it", err)
+		denied("delete in it", f.x.Delete(ctx, f.resolve(t, "proj/d/keep.txt", false), false))
+		denied("delete it", f.x.Delete(ctx, f.resolve(t, "proj/d", false), true))
+		ren := func(from, to string, overwrite bool) error {
+			return f.x.Rename(ctx, f.resolve(t, from, false), f.resolve(t, to, false), overwrite)
+		}
+		denied("rename out of it", ren("proj/d/keep.txt", "proj/out.txt", false))
+		denied("rename into it", ren("proj/file.txt", "proj/d/in.txt", false))
+		denied("rename it", ren("proj/d", "proj/e", false))
+		denied("replace it", ren("proj/empty", "proj/d", true))
+		if names := dirEntries(t, f.host("d")); len(names) != 1 || names[0] != "keep.txt" || f.readHost(t, "d/keep.txt") != "nested" {
+			t.Fatalf("the nested root changed: %v", names)
+		}
+		// The outer root itself still works.
+		if err := ren("proj/file.txt", "proj/empty/file.txt", false); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

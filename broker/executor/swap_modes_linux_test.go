@@ -30,8 +30,13 @@ var modes = []struct {
 }
 
 func forEachMode(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	forEachModeOf(t, newFixture, fn)
+}
+
+// forEachModeOf is forEachMode over fixtures made by mk.
+func forEachModeOf(t *testing.T, mk func(testing.TB, ...executor.Option) *fixture, fn func(t *testing.T, f *fixture)) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) { fn(t, newFixture(t, m.opts...)) })
+		t.Run(m.name, func(t *testing.T) { fn(t, mk(t, m.opts...)) })
 	}
 }
 

@@ -86,7 +86,8 @@ type Stage struct {
 
 // StartStage begins a write of t: it checks what can be checked before any
 // data is written (the parent exists or may be created, a missing file may be
-// created, ifNoneMatch), creates the parent directories when asked, and
+// created, ifNoneMatch), creates the parent directories when asked (one level
+// at a time, through the handle of the level above: makeParents), and
 // creates the temporary file (O_EXCL, mode 0600 until commit).
 func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*Stage, error) {
 	if err := deadline(ctx); err != nil {
@@ -98,28 +99,20 @@ func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*S
 	if err := checkWrite(t, o); err != nil {
 		return nil, err
 	}
-	h, err := x.handle(t.Path.Root)
+	rh, err := x.rootHandle(t.Path.Root)
 	if err != nil {
 		return nil, err
 	}
 	parentPath, _ := t.Path.Parent()
-	if !t.ParentExists {
-		if !o.CreateParents {
-			return nil, errcode.New(errcode.FileNotFound, "the parent directory does not exist (set createParents)")
-		}
-		if err := h.MkdirAll(parentPath.Rel, 0o755); err != nil {
-			return nil, mapOSError(err, "the parent directories cannot be created")
-		}
-		again, err := x.Resolve(ctx, t.Path, true)
-		if err != nil {
-			return nil, err
-		}
-		if again.Path != t.Path || !again.ParentExists {
-			return nil, conflict("the path changed while its parent directories were created")
-		}
-		t = again
+	var dir *os.Root
+	switch {
+	case t.ParentExists:
+		dir, err = x.openDir(rh.root, parentPath, t.parent)
+	case o.CreateParents:
+		dir, t.parent, err = x.makeParents(ctx, rh, parentPath)
+	default:
+		return nil, errcode.New(errcode.FileNotFound, "the parent directory does not exist (set createParents)")
 	}
-	dir, err := x.openDir(h, parentPath, t.parent)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +130,9 @@ func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*S
 }
 
 // openDir opens a directory of the root as a handle of its own and checks
-// that it is the directory that was resolved.
+// that it is the directory that was resolved, and not another root's
+// directory (PERMISSION_DENIED: a nested root reached through its outer
+// root's path is changed only through its own mount).
 func (x *Executor) openDir(h *os.Root, p canon.Path, want Info) (*os.Root, error) {
 	rel := p.Rel
 	if rel == "" {
@@ -145,7 +140,7 @@ func (x *Executor) openDir(h *os.Root, p canon.Path, want Info) (*os.Root, error
 	}
 	dir, err := h.OpenRoot(rel)
 	if err != nil {
-		return nil, mapOSError(err, "the directory cannot be opened")
+		return nil, swapped(err, "the directory changed while the request was decided", "the directory cannot be opened")
 	}
 	fi, err := dir.Stat(".")
 	if err != nil {
@@ -155,6 +150,10 @@ func (x *Executor) openDir(h *os.Root, p canon.Path, want Info) (*os.Root, error
 	if !sameObject(infoOf(fi), want) {
 		_ = dir.Close()
 		return nil, conflict("the directory changed while the request was decided")
+	}
+	if r, ok := x.otherRoot(p.Root, want); ok {
+		_ = dir.Close()
+		return nil, inOtherRoot(r)
 	}
 	return dir, nil
 }

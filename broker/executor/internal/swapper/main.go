@@ -1,0 +1,101 @@
+// Command swapper is a test helper of package executor: a second local
+// process that keeps swapping one entry of a root for a symbolic link while
+// the tests' executor works on it, as another program sharing the machine
+// could (it only ever changes entries inside the root, never outside). It is
+// built and run by the executor's tests only.
+//
+// It prints "ready" once it has started swapping, runs until its standard
+// input closes (so it never outlives the test that started it), and then
+// prints "swaps=N", the rounds it made.
+//
+// Modes (-mode):
+//
+//	exchange  -name is a real directory. A link to -target is made beside it
+//	          (-name + ".link"), and each round exchanges the two atomically
+//	          (renameat2 RENAME_EXCHANGE, Linux only), so that -name is the
+//	          directory or the link, never missing; the directory is put
+//	          back at -name at the end.
+//	missing   -name is normally absent. A link to -target is made beside it
+//	          (-name + ".link"), and each round renames it to -name and back;
+//	          a directory found at -name (made by the executor between two
+//	          rounds) is moved into -junk.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+)
+
+func main() {
+	mode := flag.String("mode", "", "exchange or missing")
+	name := flag.String("name", "", "the entry to swap (a host path)")
+	target := flag.String("target", "", "the target of the link put at -name")
+	junk := flag.String("junk", "", "mode missing: where a directory found at -name is moved")
+	flag.Parse()
+	if *name == "" || *target == "" {
+		fail("-name and -target are required")
+	}
+	var round func(n int)
+	switch *mode {
+	case "exchange":
+		link := *name + ".link"
+		if err := os.Symlink(*target, link); err != nil {
+			fail(err.Error())
+		}
+		round = func(int) {
+			if err := exchange(*name, link); err != nil {
+				fail(err.Error())
+			}
+		}
+		defer func() {
+			if fi, err := os.Lstat(*name); err == nil && !fi.IsDir() {
+				_ = exchange(*name, link)
+			}
+			_ = os.Remove(link)
+		}()
+	case "missing":
+		if *junk == "" {
+			fail("mode missing needs -junk")
+		}
+		link := *name + ".link"
+		if err := os.Symlink(*target, link); err != nil {
+			fail(err.Error())
+		}
+		round = func(n int) {
+			if err := os.Rename(link, *name); err != nil {
+				// The executor made a directory there: move it away.
+				_ = os.Rename(*name, filepath.Join(*junk, strconv.Itoa(n)))
+				return
+			}
+			if err := os.Rename(*name, link); err != nil {
+				fail(err.Error())
+			}
+		}
+		defer func() { _ = os.Remove(link) }()
+	default:
+		fail(fmt.Sprintf("unknown -mode %q", *mode))
+	}
+
+	var stop atomic.Bool
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop.Store(true)
+	}()
+	round(0)
+	fmt.Println("ready")
+	n := 1
+	for ; !stop.Load(); n++ {
+		round(n)
+	}
+	fmt.Printf("swaps=%d\n", n)
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "swapper:", msg)
+	os.Exit(2)
+}
