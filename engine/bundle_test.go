@@ -179,8 +179,10 @@ func TestBundle(t *testing.T) {
 			tampered.Manifest.Revision = "forged"
 			refused("tampered-manifest", tampered, keys.verification(), "digest mismatch")
 
-			// Unsigned, while verification is required.
+			// Unsigned, while verification is required; even when the caller's configuration
+			// says the signature is optional (OPA's default for keys without a signing block).
 			refused("unsigned", newBundle(), keys.verification(), "missing .signatures.json")
+			refused("unsigned-optional", newBundle(), keys.verification().WithOptionalSignature(), "missing .signatures.json")
 
 			// Signed with another key.
 			other := hs256Keys()

@@ -22,6 +22,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/logging"
 	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/open-policy-agent/opa/v1/plugins/rest"
+	"github.com/open-policy-agent/opa/v1/util"
 )
 
 // Remote is a policy set pulled from a bundle server, configured the way OPA itself is: the
@@ -31,6 +32,9 @@ import (
 // authentication, size limit and signature verification are OPA's own (v1/download,
 // v1/plugins/rest, v1/bundle); what is downloaded then goes through the same compilation,
 // type-check and tests as any other source before it decides.
+//
+// With keys configured, every bundle must be signed by one of them, signing block or not
+// (OPA alone would accept an unsigned bundle when keys come without a signing block).
 type Remote struct {
 	name       string
 	source     *bundleplugin.Source
@@ -85,6 +89,7 @@ func ParseRemote(config []byte, persistDir string) (*Remote, error) {
 	for name, src := range parsed.Bundles {
 		r.name, r.source = name, src
 	}
+	r.source.Signing = requireSignature(r.source.Signing)
 	if strings.HasPrefix(r.source.Resource, "file://") {
 		return nil, fmt.Errorf("opa configuration: bundles.%s: a file:// resource is a local bundle: use --bundle", r.name)
 	}
@@ -206,12 +211,84 @@ func (r *Remote) persist(content []byte) error {
 	return nil
 }
 
+// signature says how the bundles of r are checked, for the log.
+func (r *Remote) signature() string {
+	if r.source.Signing == nil {
+		return "not checked (no keys configured)"
+	}
+	if r.source.Signing.KeyID != "" {
+		return "required (key " + r.source.Signing.KeyID + ")"
+	}
+	return "required (any configured key)"
+}
+
+// maxDelay is the bundle's polling.max_delay_seconds (OPA's default, 120 s, when unset): the
+// cap of the backoff after a failure.
+func (r *Remote) maxDelay() time.Duration {
+	if s := r.source.Config.Polling.MaxDelaySeconds; s != nil && *s > 0 {
+		return time.Duration(*s) * time.Second
+	}
+	return defaultMaxPollDelay
+}
+
+// defaultMaxPollDelay is OPA's default polling.max_delay_seconds.
+const defaultMaxPollDelay = 120 * time.Second
+
+// failureBackoffBase is the first wait after a failed download or a refused bundle; each
+// further failure in a row multiplies it by 1.6 (OPA's util.DefaultBackoff, with 20% jitter),
+// up to the bundle's max_delay_seconds.
+const failureBackoffBase = time.Second
+
+// failureStreak is the run of failed downloads or refused bundles since the last bundle put in
+// force, so that a bad bundle is reported once and not on every retry.
+type failureStreak struct {
+	attempts int       // failures in a row
+	since    time.Time // the first of them
+	last     string    // the message of the latest
+}
+
+// add counts a failure and reports whether it is news: the first of the streak, or another
+// failure than the one before it.
+func (s *failureStreak) add(err error) bool {
+	if s.attempts == 0 {
+		s.since = time.Now()
+	}
+	s.attempts++
+	msg := err.Error()
+	news := msg != s.last
+	s.last = msg
+	return news
+}
+
+// backoff is how long to wait before the next download after the streak's latest failure.
+func (s *failureStreak) backoff(maxDelay time.Duration) time.Duration {
+	return util.DefaultBackoff(float64(failureBackoffBase), float64(maxDelay), s.attempts)
+}
+
+// wait sleeps for d or until ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // watchRemote polls the bundle server until ctx ends. Each new bundle (its signature already
-// verified by OPA's reader when signing is configured) is compiled, type-checked and tested,
+// verified by OPA's reader when keys are configured) is compiled, type-checked and tested,
 // and swapped in only when all of that passes; a download that fails (unreachable server,
 // unsigned or tampered bundle, over the size limit) or a bundle that does not build keeps the
-// last good set deciding, and is logged and reported to onReload.
+// last good set deciding.
+//
+// Failures are bounded in noise: each one that differs from the one before is logged at error
+// level and reported to onReload (the broker writes an audit record for each); a repeat is
+// logged at debug level only; the recovery is logged once, with the count. After a failure the
+// next download waits failureBackoffBase * 1.6^(n-1) for the n-th failure in a row, capped at
+// max_delay_seconds, before OPA's downloader adds its own retry delay (from 0.1 s, capped the
+// same way): the callback holds the downloader for that long.
 func (e *Engine) watchRemote(ctx context.Context, r *Remote, onReload func(string, error)) error {
+	var streak failureStreak // used by the downloader's goroutine only
 	d := download.New(r.source.Config, r.client, r.source.Resource).
 		WithBundleVerificationConfig(r.source.Signing).
 		WithSizeLimitBytes(r.source.SizeLimitBytes).
@@ -219,10 +296,14 @@ func (e *Engine) watchRemote(ctx context.Context, r *Remote, onReload func(strin
 		WithBundlePersistence(true). // keeps the raw bytes: the revision digest and the persisted copy
 		WithBundleParserOpts(ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true}).
 		WithCallback(func(ctx context.Context, u download.Update) error {
-			return e.remoteUpdate(ctx, r, u, onReload)
+			err := e.remoteUpdate(ctx, r, u, onReload, &streak)
+			if err != nil && ctx.Err() == nil {
+				wait(ctx, streak.backoff(r.maxDelay()))
+			}
+			return err
 		})
 	e.logger.Info("pulling policies", "source", r.String(),
-		"signed", r.source.Signing != nil, "persist", r.persistFile() != "")
+		"signature", r.signature(), "persist", r.persistFile() != "")
 	e.watching.Add(1)
 	defer e.watching.Add(-1)
 	d.Start(ctx)
@@ -233,8 +314,8 @@ func (e *Engine) watchRemote(ctx context.Context, r *Remote, onReload func(strin
 	return nil
 }
 
-// remoteUpdate handles one download result.
-func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update, onReload func(string, error)) error {
+// remoteUpdate handles one download result; streak is the run of failures before it.
+func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update, onReload func(string, error), streak *failureStreak) error {
 	if u.Error == nil && u.Bundle == nil {
 		return nil // 304 Not Modified
 	}
@@ -270,6 +351,11 @@ func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update,
 		}
 		err = remoteError(r, err)
 		e.failing = true
+		if !streak.add(err) {
+			e.logger.Debug("policy bundle still refused; the last good policy set stays in force",
+				"source", r.String(), "failed_attempts", streak.attempts, "error", err)
+			return err
+		}
 		e.logReloadFailure(err, old)
 		if onReload != nil {
 			onReload("", err)
@@ -279,6 +365,11 @@ func (e *Engine) remoteUpdate(ctx context.Context, r *Remote, u download.Update,
 	e.set.Store(set)
 	e.failing = false
 	e.remoteDigest = digestOf(content)
+	if streak.attempts > 0 {
+		e.logger.Info("the bundle server's policies are in force again",
+			"failed_attempts", streak.attempts, "failing_for", time.Since(streak.since).Round(time.Millisecond))
+		*streak = failureStreak{}
+	}
 	e.logLoaded("policies reloaded", set, time.Since(start))
 	if perr := r.persist(content); perr != nil {
 		e.logger.Warn("the new policy bundle is in force but could not be persisted", "error", perr)

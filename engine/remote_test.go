@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/open-policy-agent/opa/v1/bundle"
 )
 
@@ -64,16 +66,27 @@ func (s *bundleServer) serve(t *testing.T, b bundle.Bundle, etag string) {
 // remoteConfig is an OPA configuration pulling authz from s every second, signed with keys.
 func remoteConfig(t *testing.T, url string, keys signingKeys) []byte {
 	t.Helper()
+	return remoteConfigOf(t, url, keys, true, 1)
+}
+
+// remoteConfigOf is an OPA configuration pulling authz from url, polling every second after a
+// success and backing off to maxDelay seconds after failures, with keys configured under the
+// key id "fsbroker" and, when signing, a signing block naming it.
+func remoteConfigOf(t *testing.T, url string, keys signingKeys, signing bool, maxDelay int) []byte {
+	t.Helper()
+	authz := map[string]any{
+		"service":  "acme",
+		"resource": "bundles/authz.tar.gz",
+		"persist":  true,
+		"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": maxDelay},
+	}
+	if signing {
+		authz["signing"] = map[string]any{"keyid": "fsbroker"}
+	}
 	c := map[string]any{
 		"services": map[string]any{"acme": map[string]any{"url": url}},
-		"bundles": map[string]any{"authz": map[string]any{
-			"service":  "acme",
-			"resource": "bundles/authz.tar.gz",
-			"persist":  true,
-			"signing":  map[string]any{"keyid": "fsbroker"},
-			"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 1},
-		}},
-		"keys": map[string]any{"fsbroker": map[string]any{"key": keys.public, "algorithm": keys.alg}},
+		"bundles":  map[string]any{"authz": authz},
+		"keys":     map[string]any{"fsbroker": map[string]any{"key": keys.public, "algorithm": keys.alg}},
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -290,5 +303,163 @@ func TestRemoteBundleSameRevisionNewContent(t *testing.T) {
 	}
 	if name := withSecrets.String(); strings.Contains(name, "pw") || strings.Contains(name, "t1") || strings.Contains(name, "s2") {
 		t.Errorf("String() = %q leaks credentials", name)
+	}
+}
+
+// requestCount is how many requests s has answered.
+func (s *bundleServer) requestCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// logLines collects what a logger writes.
+type logLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write implements io.Writer.
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// logger is a debug-level logger writing to l.
+func (l *logLines) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: l, Level: hclog.Debug})
+}
+
+// count is how many lines hold every one of parts.
+func (l *logLines) count(parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for line := range strings.Lines(l.b.String()) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			n++
+		}
+	}
+	return n
+}
+
+// drainErrors counts the error reports waiting in r.
+func (r reloads) drainErrors() int {
+	n := 0
+	for {
+		select {
+		case msg := <-r:
+			if strings.HasPrefix(msg, "error: ") {
+				n++
+			}
+		default:
+			return n
+		}
+	}
+}
+
+// TestRemoteKeysWithoutSigningBlock: with keys configured and no signing block, OPA alone
+// accepts an unsigned bundle; the broker refuses it, still takes a bundle signed by a
+// configured key, and says in its log that a signature is required.
+func TestRemoteKeysWithoutSigningBlock(t *testing.T) {
+	t.Parallel()
+	keys := hs256Keys()
+	srv := newBundleServer(t)
+	log := &logLines{}
+	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, false, 1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"authz.rego": bundlePolicy}
+	open := map[string]any{"fsbroker": map[string]any{"open": true}}
+	srv.serve(t, makeBundle(t, "unsigned", files, open), "unsigned")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	got := make(reloads, 64)
+	go func() { done <- e.Watch(ctx, got.record) }()
+	defer func() { cancel(); <-done }()
+
+	got.await(t, "missing .signatures.json")
+	in := testInput(t, "read", "proj/a", false)
+	if d, err := e.Decide(context.Background(), in); err == nil || d.Allow || d.Revision == "unsigned" {
+		t.Fatalf("after an unsigned bundle: Decide = %+v, %v; want the fail-closed denial, no policy loaded", d, err)
+	}
+	signed := makeBundle(t, "signed", files, open)
+	keys.sign(t, &signed)
+	srv.serve(t, signed, "signed")
+	got.await(t, "signed")
+	if d, err := e.Decide(context.Background(), in); err != nil || !d.Allow || d.Revision != "signed" {
+		t.Fatalf("after a signed bundle: Decide = %+v, %v", d, err)
+	}
+	if log.count("pulling policies", `signature="required (any configured key)"`) != 1 {
+		t.Errorf("the start line does not say a signature is required:\n%s", log.b.String())
+	}
+}
+
+// TestRemoteBadBundleBackoff: a bundle that is refused again and again is reported once (one
+// error line, one onReload report, hence one audit record in the broker), retried with a
+// growing delay rather than OPA's retries from 0.1 s (about 8 requests in 5 s), and its end is
+// logged once with the count of failed attempts.
+func TestRemoteBadBundleBackoff(t *testing.T) {
+	t.Parallel()
+	keys := hs256Keys()
+	srv := newBundleServer(t)
+	log := &logLines{}
+	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, true, 4), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"authz.rego": bundlePolicy}
+	open := map[string]any{"fsbroker": map[string]any{"open": true}}
+	srv.serve(t, makeBundle(t, "r1", files, open), "r1") // unsigned
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	got := make(reloads, 64)
+	go func() { done <- e.Watch(ctx, got.record) }()
+	defer func() { cancel(); <-done }()
+
+	got.await(t, "missing .signatures.json")
+	first := srv.requestCount()
+	time.Sleep(5 * time.Second)
+	// Retries after 1.6 s and 2.6 s (20% jitter), then 4 s: at most 3 more in 5 s.
+	if n := srv.requestCount() - first; n > 3 {
+		t.Errorf("%d requests in the 5 s after the first refusal, want at most 3 (backoff from 1.6 s)", n)
+	}
+	if n := got.drainErrors(); n != 0 {
+		t.Errorf("%d more failure reports for the same bundle, want none", n)
+	}
+	refusal := "policy reload failed"
+	if n := log.count("[ERROR]", refusal, "signatures"); n != 1 {
+		t.Errorf("%d error lines for the unsigned bundle, want 1:\n%s", n, log.b.String())
+	}
+	if log.count("[DEBUG]", "still refused", "signatures") == 0 {
+		t.Errorf("the repeated refusals are not logged at debug level:\n%s", log.b.String())
+	}
+
+	// Another failure is news: reported and logged once more.
+	tampered := makeBundle(t, "r2", files, open)
+	keys.sign(t, &tampered)
+	tampered.Data = map[string]any{"fsbroker": map[string]any{"open": false}}
+	srv.serve(t, tampered, "r2")
+	got.await(t, "digest mismatch")
+	if n := log.count("[ERROR]", refusal); n != 2 {
+		t.Errorf("%d error lines after a second, different failure, want 2", n)
+	}
+
+	good := makeBundle(t, "r3", files, open)
+	keys.sign(t, &good)
+	srv.serve(t, good, "r3")
+	got.await(t, "r3")
+	if log.count("[INFO]", "in force again", "failed_attempts=") != 1 {
+		t.Errorf("the recovery is not logged once with the count of failed attempts:\n%s", log.b.String())
 	}
 }

@@ -36,10 +36,11 @@ type Source struct {
 	FS fs.FS
 	// Bundle is a bundle file (.tar.gz) as `opa build` makes it, optionally signed.
 	Bundle string
-	// BundleVerification, when set, requires Bundle to be signed with one of its keys (unless
-	// it was made WithOptionalSignature) and every file to match the signature: an unsigned or
-	// tampered bundle is refused. A signed bundle without BundleVerification is refused too,
-	// since its signature cannot be checked.
+	// BundleVerification, when set, requires Bundle to be signed with one of its keys and every
+	// file to match the signature: an unsigned or tampered bundle is refused, even when the
+	// configuration was made WithOptionalSignature (keys configured means a signature is
+	// required). A signed bundle without BundleVerification is refused too, since its
+	// signature cannot be checked.
 	BundleVerification *bundle.VerificationConfig
 	// Remote is a bundle server (see ParseRemote). New starts without a policy set (every
 	// request is denied) unless a persisted copy of the bundle loads; Engine.Watch pulls.
@@ -339,7 +340,7 @@ func readBundle(file string, vc *bundle.VerificationConfig) (*rawSet, error) {
 	r := bundle.NewCustomReader(bundle.NewTarballLoaderWithBaseURL(bytes.NewReader(content), file)).
 		WithRegoVersion(ast.RegoV1).
 		WithProcessAnnotations(true).
-		WithBundleVerificationConfig(vc).
+		WithBundleVerificationConfig(requireSignature(vc)).
 		WithSkipBundleVerification(false)
 	b, err := r.Read()
 	if err != nil {
@@ -350,6 +351,20 @@ func readBundle(file string, vc *bundle.VerificationConfig) (*rawSet, error) {
 		return nil, fileError(file, fmt.Errorf("bundle: %w", err))
 	}
 	return rawFromBundle(&b, file, content)
+}
+
+// requireSignature returns vc requiring a signature: with keys configured, a bundle without
+// .signatures.json is refused. OPA makes the configuration it injects for keys without a
+// signing block signature-optional (WithOptionalSignature), which would let an unsigned bundle
+// through a broker whose operator configured keys to have bundles checked. nil stays nil (no
+// keys: nothing is verified).
+func requireSignature(vc *bundle.VerificationConfig) *bundle.VerificationConfig {
+	if vc == nil || vc.SignatureRequired() {
+		return vc
+	}
+	required := bundle.NewVerificationConfig(vc.PublicKeys, vc.KeyID, vc.Scope, vc.Exclude)
+	required.AllowUnsignedDeltaBundles = vc.AllowUnsignedDeltaBundles
+	return required
 }
 
 // rawFromBundle makes a read (and verified) bundle a policy set named after file. The revision
