@@ -8,14 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/open-policy-agent/opa/v1/bundle"
+
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // bundleServer is a real HTTP bundle server: it serves one bundle file at a time under
@@ -313,37 +313,6 @@ func (s *bundleServer) requestCount() int {
 	return s.requests
 }
 
-// logLines collects what a logger writes.
-type logLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-// Write implements io.Writer.
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// logger is a debug-level logger writing to l.
-func (l *logLines) logger() hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: l, Level: hclog.Debug})
-}
-
-// count is how many lines hold every one of parts.
-func (l *logLines) count(parts ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for line := range strings.Lines(l.b.String()) {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			n++
-		}
-	}
-	return n
-}
-
 // drainErrors counts the error reports waiting in r.
 func (r reloads) drainErrors() int {
 	n := 0
@@ -366,12 +335,12 @@ func TestRemoteKeysWithoutSigningBlock(t *testing.T) {
 	t.Parallel()
 	keys := hs256Keys()
 	srv := newBundleServer(t)
-	log := &logLines{}
+	log := &testlog.Lines{}
 	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, false, 1), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.logger()))
+	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,8 +365,8 @@ func TestRemoteKeysWithoutSigningBlock(t *testing.T) {
 	if d, err := e.Decide(context.Background(), in); err != nil || !d.Allow || d.Revision != "signed" {
 		t.Fatalf("after a signed bundle: Decide = %+v, %v", d, err)
 	}
-	if log.count("pulling policies", `signature="required (any configured key)"`) != 1 {
-		t.Errorf("the start line does not say a signature is required:\n%s", log.b.String())
+	if log.Count("pulling policies", `signature="required (any configured key)"`) != 1 {
+		t.Errorf("the start line does not say a signature is required:\n%s", log)
 	}
 }
 
@@ -409,12 +378,12 @@ func TestRemoteBadBundleBackoff(t *testing.T) {
 	t.Parallel()
 	keys := hs256Keys()
 	srv := newBundleServer(t)
-	log := &logLines{}
+	log := &testlog.Lines{}
 	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, true, 4), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.logger()))
+	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,11 +407,11 @@ func TestRemoteBadBundleBackoff(t *testing.T) {
 		t.Errorf("%d more failure reports for the same bundle, want none", n)
 	}
 	refusal := "policy reload failed"
-	if n := log.count("[ERROR]", refusal, "signatures"); n != 1 {
-		t.Errorf("%d error lines for the unsigned bundle, want 1:\n%s", n, log.b.String())
+	if n := log.Count("[ERROR]", refusal, "signatures"); n != 1 {
+		t.Errorf("%d error lines for the unsigned bundle, want 1:\n%s", n, log)
 	}
-	if log.count("[DEBUG]", "still refused", "signatures") == 0 {
-		t.Errorf("the repeated refusals are not logged at debug level:\n%s", log.b.String())
+	if log.Count("[DEBUG]", "still refused", "signatures") == 0 {
+		t.Errorf("the repeated refusals are not logged at debug level:\n%s", log)
 	}
 
 	// Another failure is news: reported and logged once more.
@@ -451,7 +420,7 @@ func TestRemoteBadBundleBackoff(t *testing.T) {
 	tampered.Data = map[string]any{"fsbroker": map[string]any{"open": false}}
 	srv.serve(t, tampered, "r2")
 	got.await(t, "digest mismatch")
-	if n := log.count("[ERROR]", refusal); n != 2 {
+	if n := log.Count("[ERROR]", refusal); n != 2 {
 		t.Errorf("%d error lines after a second, different failure, want 2", n)
 	}
 
@@ -459,7 +428,7 @@ func TestRemoteBadBundleBackoff(t *testing.T) {
 	keys.sign(t, &good)
 	srv.serve(t, good, "r3")
 	got.await(t, "r3")
-	if log.count("[INFO]", "in force again", "failed_attempts=") != 1 {
-		t.Errorf("the recovery is not logged once with the count of failed attempts:\n%s", log.b.String())
+	if log.Count("[INFO]", "in force again", "failed_attempts=") != 1 {
+		t.Errorf("the recovery is not logged once with the count of failed attempts:\n%s", log)
 	}
 }
