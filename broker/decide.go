@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -131,13 +130,11 @@ func (RootModeDecider) Carried(context.Context, Request, []InputPath) Verdict {
 
 // PolicyDecider asks the Rego policy engine: data.fsbroker.authz.decision for
 // every request and data.fsbroker.authz.visible for listings and change
-// events.
+// events. (Decisions reach a decision-log service from the audit trail: see
+// package decisionlog.)
 type PolicyDecider struct {
 	Engine *engine.Engine
 	Log    hclog.Logger
-	// DecisionLog, when set, also ships every decision to an OPA
-	// decision-log service, under the audit trail's decision id.
-	DecisionLog *engine.DecisionLogger
 }
 
 var _ Decider = PolicyDecider{}
@@ -145,20 +142,10 @@ var _ Decider = PolicyDecider{}
 // Decide implements Decider. The engine fails closed on its own (a denial
 // with a generic reason); the error behind it goes to the log.
 func (d PolicyDecider) Decide(ctx context.Context, req Request) Verdict {
-	start := time.Now()
 	doc := inputDoc(req.Input)
 	dec, err := d.Engine.DecideCached(ctx, cacheKey(doc), doc)
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide; denying", "method", req.Method, "error", err)
-	}
-	if d.DecisionLog != nil {
-		id := ""
-		if c := callFrom(ctx); c != nil {
-			id = c.id
-		}
-		if err := d.DecisionLog.LogDecision(ctx, id, req.Input, dec, time.Since(start)); err != nil && d.Log != nil {
-			d.Log.Warn("cannot queue the decision for the decision log", "error", err)
-		}
 	}
 	return verdictOf(dec)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -19,6 +18,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 
+	"github.com/fsbroker/fsbroker/broker/decisionlog/decisionlogtest"
 	"github.com/fsbroker/fsbroker/policies"
 )
 
@@ -232,74 +232,26 @@ opa:
 	}
 }
 
-// TestDecisionLogService: with OPA's decision_logs in the config file, every
-// decision is uploaded to the decision-log service through OPA's own plugin,
-// under the audit trail's decision id.
+// TestDecisionLogService: with OPA's decision_logs in the config file and OPA's
+// default reporting delay (5 to 10 minutes), every decision reaches the
+// decision-log service under the audit trail's decision id when the broker
+// stops: it flushes the decisions of its trail.
 func TestDecisionLogService(t *testing.T) {
 	t.Parallel()
-	var (
-		mu     sync.Mutex
-		events []map[string]any
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil || r.URL.Path != "/logs" {
-			http.Error(w, "bad upload", http.StatusBadRequest)
-			return
-		}
-		var batch []map[string]any
-		if err := json.NewDecoder(zr).Decode(&batch); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		events = append(events, batch...)
-		mu.Unlock()
-	}))
-	defer srv.Close()
-
-	dir := t.TempDir()
-	root := filepath.Join(dir, "proj")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(root, "a.txt"), "hi")
-	config := filepath.Join(dir, "fsbroker.yaml")
-	writeFile(t, config, fmt.Sprintf(`version: 1
-roots:
-  - path: %s
-opa:
-  services:
-    siem:
-      url: %s
-  decision_logs:
-    service: siem
-`, root, srv.URL))
+	srv := decisionlogtest.New(t)
+	dir, config := decisionLogWorld(t, srv.URL, "")
 	p := startBroker(t, "", "stdio", "--config", config, "--state-dir", filepath.Join(dir, "state"))
 	p.handshake("2025-11-25")
 	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
 		t.Fatalf("read: %s", r.raw)
 	}
-	r := p.call(2, "files/write", map[string]any{"path": "proj/a.txt", "content": "no"})
-	if r.Error == nil {
-		t.Fatalf("write to a read-only root: %s", r.raw)
-	}
-	denied := dataOf(t, r).DecisionID
+	denied := refusalID(t, p, 2, "files/write", map[string]any{"path": "proj/a.txt", "content": "no"})
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	// The broker flushes the buffer as it stops.
-	mu.Lock()
-	defer mu.Unlock()
-	var found bool
-	for _, ev := range events {
-		result, _ := ev["result"].(map[string]any)
-		if ev["decision_id"] == denied && result["allow"] == false && ev["path"] == "fsbroker/authz/decision" {
-			found = true
-		}
-	}
-	if len(events) != 2 || !found {
-		t.Errorf("uploaded %d events %v; want the read's and the denied write's (%s)", len(events), events, denied)
+	events := decisionlogtest.ByID(t, srv.Events(t))
+	if len(events) != 2 || events[denied].Member("result", "allow") != false || events[denied].Member("", "path") != "fsbroker/authz/decision" {
+		t.Errorf("uploaded %v; want the read's and the denied write's (%s)", events, denied)
 	}
 }

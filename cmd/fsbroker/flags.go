@@ -20,6 +20,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/decisionlog"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
@@ -208,19 +209,14 @@ type setup struct {
 	limiter   *broker.Limiter
 	consent   consent.Provider
 	grants    *grants.Store
-	decisions *engine.DecisionLogger
+	decisions *decisionlog.Uploader
 }
 
 // close releases what prepare opened: the audit trail is flushed and its
-// last checkpoint written.
+// last checkpoint written, then the decision log uploads what is left of it.
 func (s *setup) close() {
 	if s.grants != nil {
 		s.grants.Close()
-	}
-	if s.decisions != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
-		s.decisions.Close(ctx) // uploads what is buffered
-		cancel()
 	}
 	if s.usage != nil {
 		s.usage.Close()
@@ -229,6 +225,11 @@ func (s *setup) close() {
 		if err := s.trail.Close(); err != nil {
 			s.log.Error("closing the audit trail", "error", err)
 		}
+	}
+	if s.decisions != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
+		s.decisions.Close(ctx) // what it cannot upload in time stays in the trail for the next start
+		cancel()
 	}
 }
 
@@ -399,9 +400,9 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		return nil, err
 	}
 	if len(o.opaConfig) > 0 {
-		host, _ := os.Hostname()
-		id := fmt.Sprintf("fsbroker-%s-%d", host, os.Getpid())
-		if s.decisions, err = engine.NewDecisionLogger(context.Background(), o.opaConfig, id, brokerVersion()); err != nil {
+		s.decisions, err = decisionlog.New(decisionlog.Options{Config: o.opaConfig, Trail: s.trail,
+			StateDir: o.stateDir, Version: brokerVersion(), Logger: s.log.Named("decisionlog")})
+		if err != nil {
 			s.close()
 			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
 		}

@@ -149,7 +149,7 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 		broker.WithPingInterval(s.opts.pingInterval),
 		broker.WithExecutor(s.exec),
 		broker.WithWatchHub(s.hub, s.opts.maxWatches),
-		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy"), DecisionLog: s.decisions}),
+		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
 		broker.WithAudit(s.trail, s.opts.redactPaths),
 		broker.WithUsage(s.usage),
 		broker.WithLimiter(s.limiter),
