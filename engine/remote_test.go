@@ -328,30 +328,46 @@ func (r reloads) drainErrors() int {
 	}
 }
 
+// remoteWatch is an engine on a remote source, watching a bundle server, with its log and its
+// reload reports.
+type remoteWatch struct {
+	srv *bundleServer
+	log *testlog.Lines
+	e   *Engine
+	got reloads
+}
+
+// watchBundleServer starts a bundle server serving first (under its manifest revision as the
+// ETag) and an engine watching it until the test ends, with keys configured (and a signing
+// block naming them when signing) and polling.max_delay_seconds maxDelay.
+func watchBundleServer(t *testing.T, keys signingKeys, signing bool, maxDelay int, first bundle.Bundle) *remoteWatch {
+	t.Helper()
+	w := &remoteWatch{srv: newBundleServer(t), log: &testlog.Lines{}, got: make(reloads, 64)}
+	remote, err := ParseRemote(remoteConfigOf(t, w.srv.URL, keys, signing, maxDelay), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.e, err = New(context.Background(), Source{Remote: remote}, WithLogger(w.log.Logger())); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.serve(t, first, first.Manifest.Revision)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.e.Watch(ctx, w.got.record) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
 // TestRemoteKeysWithoutSigningBlock: with keys configured and no signing block, OPA alone
 // accepts an unsigned bundle; the broker refuses it, still takes a bundle signed by a
 // configured key, and says in its log that a signature is required.
 func TestRemoteKeysWithoutSigningBlock(t *testing.T) {
 	t.Parallel()
 	keys := hs256Keys()
-	srv := newBundleServer(t)
-	log := &testlog.Lines{}
-	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, false, 1), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string]string{"authz.rego": bundlePolicy}
 	open := map[string]any{"fsbroker": map[string]any{"open": true}}
-	srv.serve(t, makeBundle(t, "unsigned", files, open), "unsigned")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	got := make(reloads, 64)
-	go func() { done <- e.Watch(ctx, got.record) }()
-	defer func() { cancel(); <-done }()
+	w := watchBundleServer(t, keys, false, 1, makeBundle(t, "unsigned", files, open))
+	srv, log, e, got := w.srv, w.log, w.e, w.got
 
 	got.await(t, "missing .signatures.json")
 	in := testInput(t, "read", "proj/a", false)
@@ -377,24 +393,10 @@ func TestRemoteKeysWithoutSigningBlock(t *testing.T) {
 func TestRemoteBadBundleBackoff(t *testing.T) {
 	t.Parallel()
 	keys := hs256Keys()
-	srv := newBundleServer(t)
-	log := &testlog.Lines{}
-	remote, err := ParseRemote(remoteConfigOf(t, srv.URL, keys, true, 4), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(context.Background(), Source{Remote: remote}, WithLogger(log.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := map[string]string{"authz.rego": bundlePolicy}
 	open := map[string]any{"fsbroker": map[string]any{"open": true}}
-	srv.serve(t, makeBundle(t, "r1", files, open), "r1") // unsigned
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	got := make(reloads, 64)
-	go func() { done <- e.Watch(ctx, got.record) }()
-	defer func() { cancel(); <-done }()
+	w := watchBundleServer(t, keys, true, 4, makeBundle(t, "r1", files, open)) // unsigned
+	srv, log, got := w.srv, w.log, w.got
 
 	got.await(t, "missing .signatures.json")
 	first := srv.requestCount()
