@@ -177,8 +177,8 @@ func (d PolicyDecider) Visible(ctx context.Context, req Request, entries []Input
 // Carried implements Decider with data.fsbroker.authz.decision, the
 // request's input with the entries in input.entries. It is not cached (the
 // key would hold every entry). The session records the verdict in the trail
-// (recordDecision); it is not sent to the decision log from here, an event
-// holding up to maxGuardedEntries entries being too large to upload.
+// (recordDecision), from which it is uploaded like every decision, with the
+// request's paths, not the entries.
 func (d PolicyDecider) Carried(ctx context.Context, req Request, entries []InputPath) Verdict {
 	in := *req.Input
 	in.Entries = entries
