@@ -1,19 +1,30 @@
 // Package watch watches files and directory trees for the broker's
-// files/watch (PROTOCOL.md section 5), on top of fsnotify.
+// files/watch (PROTOCOL.md section 5).
 //
-// A Hub owns one fsnotify.Watcher for the whole process (inotify instances
-// are scarce: 128 per user by default) and dispatches its events to
-// subscriptions. A directory watched by several subscriptions is added to the
-// watcher once and counted. Recursion is built here: a subscription walks its
-// tree, adds a watch per directory, adds watches for directories created
-// later, and rescans every tree when events were lost (queue overflow).
+// A Hub owns one kernel watcher for the whole process (inotify instances are
+// scarce: 128 per user by default) and dispatches its events to
+// subscriptions. A directory watched by several subscriptions is watched
+// once and counted. Recursion is built here: a subscription walks its tree,
+// adds a watch per directory, adds watches for directories created later,
+// and rescans every tree when events were lost (queue overflow).
 //
-// Confinement: directories are read only through an os.Root handle opened on
-// the root's directory (one per root, kept by the Hub), never following
-// symbolic links; a link to a directory is an entry, not a subtree. fsnotify
-// needs absolute paths, so after each watch is added the directory the kernel
-// resolved is checked to be the one the root handle saw (same device and
-// inode), and the watch is dropped otherwise.
+// Confinement: a root is opened once, checked to be the directory the root
+// was resolved to at start-up (roots.Root.ID), and every directory is
+// looked up from that handle without following any symbolic link (a link to
+// a directory is an entry, not a subtree). On Linux the directory is opened
+// (O_PATH, openat2 with RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS, or openat
+// with O_NOFOLLOW segment by segment) and its inotify watch is added on that
+// open directory through /proc/self/fd, so the watch is on the very
+// directory that was opened inside the root, whatever its path names by
+// then, and its entries are read from the same handle. Elsewhere (fsnotify,
+// which adds watches by path) the directory is opened through an os.Root,
+// the watch is added by its host path, and what the path resolves to is
+// checked afterwards to be the opened directory: a swap between the two can
+// go unnoticed there.
+//
+// Walks run without the Hub's lock, taking it briefly per directory, so a
+// large tree being set up never stalls the other subscriptions; the events
+// of a subscription being walked wait and are applied once its walk ends.
 //
 // Events are coalesced per subscription and path: the first change opens a
 // window (100 ms by default) and at its end one event reports the change over
@@ -27,26 +38,26 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker/canon"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // defaultCoalesce is the default coalescing window: PROTOCOL.md allows at
 // most one event per path per 100 ms.
 const defaultCoalesce = 100 * time.Millisecond
 
-// queueLimit bounds the events received from fsnotify and not yet handled.
+// queueLimit bounds the events received from the kernel watcher and not yet
+// handled, and the events a subscription keeps while it is walked.
 // Beyond it events are dropped and the trees are rescanned, as on a kernel
 // queue overflow.
 const queueLimit = 1 << 16
@@ -97,22 +108,23 @@ func WithCoalesce(d time.Duration) Option {
 	}
 }
 
-// Hub owns one fsnotify.Watcher and dispatches its events to subscriptions.
+// Hub owns one kernel watcher and dispatches its events to subscriptions.
 // It is safe for concurrent use. Every emit function of its subscriptions is
 // called from one goroutine of the Hub.
 type Hub struct {
 	log      hclog.Logger
 	coalesce time.Duration
-	w        *fsnotify.Watcher
+	kernel   *kernel
 
 	// Test hooks, set only by unexported options before the goroutines
-	// start: dropEvent discards raw events, beforeAdd runs between the
-	// root handle's Lstat of a directory and the watcher's Add of it.
+	// start: dropEvent discards kernel events by entry name ("" for a
+	// directory's own), beforeAdd runs in a walk, without the Hub's lock,
+	// between the lookup of a directory and the adding of its watch.
 	dropEvent func(name string) bool
-	beforeAdd func(abs string)
+	beforeAdd func(rel string)
 
-	// The queue between the goroutine that reads the watcher and the one
-	// that handles its events, so that the watcher never waits for h.mu.
+	// The queue between the kernel watcher's reader and the dispatcher, so
+	// that the reader never waits for h.mu.
 	qmu   sync.Mutex
 	queue []queued
 	lost  bool
@@ -120,34 +132,67 @@ type Hub struct {
 
 	mu      sync.Mutex
 	closed  bool
-	roots   map[string]*os.Root        // by root directory
-	dirs    map[string]*hubDir         // watched directories, by absolute path
-	subs    map[*Subscription]struct{} // open subscriptions
+	roots   map[rootKey]*rootDir       // root handles, by directory and identity
+	dirs    map[watchKey]*hubDir       // watched directories, by watch
+	subs    map[*Subscription]struct{} // open subscriptions, and those being set up
 	windows []*window                  // open coalescing windows, by deadline
+	walks   sync.WaitGroup             // walks running without h.mu (Close waits for them)
 
 	done      chan struct{}
 	runDone   chan struct{}
-	pumpDone  chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// queued is one item from the watcher: an event or an error.
+// rootKey names a root handle: a root resolved again to another directory
+// (a configuration reload) gets a handle of its own.
+type rootKey struct {
+	dir string
+	id  roots.FileID
+}
+
+// queued is one item from the kernel watcher: an event or an error.
 type queued struct {
-	ev  fsnotify.Event
+	ev  kernelEvent
 	err error
 }
 
-// hubDir is a directory in the watcher, with the subscriptions that hold it
-// and the directory's path inside each one's root (roots may nest).
-type hubDir struct {
-	subs map[*Subscription]string
+// watchKey names one watch of the kernel watcher (an inotify watch
+// descriptor on Linux).
+type watchKey int
+
+// op is what a kernel event reports.
+type op uint8
+
+const (
+	opCreate op = 1 << iota // an entry appeared (created, or moved in)
+	opWrite                 // an entry's content changed
+	opRemove                // an entry, or the watched directory, was deleted
+	opRename                // an entry, or the watched directory, was moved away
+)
+
+// kernelEvent is one event of a watched directory: of its entry name, or of
+// the directory itself when name is empty.
+type kernelEvent struct {
+	key  watchKey
+	name string
+	op   op
 }
 
-// ref is one subscription's hold on a watched directory.
-type ref struct {
-	s   *Subscription
-	rel string
+// kind is the type of an object a lookup found.
+type kind uint8
+
+const (
+	kindOther kind = iota
+	kindDir
+	kindLink
+)
+
+// hubDir is a directory in the kernel watcher, with the subscriptions that
+// hold it and the directory's path inside each one's root (roots may nest).
+type hubDir struct {
+	id   roots.FileID
+	subs map[*Subscription]string
 }
 
 // NewHub creates the process's watcher and starts dispatching. Errors are
@@ -158,17 +203,16 @@ func NewHub(opts ...Option) (*Hub, error) {
 		log:      hclog.NewNullLogger(),
 		coalesce: defaultCoalesce,
 		wake:     make(chan struct{}, 1),
-		roots:    make(map[string]*os.Root),
-		dirs:     make(map[string]*hubDir),
+		roots:    make(map[rootKey]*rootDir),
+		dirs:     make(map[watchKey]*hubDir),
 		subs:     make(map[*Subscription]struct{}),
 		done:     make(chan struct{}),
 		runDone:  make(chan struct{}),
-		pumpDone: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(h)
 	}
-	w, err := fsnotify.NewWatcher()
+	k, err := newKernel(h.received, h.injectError)
 	if err != nil {
 		if errors.Is(err, syscall.EMFILE) {
 			return nil, errcode.Wrap(errcode.QuotaExceeded,
@@ -176,8 +220,7 @@ func NewHub(opts ...Option) (*Hub, error) {
 		}
 		return nil, errcode.Wrap(errcode.IOError, "the file watcher cannot be created", err)
 	}
-	h.w = w
-	go h.pump()
+	h.kernel = k
 	go h.run()
 	return h, nil
 }
@@ -200,21 +243,23 @@ func (h *Hub) Close() error {
 			s.emitMu.Unlock()
 		}
 		<-h.runDone
-		if err := h.w.Close(); err != nil {
-			h.closeErr = fmt.Errorf("close the file watcher: %w", err)
+		// Walks stop at their next directory; the root handles they look
+		// up from stay open until then.
+		h.walks.Wait()
+		if err := h.kernel.close(); err != nil {
+			h.closeErr = err
 		}
-		<-h.pumpDone
 
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for s := range subs {
 			s.dead = true
 		}
-		for path, r := range h.roots {
-			if err := r.Close(); err != nil && h.closeErr == nil {
-				h.closeErr = fmt.Errorf("close a root handle: %w", err)
+		for key, rd := range h.roots {
+			if err := rd.close(); err != nil && h.closeErr == nil {
+				h.closeErr = err
 			}
-			delete(h.roots, path)
+			delete(h.roots, key)
 		}
 		h.dirs = nil
 		h.windows = nil
@@ -226,6 +271,7 @@ func (h *Hub) Close() error {
 // events go to.
 type Subscription struct {
 	h         *Hub
+	root      *rootDir
 	target    canon.Path
 	recursive bool
 	file      bool   // the target is not a directory: its parent is watched
@@ -235,10 +281,13 @@ type Subscription struct {
 	emit      func(Event)
 
 	// Guarded by h.mu.
-	dirs    map[string]*dirState // watched directories, by Rel
-	pending map[string]*window   // open windows, by Rel
-	gone    bool                 // the target (or its parent) vanished: silent
-	dead    bool                 // closed: no window of it is emitted
+	dirs     map[string]*dirState // watched directories, by Rel
+	pending  map[string]*window   // open windows, by Rel
+	gone     bool                 // the target (or its parent) vanished: silent
+	dead     bool                 // closed: no window of it is emitted
+	walking  bool                 // a walk runs without h.mu: events wait in deferred
+	deferred []kernelEvent        // events that came during a walk, in order
+	rescan   bool                 // rescan the tree once the walk ends
 
 	emitMu sync.Mutex // held while emit runs
 	closed bool       // guarded by emitMu
@@ -247,8 +296,8 @@ type Subscription struct {
 // dirState is a directory that a subscription watches and the entries it
 // knows in it.
 type dirState struct {
-	abs     string
-	id      fileID
+	key     watchKey
+	id      roots.FileID
 	entries map[string]entry
 }
 
@@ -264,12 +313,14 @@ type entry struct {
 // of that path only are reported. kinds filters the events (nil or empty:
 // all three). emit is called from one goroutine of the Hub, never
 // concurrently for one subscription; it must not block for long and must not
-// call Close.
+// call Close. The tree is walked without holding the Hub's lock: other
+// subscriptions go on meanwhile.
 //
 // Errors are *errcode.Error: FILE_NOT_FOUND when the target is missing,
 // QUOTA_EXCEEDED when the system limit on watches is reached, INVALID_PARAMS
 // for an unknown kind, CONCURRENCY_CONFLICT when the target changed while
-// the watch was set up, IO_ERROR otherwise.
+// the watch was set up, IO_ERROR when the root is no longer the directory it
+// was resolved to (moved or replaced after start-up) and otherwise.
 func (h *Hub) Subscribe(target canon.Path, recursive bool, kinds []Kind, emit func(Event)) (*Subscription, error) {
 	ks, err := parseKinds(kinds)
 	if err != nil {
@@ -283,20 +334,22 @@ func (h *Hub) Subscribe(target canon.Path, recursive bool, kinds []Kind, emit fu
 	}
 
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
-		return nil, errcode.New(errcode.IOError, "the file watcher is closed")
+		h.mu.Unlock()
+		return nil, errHubClosed()
 	}
-	root, err := h.rootHandle(target.Root.Path)
+	rd, err := h.rootDir(target.Root)
 	if err != nil {
-		return nil, mapError(err, "the root cannot be opened")
+		h.mu.Unlock()
+		return nil, err
 	}
-	fi, err := root.Lstat(dotRel(target.Rel))
-	if err != nil {
-		return nil, mapError(err, "the path cannot be watched")
-	}
+	h.walks.Add(1)
+	h.mu.Unlock()
+	defer h.walks.Done()
+
 	s := &Subscription{
 		h:         h,
+		root:      rd,
 		target:    target,
 		recursive: recursive,
 		top:       target.Rel,
@@ -304,25 +357,71 @@ func (h *Hub) Subscribe(target canon.Path, recursive bool, kinds []Kind, emit fu
 		emit:      emit,
 		dirs:      make(map[string]*dirState),
 		pending:   make(map[string]*window),
+		walking:   true,
 	}
-	switch {
-	case fi.IsDir():
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, errcode.New(errcode.ConcurrencyConflict, "the path changed while the watch was set up")
-	default:
-		parent, name := target.Parent()
-		s.file, s.recursive, s.top, s.name = true, false, parent.Rel, name
+	top, err := s.lookupTop()
+	if err != nil {
+		return nil, mapError(err, "the path cannot be watched")
 	}
-	now := time.Now()
-	if err := h.scan(s, s.top, false, now); err != nil {
+	defer top.close()
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errHubClosed()
+	}
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+
+	err = h.walk(s, s.top, top, false, true)
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil && h.closed {
+		err = errAborted
+	}
+	if err != nil {
+		delete(h.subs, s)
+		s.dead = true
 		h.releaseAll(s)
-		if errors.Is(err, errSwapped) {
-			return nil, errcode.Wrap(errcode.ConcurrencyConflict, "the path changed while the watch was set up", err)
+		if errors.Is(err, errAborted) {
+			return nil, errHubClosed()
 		}
 		return nil, mapError(err, "the path cannot be watched")
 	}
-	h.subs[s] = struct{}{}
+	s.walking = false
+	h.flush(s, time.Now())
+	h.poke()
 	return s, nil
+}
+
+// lookupTop opens the directory s watches first: the target, or for a
+// target that is not a directory its parent. A link is CONCURRENCY_CONFLICT:
+// the caller resolved links, so one there now was swapped in since.
+func (s *Subscription) lookupTop() (*handle, error) {
+	t, err := s.root.lookup(s.target.Rel)
+	if err != nil {
+		return nil, err
+	}
+	switch t.kind {
+	case kindDir:
+		return t, nil
+	case kindLink:
+		t.close()
+		return nil, errSwapped
+	}
+	t.close()
+	parent, name := s.target.Parent()
+	s.file, s.recursive, s.top, s.name = true, false, parent.Rel, name
+	p, err := s.root.lookup(parent.Rel)
+	if err != nil {
+		return nil, err
+	}
+	if p.kind != kindDir {
+		p.close()
+		return nil, errSwapped
+	}
+	return p, nil
 }
 
 // Close stops the subscription: once Close returns, emit is never called
@@ -346,45 +445,40 @@ func (s *Subscription) Close() {
 	s.dead = true
 	h.releaseAll(s)
 	clear(s.pending)
+	s.deferred = nil
 }
 
-// rootHandle returns the Hub's handle on a root directory, opening it once.
-func (h *Hub) rootHandle(dir string) (*os.Root, error) {
-	if r, ok := h.roots[dir]; ok {
-		return r, nil
+// rootDir returns the Hub's handle on the root r, opening it on first use
+// and checking that it is still the directory r was resolved to (device and
+// inode, where the platform has them): a root moved or replaced since, by a
+// link to another tree say, is refused, never followed. h.mu is held.
+func (h *Hub) rootDir(r roots.Root) (*rootDir, error) {
+	key := rootKey{dir: r.Path, id: r.ID}
+	if rd, ok := h.roots[key]; ok {
+		return rd, nil
 	}
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open root: %w", err)
-	}
-	h.roots[dir] = r
-	return r, nil
-}
-
-// pump moves the watcher's events and errors into the queue. It never
-// waits for h.mu, so the watcher never waits for the dispatcher.
-func (h *Hub) pump() {
-	defer close(h.pumpDone)
-	events, errs := h.w.Events, h.w.Errors
-	for events != nil || errs != nil {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if h.dropEvent != nil && h.dropEvent(ev.Name) {
-				continue
-			}
-			h.enqueue(queued{ev: ev})
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			h.enqueue(queued{err: err})
+	rd, id, err := openRootDir(r.Path)
+	if err == nil && !sameID(r.ID, id) {
+		err = errors.New("another directory is there now")
+		if cerr := rd.close(); cerr != nil {
+			h.log.Debug("cannot close a root handle", "error", cerr)
 		}
 	}
+	if err != nil {
+		return nil, errcode.Wrap(errcode.IOError, fmt.Sprintf(
+			"the root %q is no longer the directory it was resolved to (moved, removed or replaced since); it cannot be watched",
+			r.Mount), err)
+	}
+	h.roots[key] = rd
+	return rd, nil
+}
+
+// received takes an event from the kernel watcher's reader.
+func (h *Hub) received(ev kernelEvent) {
+	if h.dropEvent != nil && h.dropEvent(ev.name) {
+		return
+	}
+	h.enqueue(queued{ev: ev})
 }
 
 // enqueue adds one item for the dispatcher, or marks events as lost when
@@ -397,14 +491,20 @@ func (h *Hub) enqueue(q queued) {
 		h.queue = append(h.queue, q)
 	}
 	h.qmu.Unlock()
+	h.poke()
+}
+
+// poke wakes the dispatcher: items are queued, or windows were opened
+// outside it (by a walk).
+func (h *Hub) poke() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
 	}
 }
 
-// injectError hands err to the dispatcher as if the watcher had reported it
-// (for tests of the rescan).
+// injectError hands err to the dispatcher as if the watcher had reported it:
+// events were lost, and the trees are rescanned.
 func (h *Hub) injectError(err error) { h.enqueue(queued{err: err}) }
 
 // delivery is one event for one subscription.
@@ -447,6 +547,7 @@ func (h *Hub) run() {
 
 // drain handles what the queue holds now. Items that arrive meanwhile wait
 // for the next round, so that a steady stream cannot hold windows open.
+// h.mu is held.
 func (h *Hub) drain() {
 	h.qmu.Lock()
 	items, lost := h.queue, h.lost
@@ -469,7 +570,7 @@ func (h *Hub) drain() {
 		h.handle(it.ev, now)
 	}
 	if rescan {
-		h.rescanAll(now)
+		h.rescanAll()
 	}
 }
 
@@ -484,73 +585,113 @@ func (h *Hub) deliver(ds []delivery) {
 	}
 }
 
-// handle applies one watcher event to the subscriptions that watch its
-// directory, and to those whose top directory it names.
-func (h *Hub) handle(ev fsnotify.Event, now time.Time) {
-	op := ev.Op &^ fsnotify.Chmod
-	if op == 0 {
+// handle hands one kernel event to the subscriptions that hold its
+// directory; those being walked keep it for later. h.mu is held.
+func (h *Hub) handle(ev kernelEvent, now time.Time) {
+	if ev.name != "" && (!validName(ev.name) || executor.IsTempName(ev.name)) {
 		return
 	}
-	name := ev.Name
-	if hd := h.dirs[name]; hd != nil {
-		for _, r := range hd.refs() {
-			if r.rel == r.s.top {
-				h.topEvent(r.s, op, now)
-			}
-		}
-	}
-	i := strings.LastIndexByte(name, filepath.Separator)
-	if i < 0 {
-		return
-	}
-	dir, base := name[:i], name[i+1:]
-	if dir == "" {
-		dir = string(filepath.Separator)
-	}
-	if !validName(base) || executor.IsTempName(base) {
-		return
-	}
-	hd := h.dirs[dir]
+	hd := h.dirs[ev.key]
 	if hd == nil {
 		return
 	}
-	for _, r := range hd.refs() {
-		h.entryEvent(r.s, r.rel, base, op, now)
+	for _, s := range hd.holders() {
+		if !s.walking {
+			h.apply(s, ev, now)
+			continue
+		}
+		if len(s.deferred) >= queueLimit {
+			s.rescan = true
+		} else {
+			s.deferred = append(s.deferred, ev)
+		}
 	}
 }
 
-// refs returns the holders of a watched directory, copied so that handlers
-// may change the table.
-func (hd *hubDir) refs() []ref {
-	out := make([]ref, 0, len(hd.subs))
-	for s, rel := range hd.subs {
-		out = append(out, ref{s: s, rel: rel})
+// holders returns the subscriptions that hold a watched directory, copied
+// so that handlers may change the table.
+func (hd *hubDir) holders() []*Subscription {
+	out := make([]*Subscription, 0, len(hd.subs))
+	for s := range hd.subs {
+		out = append(out, s)
 	}
 	return out
 }
 
-// topEvent handles an event that names a subscription's top directory
-// itself: removed or renamed away, or replaced (a Create of its name for
-// another directory), the subscription's target is gone.
-func (h *Hub) topEvent(s *Subscription, op fsnotify.Op, now time.Time) {
+// apply applies one kernel event to s: to the directory s holds its watch
+// for, as that is now. h.mu is held.
+func (h *Hub) apply(s *Subscription, ev kernelEvent, now time.Time) {
 	if s.gone || s.dead {
 		return
 	}
-	if op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
+	hd := h.dirs[ev.key]
+	if hd == nil {
+		return
+	}
+	rel, ok := hd.subs[s]
+	if !ok {
+		return
+	}
+	if ev.name == "" {
+		if rel == s.top {
+			h.topEvent(s, ev.op, now)
+		}
+		return
+	}
+	h.entryEvent(s, rel, ev.name, ev.op, now)
+}
+
+// flush applies the events that came while s was walked, until one starts
+// another walk, and then a rescan that was asked for meanwhile. h.mu is
+// held.
+func (h *Hub) flush(s *Subscription, now time.Time) {
+	for !s.walking && len(s.deferred) > 0 {
+		ev := s.deferred[0]
+		s.deferred = s.deferred[1:]
+		h.apply(s, ev, now)
+	}
+	if len(s.deferred) == 0 {
+		s.deferred = nil
+	}
+	if s.gone || s.dead {
+		s.deferred, s.rescan = nil, false
+		return
+	}
+	if !s.walking && s.rescan {
+		s.rescan = false
+		h.startWalk(s, s.top, true)
+	}
+}
+
+// topEvent handles an event of a subscription's top directory itself:
+// removed or moved away, the subscription's target is gone; created again
+// (a path watcher's report of its name), it is gone unless it is still the
+// same directory. h.mu is held.
+func (h *Hub) topEvent(s *Subscription, o op, now time.Time) {
+	if o&(opRemove|opRename) != 0 {
 		h.topGone(s, now)
 		return
 	}
-	if op.Has(fsnotify.Create) {
-		d := s.dirs[s.top]
-		fi, err := h.roots[s.target.Root.Path].Lstat(dotRel(s.top))
-		if d == nil || err != nil || !fi.IsDir() || !sameID(d.id, fileIDOf(fi)) {
-			h.topGone(s, now)
-		}
+	if o&opCreate != 0 && !h.topSame(s) {
+		h.topGone(s, now)
 	}
+}
+
+// topSame reports whether the top directory of s is still the one it
+// watches. h.mu is held.
+func (h *Hub) topSame(s *Subscription) bool {
+	d := s.dirs[s.top]
+	t, err := s.root.lookup(s.top)
+	if err != nil {
+		return false
+	}
+	defer t.close()
+	return d != nil && t.kind == kindDir && sameID(d.id, t.id)
 }
 
 // topGone reports the target deleted (for a file target, when it was known
 // to exist), drops every watch of the subscription and makes it silent.
+// h.mu is held.
 func (h *Hub) topGone(s *Subscription, now time.Time) {
 	if s.gone {
 		return
@@ -566,11 +707,13 @@ func (h *Hub) topGone(s *Subscription, now time.Time) {
 		h.change(s, s.top, true, false, now)
 	}
 	h.releaseAll(s)
+	s.deferred, s.rescan = nil, false
 }
 
-// entryEvent applies a watcher event for entry name of directory rel.
-func (h *Hub) entryEvent(s *Subscription, rel, name string, op fsnotify.Op, now time.Time) {
-	if s.gone || s.dead || (s.file && name != s.name) {
+// entryEvent applies a kernel event of entry name of directory rel.
+// h.mu is held.
+func (h *Hub) entryEvent(s *Subscription, rel, name string, o op, now time.Time) {
+	if s.file && name != s.name {
 		return
 	}
 	d := s.dirs[rel]
@@ -578,10 +721,10 @@ func (h *Hub) entryEvent(s *Subscription, rel, name string, op fsnotify.Op, now 
 		return
 	}
 	child := joinRel(rel, name)
-	if op.Has(fsnotify.Create) {
+	if o&opCreate != 0 {
 		h.created(s, d, child, name, now)
 	}
-	if op.Has(fsnotify.Write) {
+	if o&opWrite != 0 {
 		if _, known := d.entries[name]; !known {
 			d.entries[name] = entry{}
 		}
@@ -589,7 +732,7 @@ func (h *Hub) entryEvent(s *Subscription, rel, name string, op fsnotify.Op, now 
 		// opened with its creation.
 		h.change(s, child, true, true, now)
 	}
-	if op.Has(fsnotify.Remove) || op.Has(fsnotify.Rename) {
+	if o&(opRemove|opRename) != 0 {
 		old, known := d.entries[name]
 		if !known {
 			h.change(s, child, false, false, now)
@@ -605,21 +748,22 @@ func (h *Hub) entryEvent(s *Subscription, rel, name string, op fsnotify.Op, now 
 
 // created handles a Create of entry name (path child) in d: a new entry is
 // Created, an existing one (the broker's atomic write renames over it) is
-// Modified, and a new directory under a recursive subscription is watched
-// and walked, its entries reported Created.
+// Modified, and a new directory under a recursive subscription is walked
+// (in the background), its entries reported Created. h.mu is held.
 func (h *Hub) created(s *Subscription, d *dirState, child, name string, now time.Time) {
-	fi, err := h.roots[s.target.Root.Path].Lstat(child)
-	isDir := err == nil && fi.IsDir()
+	isDir, id := false, roots.FileID{}
+	if c, err := s.root.lookup(child); err == nil {
+		isDir, id = c.kind == kindDir, c.id
+		c.close()
+	}
 	old, known := d.entries[name]
 	if known && old.dir && s.recursive {
-		if sd := s.dirs[child]; sd != nil && isDir && sameID(sd.id, fileIDOf(fi)) {
+		if sd := s.dirs[child]; sd != nil && isDir && sameID(sd.id, id) {
 			// The walk of a new directory found it before this event.
-			// Scan it again all the same: adding its watch again is cheap
+			// Walk it again all the same: adding its watch again is cheap
 			// and repairs a watch lost to a move during a walk.
 			h.touch(s, child, now)
-			if err := h.scan(s, child, true, now); err != nil && !isVanished(err) {
-				h.log.Warn("a new directory cannot be watched", "error", err)
-			}
+			h.startWalk(s, child, false)
 			return
 		}
 		h.dropSubtree(s, child, true, now)
@@ -627,44 +771,28 @@ func (h *Hub) created(s *Subscription, d *dirState, child, name string, now time
 	d.entries[name] = entry{dir: isDir}
 	h.change(s, child, known, true, now)
 	if isDir && s.recursive {
-		if err := h.scan(s, child, true, now); err != nil && !isVanished(err) {
-			h.log.Warn("a new directory cannot be watched", "error", err)
-		}
+		h.startWalk(s, child, false)
 	}
 }
 
-// rescanAll brings every subscription up to date after lost events.
-func (h *Hub) rescanAll(now time.Time) {
+// rescanAll brings every subscription up to date after lost events: each
+// tree is walked again (in the background), its top checked first.
+// h.mu is held.
+func (h *Hub) rescanAll() {
 	for s := range h.subs {
-		if s.gone || s.dead {
-			continue
-		}
-		d := s.dirs[s.top]
-		fi, err := h.roots[s.target.Root.Path].Lstat(dotRel(s.top))
-		if d == nil || err != nil || !fi.IsDir() || !sameID(d.id, fileIDOf(fi)) {
-			h.topGone(s, now)
-			continue
-		}
-		h.prune(s, now)
-		if err := h.scan(s, s.top, true, now); err != nil {
-			if isVanished(err) || errors.Is(err, errSwapped) {
-				h.topGone(s, now)
-				continue
-			}
-			h.log.Warn("a watched directory cannot be rescanned", "error", err)
+		switch {
+		case s.gone || s.dead:
+		case s.walking:
+			s.rescan = true
+		default:
+			h.startWalk(s, s.top, true)
 		}
 	}
 }
 
-// validName reports whether an event's base name can be a path segment.
-func validName(name string) bool { return name != "" && name != "." && name != ".." }
-
-// dotRel turns a Rel into a name for the root handle ("." for the root).
-func dotRel(rel string) string {
-	if rel == "" {
-		return "."
-	}
-	return rel
+// validName reports whether an event's entry name can be a path segment.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
 }
 
 // joinRel joins a Rel and an entry name.
@@ -675,17 +803,40 @@ func joinRel(rel, name string) string {
 	return rel + "/" + name
 }
 
+// within reports whether rel is below (or is) the directory dir.
+func within(rel, dir string) bool {
+	return dir == "" || rel == dir || strings.HasPrefix(rel, dir+"/")
+}
+
 // absPath is the absolute path of rel in the root directory rootDir.
 func absPath(rootDir, rel string) string {
 	return filepath.Join(rootDir, filepath.FromSlash(rel))
 }
 
-// errSwapped: the directory the watcher resolved is not the one the root
-// handle saw (a directory was swapped for a link meanwhile).
+// sameID reports whether two identities name the same object; an unknown
+// identity matches anything (the check is skipped where unavailable).
+func sameID(a, b roots.FileID) bool {
+	return a == b || !a.Known() || !b.Known()
+}
+
+// errSwapped: what was looked up is not what the path named before (a link
+// on the way, or another directory swapped in).
 var errSwapped = errors.New("the directory changed while its watch was added")
 
 // errNotDir: a path expected to be a directory is something else now.
 var errNotDir = errors.New("not a directory")
+
+// errAborted: a walk stopped because its subscription or the Hub closed.
+var errAborted = errors.New("the walk was abandoned: the watch or the watcher closed")
+
+// errClosed: the kernel watcher is closed.
+var errClosed = errors.New("the file watcher is closed")
+
+// errOverflow: the kernel's event queue overflowed; events were lost.
+var errOverflow = errors.New("the kernel's event queue overflowed")
+
+// errHubClosed is the error of a Subscribe on a closed Hub.
+func errHubClosed() error { return errcode.New(errcode.IOError, "the file watcher is closed") }
 
 // isVanished reports whether err means the path is gone or no longer a
 // directory.
@@ -703,6 +854,8 @@ func mapError(err error, reason string) error {
 	switch {
 	case errors.As(err, &ce):
 		return ce
+	case errors.Is(err, errSwapped):
+		return errcode.Wrap(errcode.ConcurrencyConflict, "the path changed while the watch was set up", err)
 	case isVanished(err):
 		return errcode.Wrap(errcode.FileNotFound, "the path does not exist", err)
 	case isQuota(err):

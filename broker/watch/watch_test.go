@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/fsbroker/fsbroker/broker/canon"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
@@ -26,9 +24,9 @@ func withDropEvent(drop func(name string) bool) Option {
 	return func(h *Hub) { h.dropEvent = drop }
 }
 
-// withBeforeAdd runs hook between the root handle's Lstat of a directory
-// and the watcher's Add of its absolute path.
-func withBeforeAdd(hook func(abs string)) Option {
+// withBeforeAdd runs hook in a walk, without the Hub's lock, between the
+// lookup of directory rel through the root and the adding of its watch.
+func withBeforeAdd(hook func(rel string)) Option {
 	return func(h *Hub) { h.beforeAdd = hook }
 }
 
@@ -228,12 +226,41 @@ func keys(es []Event) []string {
 	return out
 }
 
-// watched reports whether the Hub holds a watch on abs.
-func watched(h *Hub, abs string) bool {
+// watched reports whether a subscription of the Hub watches directory rel.
+func watched(h *Hub, rel string) bool { return holders(h, rel) > 0 }
+
+// holders counts the subscriptions that watch directory rel.
+func holders(h *Hub, rel string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.dirs[abs]
-	return ok
+	n := 0
+	for _, hd := range h.dirs {
+		for _, r := range hd.subs {
+			if r == rel {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// watchedDir reports whether the Hub watches the directory at host path
+// dir (by device and inode), under whatever path.
+func watchedDir(t testing.TB, h *Hub, dir string) bool {
+	t.Helper()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := roots.FileIDOf(fi)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range h.dirs {
+		if hd.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingLen is the number of open windows of s.
@@ -384,7 +411,7 @@ func TestNonRecursiveIgnoresGrandchildren(t *testing.T) {
 	if before := k.until(t, key("sentinel.txt", Created)); len(before) > 0 {
 		t.Fatalf("grandchildren were reported: %v", keys(before))
 	}
-	if watched(h, f.abs("d")) || watched(h, f.abs("e")) {
+	if watched(h, "d") || watched(h, "e") {
 		t.Fatal("a non-recursive subscription watches subdirectories")
 	}
 }
@@ -525,12 +552,8 @@ func TestSymlinkOutsideIsNotDescended(t *testing.T) {
 	if before := k.until(t, key("sentinel.txt", Created)); len(before) > 0 {
 		t.Fatalf("changes outside the root were reported: %v", keys(before))
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for abs := range h.dirs {
-		if !strings.HasPrefix(abs, f.root.Path) {
-			t.Errorf("a directory outside the root is watched: %s", abs)
-		}
+	if watchedDir(t, h, outside) || watchedDir(t, h, filepath.Join(outside, "deep")) {
+		t.Error("a directory outside the root is watched")
 	}
 }
 
@@ -543,12 +566,12 @@ func TestSwappedDirectoryIsNotWatched(t *testing.T) {
 	}
 	f.mkdir("sub/inner")
 	var once sync.Once
-	swap := func(abs string) {
-		if abs != f.abs("sub") {
+	swap := func(rel string) {
+		if rel != "sub" {
 			return
 		}
-		// Between the root handle's Lstat and the watcher's Add, the
-		// directory becomes a link out of the root.
+		// Between the lookup through the root and the adding of the
+		// watch, the directory becomes a link out of the root.
 		once.Do(func() {
 			if err := os.Rename(f.abs("sub"), f.abs("moved")); err != nil {
 				t.Error(err)
@@ -561,31 +584,40 @@ func TestSwappedDirectoryIsNotWatched(t *testing.T) {
 	h := newHub(t, withBeforeAdd(swap))
 	_, k := subscribe(t, h, f.path(""), true)
 
-	if watched(h, f.abs("sub")) || watched(h, outside) {
-		t.Fatal("the swapped directory is watched")
+	if watchedDir(t, h, outside) {
+		t.Fatal("the directory outside the root is watched")
 	}
 	if err := os.WriteFile(filepath.Join(outside, "out.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f.write("sentinel.txt", "s")
 	for _, e := range k.until(t, key("sentinel.txt", Created)) {
-		if strings.HasPrefix(e.Path.Rel, "sub/") {
+		// The directory's own entries, read through its handle, are gone
+		// from sub/ once it is a link; nothing is ever found there.
+		if strings.HasPrefix(e.Path.Rel, "sub/") && e.Kind != Deleted {
 			t.Fatalf("a change outside the root was reported: %q", keyOf(e))
 		}
+	}
+	// Once the root's events are in, sub is the link and is not watched;
+	// the directory its watch was added on is watched where it is now.
+	if watched(h, "sub") || watchedDir(t, h, outside) {
+		t.Fatal("the swapped directory is watched")
 	}
 	// The swapped-in link is a plain entry; the moved directory is inside
 	// the root and is watched like any new directory.
 	f.write("moved/inner/f.txt", "x")
 	for _, e := range k.until(t, key("moved/inner/f.txt", Created)) {
-		if strings.HasPrefix(e.Path.Rel, "sub/") {
+		// The directory's own entries, read through its handle, are gone
+		// from sub/ once it is a link; nothing is ever found there.
+		if strings.HasPrefix(e.Path.Rel, "sub/") && e.Kind != Deleted {
 			t.Fatalf("a change outside the root was reported: %q", keyOf(e))
 		}
 	}
 
 	// A swapped target fails the subscription.
 	f.mkdir("top")
-	h2 := newHub(t, withBeforeAdd(func(abs string) {
-		if abs == f.abs("top") {
+	h2 := newHub(t, withBeforeAdd(func(rel string) {
+		if rel == "top" {
 			_ = os.Remove(f.abs("top"))
 			_ = os.Symlink(outside, f.abs("top"))
 		}
@@ -594,7 +626,7 @@ func TestSwappedDirectoryIsNotWatched(t *testing.T) {
 	if errcode.Of(err) != errcode.ConcurrencyConflict {
 		t.Fatalf("swapped target: err = %v, want CONCURRENCY_CONFLICT", err)
 	}
-	if watched(h2, f.abs("top")) || watched(h2, outside) {
+	if watched(h2, "top") || watchedDir(t, h2, outside) {
 		t.Fatal("the swapped target is watched")
 	}
 }
@@ -635,7 +667,7 @@ func TestDirectoryMovedWithinTree(t *testing.T) {
 		t.Fatalf("lost events were reported: %v", keys(before))
 	}
 	dropping.Store(false)
-	h.injectError(fsnotify.ErrEventOverflow)
+	h.injectError(errOverflow)
 	if others := k.untilAll(t, key("c/b", Deleted), key("c/b/f.txt", Deleted), key("c/b/g.txt", Deleted),
 		key("dst/b2", Created), key("dst/b2/f.txt", Created), key("dst/b2/g.txt", Created)); len(others) > 0 {
 		t.Fatalf("other events: %v", keys(others))
@@ -644,7 +676,7 @@ func TestDirectoryMovedWithinTree(t *testing.T) {
 	if before := k.until(t, key("dst/b2/h.txt", Created)); len(before) > 0 {
 		t.Fatalf("unexpected events: %v", keys(before))
 	}
-	if watched(h, f.abs("c/b")) || !watched(h, f.abs("dst/b2")) {
+	if watched(h, "c/b") || !watched(h, "dst/b2") {
 		t.Fatal("the moved directory is watched under its old path")
 	}
 }
@@ -664,11 +696,8 @@ func TestOverlappingSubscriptions(t *testing.T) {
 	if before := part.until(t, key("d/f.txt", Created)); len(before) > 0 {
 		t.Fatalf("unexpected events: %v", keys(before))
 	}
-	h.mu.Lock()
-	holders := len(h.dirs[f.abs("d")].subs)
-	h.mu.Unlock()
-	if holders != 2 {
-		t.Fatalf("the shared directory has %d holders, want 2", holders)
+	if n := holders(h, "d"); n != 2 {
+		t.Fatalf("the shared directory has %d holders, want 2", n)
 	}
 
 	sd.Close()
@@ -678,7 +707,7 @@ func TestOverlappingSubscriptions(t *testing.T) {
 		t.Fatalf("unexpected events: %v", keys(before))
 	}
 	part.empty(t, "after its Close")
-	if !watched(h, f.abs("d")) {
+	if !watched(h, "d") {
 		t.Fatal("closing one subscription removed the other's watch")
 	}
 }
@@ -767,7 +796,7 @@ func TestOverflowRescan(t *testing.T) {
 	}
 	dropping.Store(false)
 
-	h.injectError(fsnotify.ErrEventOverflow)
+	h.injectError(errOverflow)
 	others := k.untilAll(t,
 		key("new.txt", Created),
 		key("gone.txt", Deleted),
@@ -780,10 +809,10 @@ func TestOverflowRescan(t *testing.T) {
 	if len(others) > 0 {
 		t.Fatalf("the rescan reported more: %v", keys(others))
 	}
-	if !watched(h, f.abs("newdir")) {
+	if !watched(h, "newdir") {
 		t.Fatal("the rescan did not watch the new directory")
 	}
-	if watched(h, f.abs("olddir")) || watched(h, f.abs("olddir/sub")) {
+	if watched(h, "olddir") || watched(h, "olddir/sub") {
 		t.Fatal("the rescan kept the vanished directories' watches")
 	}
 	f.write("newdir/later.txt", "l")
@@ -828,7 +857,7 @@ func TestDeleteWatchedDirectory(t *testing.T) {
 	witness.until(t, key("sentinel.txt", Created))
 	k.empty(t, "after the target's deletion")
 	kv.empty(t, "after the target's deletion")
-	if watched(h, f.abs("w")) || watched(h, f.abs("w/s")) || watched(h, f.abs("v2")) {
+	if watched(h, "w") || watched(h, "w/s") || watched(h, "v2") {
 		t.Fatal("a deleted target's watches were kept")
 	}
 }
@@ -892,4 +921,256 @@ func BenchmarkSubscribe10kDirs(b *testing.B) {
 	if left != 0 {
 		b.Fatalf("%d watches left after Close", left)
 	}
+}
+
+// TestReplacedRootIsRefused: a root directory replaced after it was
+// resolved (moved away, and a link to another tree or another directory
+// put in its place) is refused when the Hub first opens it, with an error
+// naming the mount, and nothing is watched. A root the Hub opened before
+// the replacement stays the directory it opened.
+func TestReplacedRootIsRefused(t *testing.T) {
+	t.Parallel()
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(outside, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replace := func(t *testing.T, f fixture, with func(dir string) error) string {
+		t.Helper()
+		moved := f.root.Path + ".moved"
+		if err := os.Rename(f.root.Path, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := with(f.root.Path); err != nil {
+			t.Fatal(err)
+		}
+		return moved
+	}
+	replacements := map[string]func(dir string) error{
+		"link to another tree": func(dir string) error { return os.Symlink(outside, dir) },
+		"another directory": func(dir string) error {
+			return os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+		},
+	}
+	for name, with := range replacements {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.mkdir("sub")
+			replace(t, f, with)
+			h := newHub(t)
+			for _, rel := range []string{"", "sub"} {
+				_, err := h.Subscribe(f.path(rel), true, nil, func(Event) {})
+				var ce *errcode.Error
+				if !errors.As(err, &ce) || ce.Code != errcode.IOError || !strings.Contains(ce.Reason, `"proj"`) {
+					t.Fatalf("Subscribe(%q) of a replaced root: err = %v, want IO_ERROR naming the mount", rel, err)
+				}
+				if strings.Contains(ce.Reason, f.root.Path) {
+					t.Fatalf("the reason names a host path: %q", ce.Reason)
+				}
+			}
+			h.mu.Lock()
+			n := len(h.dirs)
+			h.mu.Unlock()
+			if n != 0 || watchedDir(t, h, outside) {
+				t.Fatalf("%d directories are watched in a replaced root", n)
+			}
+		})
+	}
+
+	t.Run("opened before", func(t *testing.T) {
+		f := newFixture(t)
+		h := newHub(t)
+		_, first := subscribe(t, h, f.path(""), false) // opens the root's handle
+		moved := replace(t, f, replacements["link to another tree"])
+		// Moved away, the first watch's target is gone; once that is
+		// seen, no event of the move is left for the next watch.
+		first.until(t, key("", Deleted))
+		_, k := subscribe(t, h, f.path(""), false)
+		if err := os.WriteFile(filepath.Join(outside, "outside.txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(moved, "inside.txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if before := k.until(t, key("inside.txt", Created)); len(before) > 0 {
+			t.Fatalf("events of another tree: %v", keys(before))
+		}
+		if watchedDir(t, h, outside) {
+			t.Fatal("the tree the root's path leads to now is watched")
+		}
+	})
+}
+
+// makeDeep makes a chain of depth directories named "d" below directory
+// rel of f, each through its parent's handle (the host path of the deepest
+// is near the system's path limit), and returns the Rel of the deepest and
+// an os.Root on it.
+func makeDeep(t *testing.T, f fixture, rel string, depth int) (string, *os.Root) {
+	t.Helper()
+	f.mkdir(rel)
+	cur, err := os.OpenRoot(f.abs(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range depth {
+		if err := cur.Mkdir("d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := cur.OpenRoot("d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cur.Close()
+		cur = next
+	}
+	t.Cleanup(func() { _ = cur.Close() })
+	return rel + strings.Repeat("/d", depth), cur
+}
+
+// TestDeepSetupLeavesOtherWatchesRunning: while a recursive watch of a
+// 2,000-deep tree is being set up (held halfway by a hook in its walk),
+// another subscription's event is delivered and another Subscribe returns;
+// the deep watch then completes and reports a change at the bottom.
+func TestDeepSetupLeavesOtherWatchesRunning(t *testing.T) {
+	t.Parallel()
+	const depth = 2000
+	f := newFixture(t)
+	f.mkdir("other")
+	f.mkdir("third")
+	deepest, bottom := makeDeep(t, f, "deep", depth)
+	holdAt := "deep" + strings.Repeat("/d", depth/2)
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	var reachOnce, releaseOnce sync.Once
+	h := newHub(t, withBeforeAdd(func(rel string) {
+		if rel == holdAt {
+			reachOnce.Do(func() { close(reached) })
+			<-release
+		}
+	}))
+	_, other := subscribe(t, h, f.path("other"), false)
+	// Runs first among the cleanups, even when the test fails: a Close
+	// before it could wait for the held walk.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+
+	type result struct {
+		s   *Subscription
+		err error
+	}
+	deepDone := make(chan result, 1)
+	deepSink := newSink()
+	go func() {
+		s, err := h.Subscribe(f.path("deep"), true, nil, deepSink.emit)
+		deepDone <- result{s, err}
+	}()
+	select {
+	case <-reached:
+	case r := <-deepDone:
+		t.Fatalf("the deep setup ended before its hold: %v", r.err)
+	case <-time.After(waitLimit):
+		t.Fatal("the deep setup never reached its hold")
+	}
+
+	// The deep setup is held: the others go on.
+	f.write("other/f.txt", "x")
+	other.until(t, key("other/f.txt", Created))
+	thirdDone := make(chan error, 1)
+	go func() {
+		s, err := h.Subscribe(f.path("third"), false, nil, func(Event) {})
+		if err == nil {
+			s.Close()
+		}
+		thirdDone <- err
+	}()
+	select {
+	case err := <-thirdDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("another Subscribe waited for the deep setup")
+	}
+	select {
+	case <-deepDone:
+		t.Fatal("the deep setup ended while held")
+	default:
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	var r result
+	select {
+	case r = <-deepDone:
+	case <-time.After(waitLimit):
+		t.Fatal("the deep setup did not end")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(r.s.Close)
+	if !watched(h, deepest) {
+		t.Fatal("the deepest directory is not watched")
+	}
+	if err := bottom.WriteFile("f.txt", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deepSink.until(t, key(deepest+"/f.txt", Created))
+}
+
+// TestCloseDuringWalk: a subscription closed while the walk of a directory
+// created after it is held (a hook, without the Hub's lock) closes at once,
+// and the walk, let go, adds no watch and reports nothing.
+func TestCloseDuringWalk(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var reachOnce, releaseOnce sync.Once
+	h := newHub(t, withBeforeAdd(func(rel string) {
+		if rel == "new" {
+			reachOnce.Do(func() { close(reached) })
+			<-release
+		}
+	}))
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	k := newSink()
+	s, err := h.Subscribe(f.path(""), true, nil, k.emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mkdir("new")
+	select {
+	case <-reached:
+	case <-time.After(waitLimit):
+		t.Fatal("the new directory was never walked")
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(waitLimit):
+		t.Fatal("Close waited for the held walk")
+	}
+	releaseOnce.Do(func() { close(release) })
+	deadline := time.Now().Add(waitLimit)
+	for {
+		h.mu.Lock()
+		left, walking := len(h.dirs), s.walking
+		h.mu.Unlock()
+		if left == 0 && !walking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches left after Close (walking: %v)", left, walking)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.write("new/f.txt", "x")
+	_, witness := subscribe(t, h, f.path(""), false)
+	f.write("sentinel.txt", "s")
+	witness.until(t, key("sentinel.txt", Created))
+	k.empty(t, "after Close")
 }
