@@ -14,6 +14,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // WithConsent sets how consent is given: provider answers files/consent
@@ -38,10 +39,11 @@ func accessOf(op string) grants.Access {
 }
 
 // consentCovers reports whether the server may use a path with access: its
-// root is pre-approved, or a live grant covers it. (A write under a
-// pre-approved read-only root passes here and is refused by the decision
-// stage, which says the root is read-only.) An unreadable grant store covers
-// nothing (the error says why).
+// root is pre-approved, or a live grant given under the same root covers it
+// (a grant made when its mount named another directory covers nothing). (A
+// write under a pre-approved read-only root passes here and is refused by
+// the decision stage, which says the root is read-only.) An unreadable grant
+// store covers nothing (the error says why).
 func (s *Session) consentCovers(t executor.Target, access grants.Access, now time.Time) (bool, error) {
 	if t.Path.Root.Preapproved {
 		return true, nil
@@ -49,7 +51,7 @@ func (s *Session) consentCovers(t executor.Target, access grants.Access, now tim
 	if s.grantStore == nil {
 		return false, nil
 	}
-	_, ok, err := s.grantStore.Covers(s.StateKey(), access, t.Path.MountPath(), now)
+	_, ok, err := s.grantStore.Covers(s.StateKey(), access, t.Path.MountPath(), grants.RootOf(t.Path.Root), now)
 	return ok, err
 }
 
@@ -83,9 +85,12 @@ func (s *Session) checkConsent(req Request) *Verdict {
 }
 
 // inputGrants lists what the server holds for the policy input: a grant per
-// pre-approved root (write for a writable one), then its live consent grants.
+// pre-approved root (write for a writable one), then its live consent grants
+// whose mount still names the root they were given under (grantCounts), so
+// that no policy can honour a grant the consent check would not.
 func (s *Session) inputGrants(now time.Time) []InputGrant {
-	all := s.roots().All()
+	set := s.roots()
+	all := set.All()
 	out := make([]InputGrant, 0, len(all))
 	granted := s.started.UTC().Format(time.RFC3339)
 	for _, r := range all {
@@ -107,7 +112,7 @@ func (s *Session) inputGrants(now time.Time) []InputGrant {
 		return out // the consent check refuses the request anyway
 	}
 	for _, g := range gs {
-		if !g.Live(now) {
+		if !g.Live(now) || !grantCounts(set, g) {
 			continue
 		}
 		in := InputGrant{Access: string(g.Access), Path: g.Path, Granted: g.Granted.UTC().Format(time.RFC3339)}
@@ -117,6 +122,15 @@ func (s *Session) inputGrants(now time.Time) []InputGrant {
 		out = append(out, in)
 	}
 	return out
+}
+
+// grantCounts reports whether g was given under the root its mount names in
+// set now: the same directory, by canonical path and by device and inode. A
+// grant given when the mount named another directory, or written before
+// grants recorded their root, counts for nothing.
+func grantCounts(set *roots.Set, g grants.Grant) bool {
+	r, ok := set.ByMount(g.Mount())
+	return ok && g.Root.Same(grants.RootOf(r))
 }
 
 type consentParams struct {
@@ -219,7 +233,8 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 		now := time.Now().UTC()
 		gs := make([]grants.Grant, 0, len(approved))
 		for _, mp := range approved {
-			gs = append(gs, grants.Grant{Access: access, Path: mp, Granted: now, By: decision.Provider})
+			gs = append(gs, grants.Grant{Access: access, Path: mp, Root: grants.RootOf(targets[mp].Path.Root),
+				Granted: now, By: decision.Provider})
 		}
 		stored, err := s.grantStore.Grant(server, gs...)
 		if err != nil {

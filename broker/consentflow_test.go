@@ -32,7 +32,13 @@ type consentFixture struct {
 // store (a new one when nil).
 func startConsent(t *testing.T, provider consent.Provider, store *grants.Store) *consentFixture {
 	t.Helper()
-	base := t.TempDir()
+	return startConsentIn(t, t.TempDir(), provider, store)
+}
+
+// startConsentIn is startConsent with the roots in base (made, or used as
+// they are when they exist).
+func startConsentIn(t *testing.T, base string, provider consent.Provider, store *grants.Store) *consentFixture {
+	t.Helper()
 	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
 	for _, d := range []string{ro, rw, filepath.Join(ro, "sub")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -182,11 +188,14 @@ func TestGrantsOutliveTheSessionAndExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	first := startConsent(t, mustParse(t, "auto"), store)
+	base := t.TempDir()
+	first := startConsentIn(t, base, mustParse(t, "auto"), store)
 	first.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/a.txt"}})
-	second := startConsent(t, mustParse(t, "deny"), store)
-	// Each fixture has its own directories, but the mount-relative grant is the server's.
-	second.call("files/read", map[string]any{"path": "ro/a.txt"})
+	second := startConsentIn(t, base, mustParse(t, "deny"), store)
+	// A later session on the same roots holds the server's grant.
+	if r, _, data := second.call("files/read", map[string]any{"path": "ro/a.txt"}); r == nil {
+		t.Fatalf("the grant did not outlive its session: %v", data)
+	}
 
 	// A grant given an hour ago that expired a minute ago (written by a
 	// store whose clock is an hour behind, as a process an hour ago was).
@@ -195,7 +204,8 @@ func TestGrantsOutliveTheSessionAndExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer past.Close()
-	if _, err := past.Grant(second.sess.StateKey(), grants.Grant{Access: grants.Read, Path: "ro/b.txt", Granted: time.Now().Add(-time.Hour),
+	roRoot, _ := second.sess.roots().ByMount("ro")
+	if _, err := past.Grant(second.sess.StateKey(), grants.Grant{Access: grants.Read, Path: "ro/b.txt", Root: grants.RootOf(roRoot), Granted: time.Now().Add(-time.Hour),
 		Expires: time.Now().Add(-time.Minute), By: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +236,57 @@ func TestRevocationEndsWatchesAndNotifies(t *testing.T) {
 func TestDeclaredNameNeverHoldsAPinnedIDsGrants(t *testing.T) {
 	f := startConsent(t, mustParse(t, "deny"), nil)
 	// Grants for a server pinned as "test-server", the name this one declares.
-	if _, err := f.store.Grant("test-server", grants.Grant{Access: grants.Read, Path: "ro", Granted: time.Now(), By: "test"}); err != nil {
+	roRoot, _ := f.sess.roots().ByMount("ro")
+	if _, err := f.store.Grant("test-server", grants.Grant{Access: grants.Read, Path: "ro", Root: grants.RootOf(roRoot), Granted: time.Now(), By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if key := f.sess.StateKey(); key != DeclaredPrefix+"test-server" {
 		t.Fatalf("StateKey = %q", key)
 	}
 	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+// TestGrantCountsOnlyUnderItsRoot: a grant approved for the directory a
+// mount named (/one/ro) does not cover another directory the operator later
+// gives the same mount (/two/ro), nor the same path re-created as another
+// directory; it is left out of the policy input there too. It still covers
+// the directory it was given for.
+func TestGrantCountsOnlyUnderItsRoot(t *testing.T) {
+	store, err := grants.Open(filepath.Join(t.TempDir(), grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	one, two := t.TempDir(), t.TempDir()
+	first := startConsentIn(t, one, mustParse(t, "auto"), store)
+	res, _, _ := first.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro"}})
+	if got := approved(t, res); !slices.Equal(got, []string{"ro"}) {
+		t.Fatalf("approved %v", got)
+	}
+	first.call("files/read", map[string]any{"path": "ro/a.txt"})
+
+	other := startConsentIn(t, two, mustParse(t, "deny"), store)
+	data := other.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+	if !strings.Contains(data["reason"].(string), reasonNoConsent) {
+		t.Errorf("reason %q does not name consent", data["reason"])
+	}
+	other.mustFail("files/list", map[string]any{"path": "ro"}, -32002, "PERMISSION_DENIED")
+	if in := other.sess.policyInput(Request{Method: "roots/list"}); len(in.Grants) != 0 {
+		t.Errorf("the policy input under another root holds %+v", in.Grants)
+	}
+
+	again := startConsentIn(t, one, mustParse(t, "deny"), store)
+	again.call("files/read", map[string]any{"path": "ro/a.txt"})
+	if in := again.sess.policyInput(Request{Method: "roots/list"}); len(in.Grants) != 1 || in.Grants[0].Path != "ro" {
+		t.Errorf("the policy input under the same root holds %+v", in.Grants)
+	}
+
+	// Another directory made at the same path is another directory (the
+	// old one is kept, so that its inode number cannot be reused).
+	ro := filepath.Join(one, "ro")
+	if err := os.Rename(ro, ro+".old"); err != nil {
+		t.Fatal(err)
+	}
+	recreated := startConsentIn(t, one, mustParse(t, "deny"), store)
+	recreated.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
 }

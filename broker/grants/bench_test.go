@@ -24,7 +24,7 @@ func BenchmarkCovers(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, ok, err := s.Covers("srv", grants.Read, p, now); !ok || err != nil {
+					if _, ok, err := s.Covers("srv", grants.Read, p, testRoot, now); !ok || err != nil {
 						b.Fatal("not covered", err)
 					}
 				}

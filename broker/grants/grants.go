@@ -29,9 +29,9 @@
 // and By: the consent provider that approved it (ByAuto, ByPrompt,
 // ByCommand, ByPreapproved, or another name, such as "command:PROG" as
 // broker/consent's providers name themselves). Granting a path and
-// access a server already holds does not add a second grant: the existing
-// one takes the new Expires, Granted and By (the latest consent decision
-// stands, even when it is shorter) and keeps its ID.
+// access a server already holds under the same Root does not add a second
+// grant: the existing one takes the new Expires, Granted and By (the latest
+// consent decision stands, even when it is shorter) and keeps its ID.
 //
 // # Identity
 //
@@ -62,19 +62,34 @@
 // A grants file is one JSON object, written indented (0600):
 //
 //	{
-//	  "version": 1,
+//	  "version": 2,
 //	  "server": "notes",
 //	  "grants": [
 //	    {"id": "6f1c...", "access": "write", "path": "proj/docs",
+//	     "root": {"path": "/home/user/proj", "dev": 2049, "ino": 1311233},
 //	     "granted": "2026-03-01T09:00:00Z", "expires": "2026-03-01T17:00:00Z", "by": "prompt"}
 //	  ]
 //	}
 //
 // "server" is the identity, for a person reading the file and to check that
 // the file is the one of its name; "expires" is left out for a grant that
-// never expires; times are RFC 3339 in UTC with nanoseconds. A file of
-// another version, with unknown members, or with any invalid grant is
-// corrupt.
+// never expires; times are RFC 3339 in UTC with nanoseconds. "root" is the
+// grant's Root (below). Version 1 files, written before grants carried their
+// root, are read (their grants have no root, and so cover nothing); every
+// file is written as version 2. A file of another version, with unknown
+// members, or with any invalid grant is corrupt.
+//
+// # Roots
+//
+// A grant's path starts with a mount, and a mount is only a name: the
+// operator may later give it to another directory (two configurations
+// whose directories share a base name, say). So every grant also records
+// the Root its mount named when consent was given: the root's canonical
+// (symlink-resolved) directory and its device and inode numbers. A grant
+// covers a path only under that same root: Covers takes the Root the
+// path's mount names now, and a grant whose Root differs (another
+// directory, or the same path re-created as another inode) covers nothing.
+// A grant without a Root (from a version 1 file) covers nothing either.
 //
 // One file per identity rather than one for all: the broker reads the
 // grants of one server on every request of that server, and each server's
@@ -151,18 +166,25 @@ package grants
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // DirName is the name of the grants directory inside the broker's state
 // directory: Open(filepath.Join(stateDir, grants.DirName)).
 const DirName = "grants"
 
-// FormatVersion is the version of the grants files this package reads and
-// writes.
-const FormatVersion = 1
+// FormatVersion is the version of the grants files this package writes. It
+// also reads version 1 files (grants without a Root).
+const FormatVersion = 2
+
+// formatVersionNoRoots is the version of the files written before grants
+// carried their Root.
+const formatVersionNoRoots = 1
 
 // Access is what a grant allows.
 type Access string
@@ -210,7 +232,50 @@ const (
 	MaxByBytes = 8192
 	// maxIDBytes bounds an ID read from a file.
 	maxIDBytes = 64
+	// MaxRootBytes bounds a Root's directory.
+	MaxRootBytes = 32 << 10
 )
+
+// Root identifies the directory a grant's mount named when consent was
+// given: its canonical (absolute, symlink-resolved) path, and its device and
+// inode numbers (zero on a platform without them). The zero Root is unknown.
+type Root struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// RootOf returns the Root of a resolved root.
+func RootOf(r roots.Root) Root { return Root{Path: r.Path, Dev: r.ID.Dev, Ino: r.ID.Ino} }
+
+// Known reports whether r identifies a directory.
+func (r Root) Known() bool { return r.Path != "" }
+
+// Same reports whether r and o are known and the same directory: the same
+// path and the same device and inode.
+func (r Root) Same(o Root) bool { return r.Known() && r == o }
+
+// validRoot checks a Root given to Grant or read from a file: an absolute,
+// clean path of valid UTF-8 without control characters, at most
+// MaxRootBytes.
+func validRoot(r Root) error {
+	switch {
+	case !r.Known():
+		return invalidf("no root: a grant records the root its mount names")
+	case len(r.Path) > MaxRootBytes:
+		return invalidf("root longer than %d bytes", MaxRootBytes)
+	case !utf8.ValidString(r.Path):
+		return invalidf("root %q is not valid UTF-8", r.Path)
+	case !filepath.IsAbs(r.Path) || filepath.Clean(r.Path) != r.Path:
+		return invalidf("root %q is not an absolute, clean path", r.Path)
+	}
+	for i := 0; i < len(r.Path); i++ {
+		if c := r.Path[i]; c < 0x20 || c == 0x7f {
+			return invalidf("root %q holds a control character", r.Path)
+		}
+	}
+	return nil
+}
 
 // Grant is one consent grant.
 type Grant struct {
@@ -224,6 +289,10 @@ type Grant struct {
 	// Path is the mount-relative path the grant covers, with everything
 	// beneath it.
 	Path string `json:"path"`
+	// Root is the root Path's mount named when consent was given; the
+	// grant covers nothing under another. Unknown for a grant read from a
+	// version 1 file.
+	Root Root `json:"root,omitzero"`
 	// Granted is when consent was given (UTC).
 	Granted time.Time `json:"granted"`
 	// Expires is the last instant the grant is live (UTC); zero: never.
@@ -237,9 +306,16 @@ type Grant struct {
 func (g Grant) CoversPath(p string) bool { return coversPath(g.Path, p) }
 
 // Covers reports whether the grant allows access to p: its path covers p
-// and its access allows access. Expiry is not considered (see Live).
+// and its access allows access. Expiry is not considered (see Live), nor
+// the root (see Root.Same).
 func (g Grant) Covers(access Access, p string) bool {
 	return g.Access.Allows(access) && g.CoversPath(p)
+}
+
+// Mount returns the mount the grant's path starts with.
+func (g Grant) Mount() string {
+	m, _, _ := strings.Cut(g.Path, "/")
+	return m
 }
 
 // Live reports whether the grant is in force at now: it never expires, or

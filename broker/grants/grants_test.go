@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +19,9 @@ import (
 
 // t0 is a fixed instant; tests pass their own clock.
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// testRoot is the root the tests' grants are given under.
+var testRoot = grants.Root{Path: "/home/user/proj", Dev: 2049, Ino: 1311233}
 
 func open(t testing.TB, dir string, opts ...grants.Option) *grants.Store {
 	t.Helper()
@@ -76,7 +80,7 @@ func revoke(t testing.TB, s *grants.Store, f grants.RevokeFilter) []grants.Grant
 
 func covers(t testing.TB, s *grants.Store, server string, access grants.Access, p string, now time.Time) bool {
 	t.Helper()
-	_, ok, err := s.Covers(server, access, p, now)
+	_, ok, err := s.Covers(server, access, p, testRoot, now)
 	if err != nil {
 		t.Fatalf("Covers(%q, %s, %q): %v", server, access, p, err)
 	}
@@ -84,11 +88,11 @@ func covers(t testing.TB, s *grants.Store, server string, access grants.Access, 
 }
 
 func read(p string) grants.Grant {
-	return grants.Grant{Access: grants.Read, Path: p, By: grants.ByPrompt}
+	return grants.Grant{Access: grants.Read, Path: p, Root: testRoot, By: grants.ByPrompt}
 }
 
 func write(p string) grants.Grant {
-	return grants.Grant{Access: grants.Write, Path: p, By: grants.ByPrompt}
+	return grants.Grant{Access: grants.Write, Path: p, Root: testRoot, By: grants.ByPrompt}
 }
 
 func until(g grants.Grant, t time.Time) grants.Grant { g.Expires = t; return g }
@@ -127,7 +131,7 @@ func TestGrantListRevokeRoundTrip(t *testing.T) {
 	}
 	later := t0.Add(8 * time.Hour)
 	got := grant(t, s, "notes", write("proj/docs"), until(read("proj"), later),
-		grants.Grant{Access: grants.Read, Path: "data/set", By: grants.ByAuto, Granted: t0.Add(-time.Minute)})
+		grants.Grant{Access: grants.Read, Path: "data/set", Root: testRoot, By: grants.ByAuto, Granted: t0.Add(-time.Minute)})
 	if len(got) != 3 {
 		t.Fatalf("Grant returned %d grants, want 3", len(got))
 	}
@@ -161,10 +165,11 @@ func TestGrantListRevokeRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	if f.Version != 1 || f.Server != "notes" || len(f.Grants) != 3 {
+	if f.Version != 2 || f.Server != "notes" || len(f.Grants) != 3 {
 		t.Fatalf("file: %s", b)
 	}
-	if g := f.Grants[1]; g["path"] != "proj" || g["access"] != "read" || g["by"] != "prompt" ||
+	wantRoot := map[string]any{"path": testRoot.Path, "dev": float64(testRoot.Dev), "ino": float64(testRoot.Ino)}
+	if g := f.Grants[1]; g["path"] != "proj" || g["access"] != "read" || g["by"] != "prompt" || !reflect.DeepEqual(g["root"], wantRoot) ||
 		g["granted"] != "2026-03-01T09:00:00Z" || g["expires"] != "2026-03-01T17:00:00Z" || g["id"] != got[1].ID {
 		t.Errorf("grant in the file: %v", g)
 	}
@@ -249,18 +254,97 @@ func TestCovers(t *testing.T) {
 		}
 	}
 	// The grant returned is the covering one.
-	g, ok, err := s.Covers("srv", grants.Read, "proj/out/a", t0)
+	g, ok, err := s.Covers("srv", grants.Read, "proj/out/a", testRoot, t0)
 	if err != nil || !ok || g.Path != "proj/out" || g.Access != grants.Write || g.Server != "srv" {
 		t.Errorf("Covers returned %+v, %v, %v", g, ok, err)
 	}
 	// Paths that are not canonical are refused, never matched by prefix.
 	for _, p := range []string{"", "/proj/dir", "proj/dir/", "proj//dir", "proj/dir/../x", "proj/./dir", "proj\\dir", "proj/\x00", "\xff"} {
-		if _, ok, err := s.Covers("srv", grants.Read, p, t0); ok || !errors.Is(err, grants.ErrInvalid) {
+		if _, ok, err := s.Covers("srv", grants.Read, p, testRoot, t0); ok || !errors.Is(err, grants.ErrInvalid) {
 			t.Errorf("Covers(%q) = %v, %v; want ErrInvalid", p, ok, err)
 		}
 	}
-	if _, _, err := s.Covers("srv", "execute", "proj/dir", t0); !errors.Is(err, grants.ErrInvalid) {
+	if _, _, err := s.Covers("srv", "execute", "proj/dir", testRoot, t0); !errors.Is(err, grants.ErrInvalid) {
 		t.Errorf("Covers with access execute: %v", err)
+	}
+}
+
+// A grant covers paths only under the root it was given under: a mount
+// that names another directory now (another path, or the same path holding
+// another inode), or no root at all, is covered by none of it. Grants on
+// one path under two roots are two grants; a grant again under the same root
+// refreshes the one there.
+func TestGrantsAreBoundToTheirRoot(t *testing.T) {
+	s := open(t, t.TempDir())
+	first := grant(t, s, "srv", write("proj/docs"))[0]
+	if first.Root != testRoot {
+		t.Fatalf("the grant as stored has root %+v, want %+v", first.Root, testRoot)
+	}
+	elsewhere := grants.Root{Path: "/two/proj", Dev: testRoot.Dev, Ino: testRoot.Ino + 1}
+	recreated := grants.Root{Path: testRoot.Path, Dev: testRoot.Dev, Ino: testRoot.Ino + 7}
+	for name, root := range map[string]grants.Root{"same": testRoot, "another directory": elsewhere,
+		"the same path, another inode": recreated, "another device": {Path: testRoot.Path, Dev: 7, Ino: testRoot.Ino},
+		"no root": {}} {
+		_, ok, err := s.Covers("srv", grants.Read, "proj/docs/a.txt", root, t0)
+		if err != nil || ok != (name == "same") {
+			t.Errorf("%s: Covers = %v, %v", name, ok, err)
+		}
+	}
+	other := grants.Grant{Access: grants.Write, Path: "proj/docs", Root: elsewhere, By: grants.ByPrompt}
+	second := grant(t, s, "srv", other)[0]
+	if second.ID == first.ID || len(list(t, s, "srv")) != 2 {
+		t.Fatalf("a grant under another root replaced the first: %+v", list(t, s, "srv"))
+	}
+	if g, ok, _ := s.Covers("srv", grants.Write, "proj/docs", elsewhere, t0); !ok || g.ID != second.ID {
+		t.Errorf("under the other root Covers = %+v, %v", g, ok)
+	}
+	if again := grant(t, s, "srv", write("proj/docs"))[0]; again.ID != first.ID {
+		t.Errorf("a grant again under the same root got a new ID: %+v", again)
+	}
+	if n := len(list(t, s, "srv")); n != 2 {
+		t.Errorf("%d grants, want 2", n)
+	}
+}
+
+// A version 1 file (written before grants recorded their root) is read:
+// its grants are listed without a root and cover nothing. The next change
+// writes the file as version 2, keeping them as they are.
+func TestVersion1FileIsReadAndCoversNothing(t *testing.T) {
+	s := open(t, t.TempDir())
+	v1 := `{"version": 1, "server": "srv", "grants": [` +
+		`{"id": "aaaa", "access": "write", "path": "proj", "granted": "2026-01-01T00:00:00Z", "by": "prompt"}]}`
+	if err := os.MkdirAll(filepath.Dir(s.Path("srv")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Path("srv"), []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gs := list(t, s, "srv")
+	if len(gs) != 1 || gs[0].ID != "aaaa" || gs[0].Root.Known() {
+		t.Fatalf("List of a version 1 file = %+v", gs)
+	}
+	if covers(t, s, "srv", grants.Read, "proj/a", t0) {
+		t.Error("a grant without a root covers a path")
+	}
+	grant(t, s, "srv", read("proj/b"))
+	b, err := os.ReadFile(s.Path("srv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Version int              `json:"version"`
+		Grants  []map[string]any `json:"grants"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != grants.FormatVersion || len(f.Grants) != 2 {
+		t.Fatalf("the file after a change: %v\n%s", err, b)
+	}
+	for _, g := range f.Grants {
+		if _, hasRoot := g["root"]; hasRoot != (g["id"] != "aaaa") {
+			t.Errorf("grant %v: root present = %v", g["id"], hasRoot)
+		}
+	}
+	if covers(t, s, "srv", grants.Read, "proj/a", t0) || !covers(t, s, "srv", grants.Read, "proj/b", t0) {
+		t.Error("after the rewrite, the old grant covers or the new one does not")
 	}
 }
 
@@ -269,15 +353,15 @@ func TestCoversPicksTheLongestLived(t *testing.T) {
 	clk := &clock{now: t0}
 	s := open(t, t.TempDir(), grants.WithClock(clk.Now))
 	gs := grant(t, s, "srv", until(read("p"), t0.Add(time.Hour)), until(write("p/a"), t0.Add(2*time.Hour)), read("p/a/b"))
-	g, ok, _ := s.Covers("srv", grants.Read, "p/a/b/c", t0)
+	g, ok, _ := s.Covers("srv", grants.Read, "p/a/b/c", testRoot, t0)
 	if !ok || g.ID != gs[2].ID {
 		t.Fatalf("Covers returned %+v, want the grant that never expires", g)
 	}
-	g, ok, _ = s.Covers("srv", grants.Read, "p/a/x", t0)
+	g, ok, _ = s.Covers("srv", grants.Read, "p/a/x", testRoot, t0)
 	if !ok || g.ID != gs[1].ID {
 		t.Fatalf("Covers returned %+v, want the write grant (2h)", g)
 	}
-	g, ok, _ = s.Covers("srv", grants.Read, "p/a/x", t0.Add(90*time.Minute))
+	g, ok, _ = s.Covers("srv", grants.Read, "p/a/x", testRoot, t0.Add(90*time.Minute))
 	if !ok || g.ID != gs[1].ID {
 		t.Fatalf("Covers after 90 minutes returned %+v", g)
 	}
@@ -364,14 +448,18 @@ func TestIdenticalGrantRefreshes(t *testing.T) {
 func TestGrantValidation(t *testing.T) {
 	s := open(t, t.TempDir())
 	bad := []grants.Grant{
-		{Access: "execute", Path: "p", By: "prompt"},
-		{Access: grants.Read, Path: "p/", By: "prompt"},
-		{Access: grants.Read, Path: "../p", By: "prompt"},
-		{Access: grants.Read, Path: "p", By: ""},
-		{Access: grants.Read, Path: "p", By: "a\nb"},
-		{Access: grants.Read, Path: "p", By: "prompt", ID: "mine"},
-		{Access: grants.Read, Path: "p", By: "prompt", Server: "someone-else"},
-		{Access: grants.Read, Path: strings.Repeat("a", 256), By: "prompt"},
+		{Access: "execute", Path: "p", Root: testRoot, By: "prompt"},
+		{Access: grants.Read, Path: "p/", Root: testRoot, By: "prompt"},
+		{Access: grants.Read, Path: "../p", Root: testRoot, By: "prompt"},
+		{Access: grants.Read, Path: "p", Root: testRoot, By: ""},
+		{Access: grants.Read, Path: "p", Root: testRoot, By: "a\nb"},
+		{Access: grants.Read, Path: "p", Root: testRoot, By: "prompt", ID: "mine"},
+		{Access: grants.Read, Path: "p", Root: testRoot, By: "prompt", Server: "someone-else"},
+		{Access: grants.Read, Path: strings.Repeat("a", 256), Root: testRoot, By: "prompt"},
+		{Access: grants.Read, Path: "p", By: "prompt"},
+		{Access: grants.Read, Path: "p", Root: grants.Root{Path: "relative/proj"}, By: "prompt"},
+		{Access: grants.Read, Path: "p", Root: grants.Root{Path: "/home/user/../proj"}, By: "prompt"},
+		{Access: grants.Read, Path: "p", Root: grants.Root{Path: "/home/a\nb"}, By: "prompt"},
 	}
 	for _, g := range bad {
 		if _, err := s.Grant("srv", read("ok"), g); !errors.Is(err, grants.ErrInvalid) {
@@ -486,7 +574,7 @@ func TestWeirdServerIDs(t *testing.T) {
 		if _, err := s.Grant(id, read("m")); !errors.Is(err, grants.ErrInvalid) {
 			t.Errorf("Grant for server %q: %v, want ErrInvalid", id, err)
 		}
-		if _, _, err := s.Covers(id, grants.Read, "m", t0); !errors.Is(err, grants.ErrInvalid) {
+		if _, _, err := s.Covers(id, grants.Read, "m", testRoot, t0); !errors.Is(err, grants.ErrInvalid) {
 			t.Errorf("Covers for server %q: %v, want ErrInvalid", id, err)
 		}
 	}
@@ -511,16 +599,20 @@ func TestCorruptFile(t *testing.T) {
 		return strings.Replace(string(valid), old, new, 1)
 	}
 	cases := map[string]string{
-		"empty":           "",
-		"not json":        "not json",
-		"truncated":       string(valid[:len(valid)/2]),
-		"null":            "null",
-		"array":           "[]",
-		"trailing data":   string(valid) + "{}",
-		"no version":      replace(`"version": 1,`, ""),
-		"version 2":       replace(`"version": 1`, `"version": 2`),
-		"another server":  replace(`"server": "bad"`, `"server": "good"`),
-		"unknown member":  replace(`"version": 1,`, `"version": 1, "extra": true,`),
+		"empty":          "",
+		"not json":       "not json",
+		"truncated":      string(valid[:len(valid)/2]),
+		"null":           "null",
+		"array":          "[]",
+		"trailing data":  string(valid) + "{}",
+		"no version":     replace(`"version": 2,`, ""),
+		"version 3":      replace(`"version": 2`, `"version": 3`),
+		"root in v1":     replace(`"version": 2`, `"version": 1`),
+		"another server": replace(`"server": "bad"`, `"server": "good"`),
+		"unknown member": replace(`"version": 2,`, `"version": 2, "extra": true,`),
+		"relative root":  replace(`"path": "/home/user/proj"`, `"path": "home/user/proj"`),
+		"root sans inode": replace(`,
+        "ino": 1311233`, ``),
 		"bad access":      replace(`"access": "read"`, `"access": "all"`),
 		"bad path":        replace(`"path": "proj"`, `"path": "proj/../etc"`),
 		"no id":           replace(`"id": "`, `"xid": "`),
@@ -534,7 +626,7 @@ func TestCorruptFile(t *testing.T) {
 			if err := os.WriteFile(s.Path("bad"), []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, ok, err := s.Covers("bad", grants.Read, "proj/x", t0)
+			_, ok, err := s.Covers("bad", grants.Read, "proj/x", testRoot, t0)
 			var gerr *grants.Error
 			if ok || !errors.Is(err, grants.ErrCorrupt) || !errors.As(err, &gerr) || gerr.Path != s.Path("bad") || gerr.Server != "bad" {
 				t.Fatalf("Covers: %v, %v; want ErrCorrupt naming the file", ok, err)
@@ -638,7 +730,7 @@ func TestClosed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Covers("srv", grants.Read, "p", t0); !errors.Is(err, grants.ErrClosed) {
+	if _, _, err := s.Covers("srv", grants.Read, "p", testRoot, t0); !errors.Is(err, grants.ErrClosed) {
 		t.Errorf("Covers after Close: %v", err)
 	}
 	if _, err := s.ListAll(); !errors.Is(err, grants.ErrClosed) {

@@ -69,7 +69,7 @@ func helper() error {
 			}
 			fmt.Printf("done %d\n", len(r))
 		case "grant":
-			if _, err := s.Grant(server, grants.Grant{Access: grants.Read, Path: path, By: grants.ByCommand}); err != nil {
+			if _, err := s.Grant(server, grants.Grant{Access: grants.Read, Path: path, Root: testRoot, By: grants.ByCommand}); err != nil {
 				return err
 			}
 			fmt.Println("done")
@@ -373,8 +373,8 @@ func TestWatchReports(t *testing.T) {
 	}
 	w.await(t, "fresh")
 	eventually(t, "the edit is seen", func() bool {
-		_, p, perr := s.Covers("fresh", grants.Read, "p", t0)
-		_, q, qerr := s.Covers("fresh", grants.Read, "q", t0)
+		_, p, perr := s.Covers("fresh", grants.Read, "p", testRoot, t0)
+		_, q, qerr := s.Covers("fresh", grants.Read, "q", testRoot, t0)
 		return perr == nil && qerr == nil && !p && q
 	})
 
@@ -435,7 +435,7 @@ func TestConcurrency(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, _, err := s.Covers(server, grants.Read, p+"/x", time.Now()); err != nil {
+				if _, _, err := s.Covers(server, grants.Read, p+"/x", testRoot, time.Now()); err != nil {
 					t.Error(err)
 					return
 				}

@@ -156,15 +156,15 @@ func newSnapshot(gs []Grant) *snapshot {
 	return s
 }
 
-// covering returns the live grant that covers access to p and lasts the
-// longest (the first in file order among equals).
-func (s *snapshot) covering(access Access, p string, now time.Time) (Grant, bool) {
+// covering returns the live grant given under root that covers access to p
+// and lasts the longest (the first in file order among equals).
+func (s *snapshot) covering(access Access, p string, root Root, now time.Time) (Grant, bool) {
 	var best Grant
 	found := false
 	consider := func(prefix string) {
 		for _, i := range s.byPath[prefix] {
 			g := s.grants[i]
-			if g.Access.Allows(access) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g)) {
+			if g.Access.Allows(access) && g.Root.Same(root) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g)) {
 				best, found = g, true
 			}
 		}
@@ -228,11 +228,13 @@ func (s *Store) Path(server string) string {
 }
 
 // Covers reports whether server holds a grant, live at now, that allows
-// access to mountPath (a canonical mount-relative path, see ValidPath), and
-// returns it: among several, the one that lasts the longest. It answers
-// from memory within the staleness bound (see the package documentation).
-// A corrupt or unreadable grants file is an error, and no grant.
-func (s *Store) Covers(server string, access Access, mountPath string, now time.Time) (Grant, bool, error) {
+// access to mountPath (a canonical mount-relative path, see ValidPath) and
+// was given under root, the root mountPath's mount names now (a grant given
+// under another root, or without one, covers nothing), and returns it: among
+// several, the one that lasts the longest. It answers from memory within the
+// staleness bound (see the package documentation). A corrupt or unreadable
+// grants file is an error, and no grant.
+func (s *Store) Covers(server string, access Access, mountPath string, root Root, now time.Time) (Grant, bool, error) {
 	e, err := s.entry(server)
 	if err != nil {
 		return Grant{}, false, err
@@ -247,7 +249,7 @@ func (s *Store) Covers(server string, access Access, mountPath string, now time.
 	if err != nil {
 		return Grant{}, false, e.fail("covers", err)
 	}
-	g, ok := snap.covering(access, mountPath, now)
+	g, ok := snap.covering(access, mountPath, root, now)
 	return g, ok, nil
 }
 
@@ -300,11 +302,11 @@ func (s *Store) ListAll() ([]Grant, error) {
 }
 
 // Grant gives server the grants gs and returns them as stored, in the order
-// given. Each needs an Access, a canonical Path and a By; Granted defaults
-// to the Store's clock; Expires, when set, must be after that clock; ID and
-// Server must be empty or, for Server, the server. A grant whose path and
-// access the server already holds refreshes that grant: it takes the new
-// Expires, Granted and By and keeps its ID. Expired grants of the server
+// given. Each needs an Access, a canonical Path, the Root of its mount and
+// a By; Granted defaults to the Store's clock; Expires, when set, must be
+// after that clock; ID and Server must be empty or, for Server, the server.
+// A grant whose path, access and root the server already holds refreshes
+// that grant: it takes the new Expires, Granted and By and keeps its ID. Expired grants of the server
 // are dropped. The grants are on disk when Grant returns without error.
 func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
 	e, err := s.entry(server)
@@ -327,7 +329,7 @@ func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
 		next := slices.DeleteFunc(slices.Clone(cur), func(g Grant) bool { return !g.Live(now) })
 		at := make([]int, len(add))
 		for i, a := range add {
-			j := slices.IndexFunc(next, func(g Grant) bool { return g.Path == a.Path && g.Access == a.Access })
+			j := slices.IndexFunc(next, func(g Grant) bool { return g.Path == a.Path && g.Access == a.Access && g.Root == a.Root })
 			if j >= 0 {
 				next[j].Expires, next[j].Granted, next[j].By = a.Expires, a.Granted, a.By
 			} else {
@@ -363,6 +365,9 @@ func checkNew(g *Grant, server string, now time.Time) error {
 		return invalidf("access %q: want read or write", g.Access)
 	}
 	if err := ValidPath(g.Path); err != nil {
+		return err
+	}
+	if err := validRoot(g.Root); err != nil {
 		return err
 	}
 	if err := validBy(g.By); err != nil {
@@ -678,6 +683,7 @@ type grantIn struct {
 	ID      *string    `json:"id"`
 	Access  *Access    `json:"access"`
 	Path    *string    `json:"path"`
+	Root    *rootIn    `json:"root"`
 	Granted *time.Time `json:"granted"`
 	Expires *time.Time `json:"expires"`
 	By      *string    `json:"by"`
@@ -690,10 +696,18 @@ type fileOut struct {
 	Grants  []grantOut `json:"grants"`
 }
 
+// rootIn is a grant's root as read: every member must be present.
+type rootIn struct {
+	Path *string `json:"path"`
+	Dev  *uint64 `json:"dev"`
+	Ino  *uint64 `json:"ino"`
+}
+
 type grantOut struct {
 	ID      string    `json:"id"`
 	Access  Access    `json:"access"`
 	Path    string    `json:"path"`
+	Root    Root      `json:"root,omitzero"`
 	Granted time.Time `json:"granted"`
 	Expires time.Time `json:"expires,omitzero"`
 	By      string    `json:"by"`
@@ -747,8 +761,9 @@ func parse(b []byte, want string) (string, []Grant, error) {
 	switch {
 	case in.Version == nil || in.Server == nil || in.Grants == nil:
 		return "", nil, errors.New(`"version", "server" and "grants" are required`)
-	case *in.Version != FormatVersion:
-		return "", nil, fmt.Errorf("version %d is not supported (this fsbroker reads version %d; a newer one may have written it)", *in.Version, FormatVersion)
+	case *in.Version != FormatVersion && *in.Version != formatVersionNoRoots:
+		return "", nil, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d and %d; a newer one may have written it)",
+			*in.Version, formatVersionNoRoots, FormatVersion)
 	case want != "" && *in.Server != want:
 		return "", nil, fmt.Errorf("it holds the grants of server %q", *in.Server)
 	}
@@ -758,7 +773,12 @@ func parse(b []byte, want string) (string, []Grant, error) {
 	}
 	gs := make([]Grant, 0, len(*in.Grants))
 	ids := make(map[string]bool, len(*in.Grants))
-	seen := make(map[[2]string]bool, len(*in.Grants))
+	type key struct {
+		path   string
+		access Access
+		root   Root
+	}
+	seen := make(map[key]bool, len(*in.Grants))
 	for i, g := range *in.Grants {
 		if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
 			return "", nil, fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
@@ -768,6 +788,9 @@ func parse(b []byte, want string) (string, []Grant, error) {
 			out.Expires = g.Expires.UTC()
 		}
 		err := validID(out.ID)
+		if err == nil && g.Root != nil {
+			out.Root, err = readRoot(*g.Root, *in.Version)
+		}
 		switch {
 		case err != nil:
 		case !out.Access.Valid():
@@ -776,8 +799,8 @@ func parse(b []byte, want string) (string, []Grant, error) {
 			err = errors.New("no granted time")
 		case ids[out.ID]:
 			err = fmt.Errorf("a second grant with id %q", out.ID)
-		case seen[[2]string{out.Path, string(out.Access)}]:
-			err = fmt.Errorf("a second %s grant on %q", out.Access, out.Path)
+		case seen[key{out.Path, out.Access, out.Root}]:
+			err = fmt.Errorf("a second %s grant on %q under one root", out.Access, out.Path)
 		}
 		if err == nil {
 			err = ValidPath(out.Path)
@@ -788,11 +811,27 @@ func parse(b []byte, want string) (string, []Grant, error) {
 		if err != nil {
 			return "", nil, fmt.Errorf("grant %d: %v", i, err)
 		}
-		ids[out.ID], seen[[2]string{out.Path, string(out.Access)}] = true, true
+		ids[out.ID], seen[key{out.Path, out.Access, out.Root}] = true, true
 		gs = append(gs, out)
 	}
 	sortGrants(gs)
 	return server, gs, nil
+}
+
+// readRoot checks a grant's root read from a file of version: every member
+// present, a valid root, and none in a version 1 file.
+func readRoot(r rootIn, version int) (Root, error) {
+	switch {
+	case version == formatVersionNoRoots:
+		return Root{}, errors.New(`"root" in a version 1 file`)
+	case r.Path == nil || r.Dev == nil || r.Ino == nil:
+		return Root{}, errors.New(`root: "path", "dev" and "ino" are required`)
+	}
+	out := Root{Path: *r.Path, Dev: *r.Dev, Ino: *r.Ino}
+	if err := validRoot(out); err != nil {
+		return Root{}, err
+	}
+	return out, nil
 }
 
 // write replaces the server's grants file with gs, atomically and durably,
@@ -804,7 +843,7 @@ func (s *Store) write(e *entry, gs []Grant) (stamp, error) {
 	}
 	out := fileOut{Version: FormatVersion, Server: e.server, Grants: make([]grantOut, len(gs))}
 	for i, g := range gs {
-		out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Granted: g.Granted, Expires: g.Expires, By: g.By}
+		out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Root: g.Root, Granted: g.Granted, Expires: g.Expires, By: g.By}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -962,9 +962,10 @@ func TestConsentExpiredGrantRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	root := grantRoot(t, w.proj)
 	if _, err := past.Grant(broker.DeclaredPrefix+csPeer,
-		grants.Grant{Access: grants.Read, Path: "proj/a.txt", Expires: now.Add(-time.Hour), By: grants.ByPrompt},
-		grants.Grant{Access: grants.Read, Path: "proj/b.txt", Expires: now.Add(time.Hour), By: grants.ByPrompt},
+		grants.Grant{Access: grants.Read, Path: "proj/a.txt", Root: root, Expires: now.Add(-time.Hour), By: grants.ByPrompt},
+		grants.Grant{Access: grants.Read, Path: "proj/b.txt", Root: root, Expires: now.Add(time.Hour), By: grants.ByPrompt},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -992,7 +993,7 @@ func TestConsentPinnedServerID(t *testing.T) {
 	}
 	// A declared name's grants are kept apart from pinned ids' (behind
 	// broker.DeclaredPrefix), so a server cannot claim a pinned id's grants.
-	if _, err := s.Grant(broker.DeclaredPrefix+csPeer, grants.Grant{Access: grants.Read, Path: "proj", By: grants.ByPrompt}); err != nil {
+	if _, err := s.Grant(broker.DeclaredPrefix+csPeer, grants.Grant{Access: grants.Read, Path: "proj", Root: grantRoot(t, w.proj), By: grants.ByPrompt}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -1154,4 +1155,55 @@ func TestConsentRateLimitFlood(t *testing.T) {
 	if counted != limited {
 		t.Errorf("the trail accounts for %d refusals, the server saw %d", counted, limited)
 	}
+}
+
+// TestConsentGrantBoundToItsRoot: a grant approved for /one/proj does not
+// apply to /two/proj when the operator later configures that directory
+// under the same mount (both named proj), though the state directory and
+// the server are the same; grants list marks it. The grant still covers
+// /one/proj.
+func TestConsentGrantBoundToItsRoot(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	one := w.proj
+	two := filepath.Join(w.base, "two", "proj")
+	if err := os.MkdirAll(two, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(two, "a.txt"), "another alpha")
+	script, _ := approveAllScript(t)
+	args := func(proj, consentSpec string) []string {
+		return []string{"stdio", "--root", proj, "--state-dir", w.state, "--consent", consentSpec}
+	}
+
+	first := startBroker(t, "", args(one, "command:"+script)...)
+	first.handshake("2025-11-25")
+	if granted, _ := csConsent(t, first, 1, "read", "proj"); !granted {
+		t.Fatal("consent for proj was not granted")
+	}
+	csRead(t, first, 2, "proj/a.txt", "alpha")
+	first.closeStdin()
+	first.waitExit()
+
+	other := startBroker(t, "", args(two, "deny")...)
+	other.handshake("2025-11-25")
+	csNoConsent(t, other, 1, "files/read", map[string]any{"path": "proj/a.txt"})
+	csNoConsent(t, other, 2, "files/list", map[string]any{"path": "proj"})
+	other.closeStdin()
+	other.waitExit()
+
+	gs := csListGrants(t, w.state, csPeer)
+	if len(gs) != 1 || gs[0].Root.Path != one || gs[0].RootStatus != rootUnchecked {
+		t.Fatalf("grants list = %+v, want one grant under %s", gs, one)
+	}
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", w.state, "--root", two)
+	if code != 0 || !strings.Contains(stdout, one+" (root changed: proj is "+two+" now") {
+		t.Fatalf("grants list --root %s: exit status %d, stdout:\n%s\nstderr:\n%s", two, code, stdout, stderr)
+	}
+
+	again := startBroker(t, "", args(one, "deny")...)
+	again.handshake("2025-11-25")
+	csRead(t, again, 1, "proj/a.txt", "alpha")
+	again.closeStdin()
+	again.waitExit()
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/schema"
 )
 
 const grantsUsage = `Usage: fsbroker grants COMMAND [flags]
@@ -29,7 +31,7 @@ default: the broker resolves it the same way, so --config FILE alone finds the
 grants of a broker started with that file.
 
 Commands:
-  list   [--server S] [--json]                     the grants, by server and path
+  list   [--server S] [--root DIR] [--json]        the grants, by server and path
   revoke [--server S] [--path P] [--id ID] [--all] take grants away, also from running brokers
 
 Run "fsbroker help grants COMMAND" for a command's flags.
@@ -38,10 +40,16 @@ Run "fsbroker help grants COMMAND" for a command's flags.
 const grantsListHelp = `Usage: fsbroker grants list [flags]
 
 Print the consent grants: server, access (read, or write which includes read),
-path, when granted, when it expires, the consent provider that granted it, and
-its id (for fsbroker grants revoke --id). Expired grants are shown, marked
-expired, until the broker next changes that server's grants; they grant
-nothing.
+path, the root directory its mount named when it was granted, when granted,
+when it expires, the consent provider that granted it, and its id (for
+fsbroker grants revoke --id). Expired grants are shown, marked expired, until
+the broker next changes that server's grants; they grant nothing.
+
+A grant counts only while its mount names the directory it was granted under
+(the same path, device and inode). Given the broker's roots (--config FILE,
+whose roots are read, and --root flags, as the broker takes them), list marks
+each grant whose root changed or whose mount is not configured; a grant from
+before grants recorded their root is marked too: it covers nothing.
 
 Exit status: 0 ok (no grants included); 1 a grants file could not be read (the
 others are printed; the broker grants nothing from such a file); 2 bad flags.
@@ -132,8 +140,17 @@ func grantsList(args []string, stdout, stderr io.Writer) error {
 	var tf trailFlags
 	fs := newGrantsFlagSet("list", grantsListHelp, stderr, &tf)
 	server := fs.String("server", "", "only the grants of the server `ID` (its pinned id, else its declared name)")
-	asJSON := fs.Bool("json", false, "print a JSON array of grants (id, server, access, path, granted, expires when set, by, expired)")
+	asJSON := fs.Bool("json", false, "print a JSON array of grants (id, server, access, path, root when known, rootStatus, granted, expires when set, by, expired)")
+	var rootFlags []string
+	fs.Func("root", "a root `DIR` of the broker, as its --root (DIR:rw allowed); repeatable: grants whose root changed are marked", func(v string) error {
+		rootFlags = append(rootFlags, v)
+		return nil
+	})
 	dir, err := parseGrantsFlags(fs, args, &tf)
+	if err != nil {
+		return err
+	}
+	current, err := brokerRoots(tf.configPath, rootFlags)
 	if err != nil {
 		return err
 	}
@@ -158,9 +175,9 @@ func grantsList(args []string, stdout, stderr io.Writer) error {
 	}
 	now := time.Now()
 	if *asJSON {
-		err = printGrantsJSON(stdout, gs, now)
+		err = printGrantsJSON(stdout, gs, current, now)
 	} else if len(gs) > 0 {
-		err = printGrants(stdout, gs, now)
+		err = printGrants(stdout, gs, current, now)
 	}
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -232,7 +249,7 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(revoked) > 0 {
 		fmt.Fprintf(stdout, "revoked %d grant(s):\n", len(revoked))
-		if err := printGrants(stdout, revoked, time.Now()); err != nil {
+		if err := printGrants(stdout, revoked, nil, time.Now()); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
@@ -273,10 +290,73 @@ func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) {
 	}
 }
 
-// printGrants prints grants as an aligned table.
-func printGrants(w io.Writer, gs []grants.Grant, now time.Time) error {
+// brokerRoots resolves the roots of the broker a grants command is told of: the config
+// file's, then the --root flags; nil when neither gives any (the roots are then unknown).
+func brokerRoots(configPath string, flags []string) (*roots.Set, error) {
+	var specs []roots.Spec
+	if configPath != "" {
+		v, err := schema.New()
+		if err != nil {
+			return nil, fmt.Errorf("compile schemas: %w", err)
+		}
+		cfg, err := loadConfig(configPath, v)
+		if err != nil {
+			return nil, err
+		}
+		specs = cfg.rootSpecs(configPath)
+	}
+	for _, f := range flags {
+		spec, err := roots.ParseFlag(f)
+		if err != nil {
+			return nil, &configError{msg: err.Error()}
+		}
+		specs = append(specs, spec)
+	}
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	set, err := roots.New(specs)
+	if err != nil {
+		return nil, &configError{msg: err.Error()}
+	}
+	return set, nil
+}
+
+// The states of a grant's root, as list --json names them.
+const (
+	rootSame      = "same"      // its mount names the directory it was granted under
+	rootChanged   = "changed"   // its mount names another directory now: the grant counts for nothing
+	rootUnmounted = "unmounted" // no root has its mount now
+	rootUnknown   = "unknown"   // granted before grants recorded their root: it covers nothing
+	rootUnchecked = "unchecked" // the broker's roots were not given
+)
+
+// rootStatus compares a grant's root with the root its mount names in current (nil: not
+// known), and describes it for the table.
+func rootStatus(g grants.Grant, current *roots.Set) (status, note string) {
+	switch {
+	case !g.Root.Known():
+		return rootUnknown, "unknown (granted before grants recorded their root: covers nothing)"
+	case current == nil:
+		return rootUnchecked, cell(g.Root.Path)
+	}
+	r, ok := current.ByMount(g.Mount())
+	switch {
+	case !ok:
+		return rootUnmounted, cell(g.Root.Path) + " (no root is mounted as " + cell(g.Mount()) + " now)"
+	case g.Root.Same(grants.RootOf(r)):
+		return rootSame, cell(g.Root.Path)
+	case r.Path != g.Root.Path:
+		return rootChanged, cell(g.Root.Path) + " (root changed: " + cell(g.Mount()) + " is " + cell(r.Path) + " now; covers nothing)"
+	}
+	return rootChanged, cell(g.Root.Path) + " (root changed: another directory at that path now; covers nothing)"
+}
+
+// printGrants prints grants as an aligned table, each grant's root compared with the
+// broker's current roots (nil: not known).
+func printGrants(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tACCESS\tPATH\tGRANTED\tEXPIRES\tBY\tID")
+	fmt.Fprintln(tw, "SERVER\tACCESS\tPATH\tROOT\tGRANTED\tEXPIRES\tBY\tID")
 	for _, g := range gs {
 		expires := "never"
 		if !g.Expires.IsZero() {
@@ -285,7 +365,8 @@ func printGrants(w io.Writer, gs []grants.Grant, now time.Time) error {
 				expires += " (expired)"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Server), g.Access, cell(g.Path),
+		_, root := rootStatus(g, current)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Server), g.Access, cell(g.Path), root,
 			g.Granted.UTC().Format(time.RFC3339), expires, cell(g.By), g.ID)
 	}
 	return tw.Flush()
@@ -294,14 +375,16 @@ func printGrants(w io.Writer, gs []grants.Grant, now time.Time) error {
 // grantJSON is a grant as list --json prints it.
 type grantJSON struct {
 	grants.Grant
-	Expired bool `json:"expired"`
+	RootStatus string `json:"rootStatus"`
+	Expired    bool   `json:"expired"`
 }
 
 // printGrantsJSON prints grants as one JSON array.
-func printGrantsJSON(w io.Writer, gs []grants.Grant, now time.Time) error {
+func printGrantsJSON(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Time) error {
 	out := make([]grantJSON, len(gs))
 	for i, g := range gs {
-		out[i] = grantJSON{Grant: g, Expired: !g.Live(now)}
+		status, _ := rootStatus(g, current)
+		out[i] = grantJSON{Grant: g, RootStatus: status, Expired: !g.Live(now)}
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

@@ -6,28 +6,40 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // The grants commands are driven as the real binary, on state directories filled through
 // the grants package as a broker fills them.
 
-// grantsState is a state directory with grants of two servers.
+// grantsState is a state directory with grants of two servers, given under the roots proj
+// and docs (directories of their own).
 type grantsState struct {
 	dir   string
 	store *grants.Store
+	// the roots' directories, by mount
+	roots map[string]string
 	// the grants, by "server access:path"
 	ids map[string]string
 }
 
 func newGrantsState(t *testing.T) *grantsState {
 	t.Helper()
-	gs := &grantsState{dir: t.TempDir(), ids: map[string]string{}}
+	gs := &grantsState{dir: t.TempDir(), roots: map[string]string{}, ids: map[string]string{}}
+	base := realDir(t, t.TempDir())
+	for _, mount := range []string{"proj", "docs"} {
+		gs.roots[mount] = filepath.Join(base, mount)
+		if err := os.Mkdir(gs.roots[mount], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s, err := grants.Open(filepath.Join(gs.dir, grants.DirName))
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +53,20 @@ func newGrantsState(t *testing.T) *grantsState {
 	return gs
 }
 
+// grantRoot is the grants' root of the directory dir, as a broker resolves it.
+func grantRoot(t *testing.T, dir string) grants.Root {
+	t.Helper()
+	set, err := roots.New([]roots.Spec{{Path: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grants.RootOf(set.All()[0])
+}
+
+// add grants g to server under the root of its mount.
 func (gs *grantsState) add(t *testing.T, server string, g grants.Grant) {
 	t.Helper()
+	g.Root = grantRoot(t, gs.roots[g.Mount()])
 	out, err := gs.store.Grant(server, g)
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +101,15 @@ func TestGrantsList(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
-	if len(lines) != 5 || !regexp.MustCompile(`^SERVER +ACCESS +PATH +GRANTED +EXPIRES +BY +ID$`).MatchString(lines[0]) {
+	if len(lines) != 5 || !regexp.MustCompile(`^SERVER +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`).MatchString(lines[0]) {
 		t.Fatalf("table:\n%s", stdout)
 	}
+	proj, docs := regexp.QuoteMeta(gs.roots["proj"]), regexp.QuoteMeta(gs.roots["docs"])
 	for i, want := range []string{
-		`^indexer +read +docs +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +never +command:/usr/local/bin/ask +` + gs.ids["indexer read:docs"] + `$`,
-		`^indexer +read +proj/src +\S+ +never +preapproved +` + gs.ids["indexer read:proj/src"] + `$`,
-		`^notes +read +docs/public +\S+ +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +auto +` + gs.ids["notes read:docs/public"] + `$`,
-		`^notes +write +proj +\S+ +never +prompt +` + gs.ids["notes write:proj"] + `$`,
+		`^indexer +read +docs +` + docs + ` +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +never +command:/usr/local/bin/ask +` + gs.ids["indexer read:docs"] + `$`,
+		`^indexer +read +proj/src +` + proj + ` +\S+ +never +preapproved +` + gs.ids["indexer read:proj/src"] + `$`,
+		`^notes +read +docs/public +` + docs + ` +\S+ +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +auto +` + gs.ids["notes read:docs/public"] + `$`,
+		`^notes +write +proj +` + proj + ` +\S+ +never +prompt +` + gs.ids["notes write:proj"] + `$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(lines[i+1]) {
 			t.Errorf("row %d = %q, want %s", i+1, lines[i+1], want)
@@ -101,7 +126,8 @@ func TestGrantsList(t *testing.T) {
 		t.Fatalf("list --json: %v\n%s", err, stdout)
 	}
 	if len(got) != 2 || got[0]["server"] != "notes" || got[0]["path"] != "docs/public" || got[0]["expires"] == nil ||
-		got[0]["expired"] != false || got[1]["access"] != "write" || got[1]["id"] != gs.ids["notes write:proj"] || got[1]["by"] != "prompt" {
+		got[0]["expired"] != false || got[1]["access"] != "write" || got[1]["id"] != gs.ids["notes write:proj"] || got[1]["by"] != "prompt" ||
+		got[1]["root"].(map[string]any)["path"] != gs.roots["proj"] || got[1]["rootStatus"] != "unchecked" {
 		t.Fatalf("list --json:\n%s", stdout)
 	}
 	if _, ok := got[1]["expires"]; ok {
@@ -154,6 +180,80 @@ func TestGrantsListExpiredAndCorrupt(t *testing.T) {
 	}
 	if !strings.Contains(stderr, gs.store.Path("indexer")) || !strings.Contains(stderr, "corrupt") || !strings.Contains(stderr, "remove it") {
 		t.Errorf("stderr does not name the corrupt file and what to do:\n%s", stderr)
+	}
+}
+
+// grants list --root and --config: each grant's root is compared with the root its mount
+// names in the broker's configuration: the same, changed (another directory, or another
+// directory at the same path), or not configured; a grant from a version 1 file, without a
+// root, is marked as never counting.
+func TestGrantsListMarksChangedRoots(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	moved := filepath.Join(realDir(t, t.TempDir()), "proj")
+	if err := os.Mkdir(moved, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	list := func(args ...string) []grantJSON {
+		t.Helper()
+		stdout, stderr, code := runFsbroker(t, nil, append([]string{"grants", "list", "--state-dir", gs.dir, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("grants list %q: exit status %d; stderr:\n%s", args, code, stderr)
+		}
+		var out []grantJSON
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		return out
+	}
+	status := func(out []grantJSON) map[string]string {
+		m := map[string]string{}
+		for _, g := range out {
+			m[g.Server+" "+string(g.Access)+":"+g.Path] = g.RootStatus
+		}
+		return m
+	}
+	want := map[string]string{"indexer read:docs": "same", "indexer read:proj/src": "changed",
+		"notes read:docs/public": "same", "notes write:proj": "changed"}
+	if got := status(list("--root", moved, "--root", gs.roots["docs"])); !reflect.DeepEqual(got, want) {
+		t.Errorf("with proj moved: %v, want %v", got, want)
+	}
+	// The same roots from a config file.
+	cfg := filepath.Join(t.TempDir(), "fsbroker.yaml")
+	writeFile(t, cfg, "version: 1\nroots:\n  - path: "+moved+"\n  - path: "+gs.roots["docs"]+"\n")
+	if got := status(list("--config", cfg)); !reflect.DeepEqual(got, want) {
+		t.Errorf("with proj moved, from --config: %v, want %v", got, want)
+	}
+	want = map[string]string{"indexer read:docs": "unmounted", "indexer read:proj/src": "same",
+		"notes read:docs/public": "unmounted", "notes write:proj": "same"}
+	if got := status(list("--root", gs.roots["proj"]+":rw")); !reflect.DeepEqual(got, want) {
+		t.Errorf("with docs not configured: %v, want %v", got, want)
+	}
+	// Another directory at the same path.
+	if err := os.Rename(gs.roots["proj"], gs.roots["proj"]+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(gs.roots["proj"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code := runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir, "--root", gs.roots["proj"], "--server", "notes")
+	if code != 0 || !strings.Contains(stdout, "another directory at that path now") {
+		t.Errorf("after proj was made again: exit status %d, stdout:\n%s", code, stdout)
+	}
+	// A grant from a version 1 file.
+	writeFile(t, gs.store.Path("old"), `{"version": 1, "server": "old", "grants": [`+
+		`{"id": "0123", "access": "read", "path": "proj", "granted": "2026-01-01T00:00:00Z", "by": "prompt"}]}`)
+	out := list("--server", "old")
+	if len(out) != 1 || out[0].RootStatus != "unknown" || out[0].Root.Known() {
+		t.Errorf("a version 1 grant: %+v", out)
+	}
+	stdout, _, _ = runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir, "--server", "old")
+	if !strings.Contains(stdout, "granted before grants recorded their root: covers nothing") {
+		t.Errorf("a version 1 grant in the table:\n%s", stdout)
+	}
+	// A root that does not exist is the broker's configuration error.
+	if _, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", gs.dir, "--root", filepath.Join(gs.dir, "missing")); code != 2 || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("a missing root: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
 
@@ -227,7 +327,8 @@ func TestGrantsRevokeReachesARunningStore(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", time.Now()); err != nil || !ok {
+	root := grantRoot(t, gs.roots["proj"])
+	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", root, time.Now()); err != nil || !ok {
 		t.Fatalf("not covered before: %v", err)
 	}
 	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", gs.dir, "--server", "notes", "--path", "proj"); code != 0 {
@@ -240,7 +341,7 @@ func TestGrantsRevokeReachesARunningStore(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the Watch did not report the revocation")
 	}
-	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", time.Now()); err != nil || ok {
+	if _, ok, err := s.Covers("notes", grants.Write, "proj/a.txt", root, time.Now()); err != nil || ok {
 		t.Fatalf("still covered after the Watch reported the revocation (err %v)", err)
 	}
 }
@@ -287,7 +388,7 @@ func TestGrantsDefaultStateDir(t *testing.T) {
 	}
 	defer s.Close()
 	const server = "grants-default-state-dir-test"
-	out, err := s.Grant(server, grants.Grant{Access: grants.Read, Path: "m/x", By: grants.ByCommand})
+	out, err := s.Grant(server, grants.Grant{Access: grants.Read, Path: "m/x", Root: grantRoot(t, t.TempDir()), By: grants.ByCommand})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +471,7 @@ func TestGrantsRevokeRecordsInTheGivenTrail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Grant("srv", grants.Grant{Access: grants.Read, Path: "proj/a", Granted: time.Now(), By: "test"}); err != nil {
+	if _, err := st.Grant("srv", grants.Grant{Access: grants.Read, Path: "proj/a", Root: grantRoot(t, t.TempDir()), Granted: time.Now(), By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
