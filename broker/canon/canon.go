@@ -123,6 +123,34 @@ func Parse(set *roots.Set, raw string) (Path, error) {
 	return p, nil
 }
 
+// Returnable reports whether the broker may report p (a listed entry or a
+// changed path, found on disk) to a server: whether its mount-relative form
+// is one Parse accepts as p itself, so that the server can name it back. It
+// is not when that form is longer than MaxPathBytes, or when a segment of
+// p.Rel is empty, "." or "..", longer than MaxSegmentBytes, not valid UTF-8,
+// or holds a control character or a backslash. (Which root Parse would
+// place it under, when roots nest, is the caller's concern.) It allocates
+// nothing: every listed entry is checked.
+func Returnable(p Path) bool {
+	if p.Rel == "" {
+		return true // a root's mount, checked when the roots were made
+	}
+	if len(p.Root.Mount)+1+len(p.Rel) > MaxPathBytes || checkChars(p.Rel, MaxPathBytes) != nil {
+		return false
+	}
+	for it := segmentsOf(p.Rel, ""); ; {
+		seg, ok := it.next()
+		if !ok {
+			break
+		}
+		if len(seg) > MaxSegmentBytes || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	// segmentsOf skips empty segments: a clean path has none.
+	return !strings.HasPrefix(p.Rel, "/") && !strings.HasSuffix(p.Rel, "/") && !strings.Contains(p.Rel, "//")
+}
+
 // maxURIBytes bounds a file URI: the longest prefix and a path of
 // MaxPathBytes with every byte percent-encoded.
 const maxURIBytes = len("file://localhost") + 3*MaxPathBytes

@@ -96,3 +96,35 @@ func TestRerootMatchesSplitting(t *testing.T) {
 		t.Errorf("only %d of %d paths were rerooted: the cases do not exercise nesting", moved, len(cases))
 	}
 }
+
+// TestReturnableMatchesParse: Returnable is true exactly when Parse takes the
+// path's mount-relative form back as the same root and path.
+func TestReturnableMatchesParse(t *testing.T) {
+	dir := t.TempDir()
+	set, err := roots.New([]roots.Spec{{Path: dir, Mount: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := roots.New([]roots.Spec{{Path: dir, Mount: strings.Repeat("L", 255)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*roots.Set{set, long} {
+		root := s.All()[0]
+		rels := []string{"", "a", "a/b", "a b/ü", "\uFFFD", ".hidden/x", "a\\b", "a\nb", "a\x7fb", "\xff", "a/\xc3",
+			"./a", "a/./b", "a/../b", "..", "/a", "a/", "a//b", strings.Repeat("s", 255), strings.Repeat("s", 256),
+			strings.Repeat("ab/", 1360) + "x", strings.Repeat("ab/", 1300) + strings.Repeat("c", 20)}
+		for n := range 40 {
+			// Around the length limit, for either mount.
+			rels = append(rels, strings.Repeat("d/", 2020+n)+"e")
+		}
+		for _, rel := range rels {
+			p := Path{Root: root, Rel: rel}
+			got, err := Parse(s, p.MountPath())
+			want := err == nil && got == p
+			if Returnable(p) != want {
+				t.Errorf("mount %d bytes, rel %q (%d bytes): Returnable = %v, Parse = %v, %v", len(root.Mount), rel, len(rel), !want, got, err)
+			}
+		}
+	}
+}
