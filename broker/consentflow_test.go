@@ -11,10 +11,8 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/consent"
-	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/roots"
-	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
 )
@@ -55,28 +53,15 @@ func startConsentIn(t *testing.T, base string, provider consent.Provider, store 
 		t.Fatal(err)
 	}
 	if store == nil {
-		if store, err = grants.Open(filepath.Join(t.TempDir(), grants.DirName)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { store.Close() })
+		store = newTestStore(t)
 	}
-	x, err := executor.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.Close() })
 	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub, err := watch.NewHub()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hub.Close() })
 	trail := openTrail(t)
-	p := startPeer(t, set, WithExecutor(x), WithDecider(PolicyDecider{Engine: e}), WithConsent(provider, store),
-		WithWatchHub(hub, 0), WithAudit(trail.Writer, false))
+	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(PolicyDecider{Engine: e}), WithConsent(provider, store),
+		WithWatchHub(newTestHub(t), 0), WithAudit(trail.Writer, false))
 	p.initialize("2025-11-25")
 	return &consentFixture{filesFixture: &filesFixture{peer: p, ro: ro, rw: rw}, store: store, trail: trail}
 }

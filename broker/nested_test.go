@@ -66,26 +66,45 @@ func startNested(t *testing.T, subPreapproved bool, data string) *nestedFixture 
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := grants.Open(filepath.Join(t.TempDir(), grants.DirName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := newTestStore(t)
+	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(PolicyDecider{Engine: e}), WithConsent(nil, store),
+		WithWatchHub(newTestHub(t, watch.WithCoalesce(50*time.Millisecond)), 0))
+	p.initialize("2025-11-25")
+	subRoot, _ := set.ByMount("sub")
+	return &nestedFixture{filesFixture: &filesFixture{peer: p}, app: app, sub: sub, subRoot: subRoot, store: store}
+}
+
+// newTestExecutor is an executor with its state in a directory of the test's.
+func newTestExecutor(t *testing.T) *executor.Executor {
+	t.Helper()
 	x, err := executor.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close() })
-	hub, err := watch.NewHub(watch.WithCoalesce(50 * time.Millisecond))
+	return x
+}
+
+// newTestHub is a watch hub closed when the test ends.
+func newTestHub(t *testing.T, opts ...watch.Option) *watch.Hub {
+	t.Helper()
+	hub, err := watch.NewHub(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Close() })
-	p := startPeer(t, set, WithExecutor(x), WithDecider(PolicyDecider{Engine: e}), WithConsent(nil, store),
-		WithWatchHub(hub, 0))
-	p.initialize("2025-11-25")
-	subRoot, _ := set.ByMount("sub")
-	return &nestedFixture{filesFixture: &filesFixture{peer: p}, app: app, sub: sub, subRoot: subRoot, store: store}
+	return hub
+}
+
+// newTestStore is a grant store in a directory of the test's.
+func newTestStore(t *testing.T) *grants.Store {
+	t.Helper()
+	store, err := grants.Open(filepath.Join(t.TempDir(), grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
 
 // realDirOf is dir with its links resolved (the roots' own spelling).
@@ -228,17 +247,8 @@ func TestListingAndWatchNeverReturnPathsThatCannotBeNamedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := executor.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.Close() })
-	hub, err := watch.NewHub(watch.WithCoalesce(50 * time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hub.Close() })
-	f := &filesFixture{peer: startPeer(t, set, WithExecutor(x), WithWatchHub(hub, 0))}
+	f := &filesFixture{peer: startPeer(t, set, WithExecutor(newTestExecutor(t)),
+		WithWatchHub(newTestHub(t, watch.WithCoalesce(50*time.Millisecond)), 0))}
 	f.initialize("2025-11-25")
 
 	got := f.listPaths(map[string]any{"path": mount, "recursive": true, "limit": 10000})
