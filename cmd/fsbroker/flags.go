@@ -145,7 +145,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.DurationVar(&o.initTimeout, "init-timeout", o.initTimeout, "how long to wait for the server's initialize result")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "how long in-flight requests may run after the session ends, and each step of stopping a child")
 	fs.DurationVar(&o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
-	fs.StringVar(&o.stateDir, "state-dir", "", "`DIR` for the broker's state (lock files); default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
+	fs.StringVar(&o.stateDir, "state-dir", "", "`DIR` for the broker's state (grants, usage, locks, audit keys and trail), outside every root; default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
 	fs.Int64Var(&o.maxReadBytes, "max-read-bytes", o.maxReadBytes, "largest length one files/read may ask for, in `BYTES`")
 	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
 	fs.DurationVar(&o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
@@ -367,13 +367,17 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		}
 		s.flagRoots = append(s.flagRoots, spec)
 	}
-	if s.roots, err = s.buildRoots(s.cfg); err != nil {
-		return nil, &configError{msg: err.Error()}
-	}
 	if o.stateDir == "" {
 		if o.stateDir, err = defaultStateDir(); err != nil {
 			return nil, configErrorf("--state-dir: %v; set one", err)
 		}
+	}
+	if s.roots, err = s.buildRoots(s.cfg); err != nil {
+		var cerr *configError
+		if errors.As(err, &cerr) {
+			return nil, err
+		}
+		return nil, &configError{msg: err.Error()}
 	}
 	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
 		return nil, err
@@ -435,7 +439,9 @@ func defaultStateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "fsbroker"), nil
 }
 
-// buildRoots resolves the config's roots followed by the --root flags.
+// buildRoots resolves the config's roots followed by the --root flags, and
+// refuses a set in which a root holds one of the broker's own paths or lies
+// inside one (checkOutsideRoots), at start-up and at every config reload.
 func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
 	var specs []roots.Spec
 	if cfg != nil {
@@ -448,7 +454,61 @@ func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
 			specs[i].Preapproved = true
 		}
 	}
-	return roots.New(specs)
+	set, err := roots.New(specs)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]rootAt, len(specs))
+	for i, r := range set.All() { // in the order of specs
+		all[i] = rootAt{setting: specs[i].Origin, root: r}
+	}
+	if err := checkOutsideRoots(s.ownPaths(), all); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// ownPaths are the broker's own paths, each with the setting that names it
+// (the flag, the config file's member, or the default): the state directory
+// (grants, usage, locks, audit keys, and the audit trail unless --audit
+// places it), the audit directory, the policy directory or bundle and its
+// key, and the config file.
+func (s *setup) ownPaths() []ownPath {
+	o := s.opts
+	var cfg fileConfig
+	if s.cfg != nil {
+		cfg = *s.cfg
+	}
+	setting := func(flag, member, fromConfig, def string) string {
+		switch {
+		case o.set[flag]:
+			return "--" + flag
+		case fromConfig != "":
+			return "config " + o.configPath + ": " + member
+		}
+		return def
+	}
+	state := setting("state-dir", "/stateDir", cfg.StateDir, "the default state directory")
+	out := []ownPath{{setting: state, path: o.stateDir,
+		fix: "set --state-dir (or stateDir in the config file) to another directory"}}
+	if o.auditDir != "" {
+		out = append(out, ownPath{setting: setting("audit", "/audit/dir", cfg.Audit.Dir, "--audit"), path: o.auditDir,
+			fix: "set --audit (or audit.dir in the config file) to another directory"})
+	}
+	if o.policiesDir != "" {
+		out = append(out, ownPath{setting: setting("policies", "/policies", cfg.Policies, "--policies"), path: o.policiesDir,
+			fix: "keep the policy directory elsewhere"})
+	}
+	if o.bundle != "" {
+		out = append(out, ownPath{setting: "--bundle", path: o.bundle, fix: "keep the bundle elsewhere"})
+	}
+	if o.bundleKey != "" {
+		out = append(out, ownPath{setting: "--bundle-key", path: o.bundleKey, fix: "keep the bundle's key elsewhere"})
+	}
+	if o.configPath != "" {
+		out = append(out, ownPath{setting: "--config", path: o.configPath, fix: "keep the config file elsewhere"})
+	}
+	return out
 }
 
 // opaBundles reports whether an OPA configuration configures bundles.
