@@ -426,7 +426,7 @@ func (s *Session) reportable(ctx context.Context, req Request, entries []executo
 		out = append(out, e)
 	}
 	if unnameable > 0 {
-		s.log.Debug("entries left out of a listing: their paths cannot be named back", "count", unnameable)
+		s.log.Debug("entries left out: their paths cannot be named back", "count", unnameable)
 	}
 	return out
 }
