@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
-	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -43,8 +40,16 @@ func witnessOptions(o *options, set *roots.Set, log hclog.Logger) ([]audit.Optio
 			return nil, configErrorf("--audit-witness: %v", err)
 		}
 		if ws.Path != "" {
+			real, _, err := resolveExisting(ws.Path)
+			if err != nil {
+				return nil, configErrorf("--audit-witness %s: %v", ws, err)
+			}
 			for _, p := range places {
-				if within(ws.Path, p.dir) {
+				dir, _, err := resolveExisting(p.dir)
+				if err != nil {
+					return nil, configErrorf("the %s %s: %v", p.what, p.dir, err)
+				}
+				if within(real, dir) {
 					return nil, configErrorf("--audit-witness %s: the witness file is inside the %s %s: what can change the trail could change the witness too; put it elsewhere (/var/log/fsbroker/, say)",
 						ws, p.what, p.dir)
 				}
@@ -57,33 +62,4 @@ func witnessOptions(o *options, set *roots.Set, log hclog.Logger) ([]audit.Optio
 		opts = append(opts, audit.WithWitness(wit))
 	}
 	return opts, nil
-}
-
-// within reports whether path is dir or beneath it, once the symbolic links of both are
-// resolved (as far as they exist).
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(resolveExisting(dir), resolveExisting(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-// resolveExisting returns the absolute path p with the symbolic links of its longest existing
-// prefix resolved; the rest is kept as written (cleaned).
-func resolveExisting(p string) string {
-	p, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	var rest []string
-	for {
-		real, err := filepath.EvalSymlinks(p)
-		if err == nil {
-			return filepath.Join(append([]string{real}, rest...)...)
-		}
-		parent := filepath.Dir(p)
-		if parent == p || !errors.Is(err, fs.ErrNotExist) {
-			return filepath.Join(append([]string{p}, rest...)...)
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-		p = parent
-	}
 }
