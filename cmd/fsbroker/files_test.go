@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +169,41 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 	}
 	if writes[0] < 20 || writes[1] < 20 {
 		t.Fatalf("only %d and %d writes happened during the reads: the race was not run", writes[0], writes[1])
+	}
+}
+
+// TestNestedRootMovedIntoItsOuterRootStaysItsOwn: the broker gives the
+// executor the operator's roots, so a read-only nested root's directory that
+// another program moved within the writable outer root (app/x/sub to app/d)
+// is still that root's, found by its identity: nothing is written in it or
+// made under it through the outer root.
+func TestNestedRootMovedIntoItsOuterRootStaysItsOwn(t *testing.T) {
+	t.Parallel()
+	base := realDir(t, t.TempDir())
+	app := filepath.Join(base, "app")
+	if err := os.MkdirAll(filepath.Join(app, "x", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(app, "x", "sub", "keep.txt"), "nested")
+	p := startBroker(t, "", "stdio", "--root", app+":rw", "--root", filepath.Join(app, "x", "sub"),
+		"--state-dir", filepath.Join(base, "state"))
+	p.handshake("2025-11-25")
+	if err := os.Rename(filepath.Join(app, "x", "sub"), filepath.Join(app, "d")); err != nil {
+		t.Fatal(err)
+	}
+	for i, params := range []map[string]any{
+		{"path": "app/d/keep.txt", "content": "changed"},
+		{"path": "app/d/new/f.txt", "content": "new", "createParents": true},
+	} {
+		r := p.call(i+1, "files/write", params)
+		if r.Error == nil || dataOf(t, r).Code != "PERMISSION_DENIED" || !strings.Contains(dataOf(t, r).Reason, "root") {
+			t.Errorf("files/write %v = %s, want PERMISSION_DENIED naming the nested root", params, r.raw)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(app, "d", "keep.txt")); err != nil || string(b) != "nested" {
+		t.Errorf("the nested root's file is %q (%v), want it unchanged", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(app, "d", "new")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a directory was made in the nested root through its outer root (%v)", err)
 	}
 }

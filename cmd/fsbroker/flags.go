@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -199,7 +200,11 @@ type setup struct {
 	log       hclog.Logger
 	validator *schema.Validator
 	flagRoots []roots.Spec
-	roots     *roots.Set
+	roots     *roots.Set // the roots at start
+	// current is the operator's roots now: the roots at start, then each set a
+	// config reload brings. The executor reads it to know every root's
+	// directory (a nested root is never entered through its outer root).
+	current   atomic.Pointer[roots.Set]
 	cfg       *fileConfig
 	exec      *executor.Executor
 	hub       *watch.Hub
@@ -379,6 +384,7 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		}
 		return nil, &configError{msg: err.Error()}
 	}
+	s.current.Store(s.roots)
 	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
 		return nil, err
 	}
@@ -415,7 +421,8 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
 		return nil, fmt.Errorf("start the file watcher: %w", err)
 	}
-	if s.exec, err = executor.New(o.stateDir, executor.WithLockWait(o.lockWait), executor.WithLogger(s.log.Named("executor"))); err != nil {
+	if s.exec, err = executor.New(o.stateDir, executor.WithLockWait(o.lockWait), executor.WithLogger(s.log.Named("executor")),
+		executor.WithRoots(s.current.Load)); err != nil {
 		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
 	}
 	return s, nil

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -134,11 +133,9 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 // session options after the others.
 func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(func() *roots.Set) func() *roots.Set,
 	extra ...broker.Option) error {
-	var current atomic.Pointer[roots.Set]
-	current.Store(s.roots)
-	rootsOf := current.Load
+	rootsOf := s.current.Load
 	if view != nil {
-		rootsOf = view(current.Load)
+		rootsOf = view(s.current.Load)
 	}
 	sess, err := broker.NewSession(stream, append([]broker.Option{
 		broker.WithLogger(s.log),
@@ -229,11 +226,11 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 					s.log.Warn("config reload failed; keeping the previous roots", "error", err)
 					return
 				}
-				if next.Equal(current.Load()) {
+				if next.Equal(s.current.Load()) {
 					s.log.Debug("config reloaded; roots unchanged")
 					return
 				}
-				current.Store(next)
+				s.current.Store(next)
 				go s.removeStaleTemps(watchCtx, next)
 				s.log.Info("config reloaded; roots changed", "roots", next.Len())
 				if err := sess.RootsChanged(); err != nil {
