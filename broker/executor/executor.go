@@ -26,9 +26,10 @@
 //     one level at a time through the handle of the level above, never
 //     through a link.
 //   - With the operator's roots known (WithRoots), nothing is made, written,
-//     deleted or renamed in a root's directory reached through another
-//     root's path (a nested root moved into its outer root), and a root's
-//     directory is never renamed, replaced or deleted, whatever its path.
+//     deleted or renamed in or beneath a root's directory reached through
+//     another root's path (a nested root moved into its outer root, found
+//     going up from the directory changed), and a root's directory is never
+//     renamed, replaced or deleted, whatever its path.
 //   - FIFOs, sockets and devices are never opened.
 //   - Writes replace files atomically (temporary file in the same directory,
 //     fsync, rename, fsync of the directory) under an exclusive lock that
@@ -82,7 +83,8 @@ func WithLogger(l hclog.Logger) Option { return func(x *Executor) { x.log = l } 
 // WithRoots tells the executor the operator's roots: current returns them as
 // they are now (it is called on each check, so a config reload is seen).
 // Then nothing is made, written, deleted or renamed through one root's path
-// in a directory that is another root's, found by its device and inode (a
+// in or beneath a directory that is another root's, found by its device and
+// inode (a
 // read-only root nested in a writable one stays read-only even when its
 // directory is moved or linked into the outer one), and no root's directory
 // is renamed, replaced or deleted, however it is reached. Without it the
@@ -301,6 +303,24 @@ func (x *Executor) otherRoot(own roots.Root, info Info) (roots.Root, bool) {
 		}
 	}
 	return roots.Root{}, false
+}
+
+// nestedIn returns the operator's roots (WithRoots) whose directories were
+// beneath own's when they were resolved, with a known identity: the only
+// roots whose directories another program can move to another place inside
+// own.
+func (x *Executor) nestedIn(own roots.Root) []roots.Root {
+	if x.roots == nil {
+		return nil
+	}
+	prefix := strings.TrimSuffix(own.Path, string(filepath.Separator)) + string(filepath.Separator)
+	var nested []roots.Root
+	for _, r := range x.roots().All() {
+		if r.ID.Known() && r.Path != own.Path && strings.HasPrefix(r.Path, prefix) {
+			nested = append(nested, r)
+		}
+	}
+	return nested
 }
 
 // inOtherRoot is the refusal of a directory that is another root's (see

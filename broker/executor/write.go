@@ -130,9 +130,10 @@ func (x *Executor) StartStage(ctx context.Context, t Target, o WriteOptions) (*S
 }
 
 // openDir opens a directory of the root as a handle of its own and checks
-// that it is the directory that was resolved, and not another root's
-// directory (PERMISSION_DENIED: a nested root reached through its outer
-// root's path is changed only through its own mount).
+// that it is the directory that was resolved, and neither another root's
+// directory nor beneath one (PERMISSION_DENIED: a nested root reached through
+// its outer root's path, its directory moved there at any depth, is changed
+// only through its own mount).
 func (x *Executor) openDir(h *os.Root, p canon.Path, want Info) (*os.Root, error) {
 	rel := p.Rel
 	if rel == "" {
@@ -151,9 +152,13 @@ func (x *Executor) openDir(h *os.Root, p canon.Path, want Info) (*os.Root, error
 		_ = dir.Close()
 		return nil, conflict("the directory changed while the request was decided")
 	}
-	if r, ok := x.otherRoot(p.Root, want); ok {
+	r, nested, err := x.nestedRootAbove(dir, p.Root)
+	if err == nil && nested {
+		err = inOtherRoot(r)
+	}
+	if err != nil {
 		_ = dir.Close()
-		return nil, inOtherRoot(r)
+		return nil, err
 	}
 	return dir, nil
 }

@@ -1,0 +1,78 @@
+//go:build linux
+
+package main
+
+// Issue 15 review: the real binary keeps a read-only root nested in a
+// writable one read-only when another local process moves the nested root's
+// directory to another name inside the outer root (docs/files.md, "The
+// operation": a directory about to be changed that is another root's
+// directory, reached through this root's path, is PERMISSION_DENIED).
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNestedRootMovedIntoItsOuterRootStaysReadOnly: --root proj:rw --root
+// proj/x/sub (read-only). A local process renames proj/x/sub to proj/d; the
+// server then writes, creates, deletes and renames in proj/d, directly and
+// one level down (TestNestedRootMovedIntoItsOuterRootStaysItsOwn has the
+// direct write), through the outer root's mount. Every change is refused and
+// the nested root's files are untouched.
+func TestNestedRootMovedIntoItsOuterRootStaysReadOnly(t *testing.T) {
+	t.Parallel()
+	base := realDir(t, t.TempDir())
+	proj := filepath.Join(base, "proj")
+	for name, content := range map[string]string{"x/sub/keep.txt": "nested\n", "x/sub/deep/keep.txt": "deep\n", "file.txt": "outer\n"} {
+		path := filepath.Join(proj, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, content)
+	}
+	p := startBroker(t, "", "stdio", "--root", proj+":rw", "--root", filepath.Join(proj, "x", "sub"),
+		"--state-dir", filepath.Join(base, "state"))
+	p.handshake("2025-11-25")
+	// The nested root is read-only through its own mount.
+	csRefused(t, p, "own", "files/write", map[string]any{"path": "sub/keep.txt", "content": "x"}, "PERMISSION_DENIED")
+
+	// Another local process moves the nested root's directory inside the
+	// outer root.
+	if err := os.Rename(filepath.Join(proj, "x", "sub"), filepath.Join(proj, "d")); err != nil {
+		t.Fatal(err)
+	}
+	attempts := []struct {
+		method string
+		params map[string]any
+	}{
+		{"files/write", map[string]any{"path": "proj/d/deep/keep.txt", "content": "pwned\n"}},
+		{"files/create", map[string]any{"path": "proj/d/new.txt", "type": "file"}},
+		{"files/create", map[string]any{"path": "proj/d/deep/new.txt", "type": "file"}},
+		{"files/delete", map[string]any{"path": "proj/d/deep/keep.txt"}},
+		{"files/rename", map[string]any{"oldPath": "proj/d/deep/keep.txt", "newPath": "proj/out.txt"}},
+		{"files/rename", map[string]any{"oldPath": "proj/file.txt", "newPath": "proj/d/deep/in.txt"}},
+		{"files/rename", map[string]any{"oldPath": "proj/d", "newPath": "proj/e"}},
+	}
+	for i, a := range attempts {
+		r := p.call(i+1, a.method, a.params)
+		if r.Error == nil {
+			t.Errorf("%s %v succeeded in the read-only root moved into the writable one: %s", a.method, a.params, r.raw)
+			continue
+		}
+		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
+			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
+		}
+	}
+	for name, want := range map[string]string{"d/keep.txt": "nested\n", "d/deep/keep.txt": "deep\n"} {
+		if b, err := os.ReadFile(filepath.Join(proj, filepath.FromSlash(name))); err != nil || string(b) != want {
+			t.Errorf("proj/%s = %q, %v; want it untouched", name, b, err)
+		}
+	}
+	for _, name := range []string{"d/new.txt", "d/deep/new.txt", "d/deep/in.txt", "out.txt", "e"} {
+		if _, err := os.Lstat(filepath.Join(proj, filepath.FromSlash(name))); !os.IsNotExist(err) {
+			t.Errorf("proj/%s exists (%v)", name, err)
+		}
+	}
+}
