@@ -20,8 +20,8 @@ func (o *options) auditDirOrDefault() string {
 // witnessOptions opens the audit witnesses that --audit-witness (or the config file's
 // audit.witness) names, as options of the audit writer, which logs their failures to log. A
 // spec that does not parse, or a witness file inside the state directory, the audit directory
-// or a writable root (where what the witness must outlast could reach it), is a configuration
-// error.
+// or a root, read-only ones included (where what the witness must outlast could reach it), is a
+// configuration error.
 func witnessOptions(o *options, set *roots.Set, log hclog.Logger) ([]audit.Option, error) {
 	if len(o.auditWitness) == 0 {
 		return nil, nil
@@ -29,9 +29,10 @@ func witnessOptions(o *options, set *roots.Set, log hclog.Logger) ([]audit.Optio
 	type place struct{ what, dir string }
 	places := []place{{"state directory", o.stateDir}, {"audit directory", o.auditDirOrDefault()}}
 	for _, r := range set.All() {
-		if r.Writable {
-			places = append(places, place{"writable root " + r.Mount, r.Path})
-		}
+		// A read-only root too: another local process that swaps entries in
+		// a root could empty the witness, or swap it for a link to a file
+		// outside every root that the broker would then append to.
+		places = append(places, place{"root " + r.Mount, r.Path})
 	}
 	opts := []audit.Option{audit.WithLogger(log)}
 	for _, spec := range o.auditWitness {

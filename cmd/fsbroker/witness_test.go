@@ -204,7 +204,7 @@ func TestAuditWitnessDownDoesNotFailRequests(t *testing.T) {
 }
 
 // TestAuditWitnessPlacesRefused: a witness file where whatever can change the trail can change
-// it too (inside the state directory, the audit directory or a writable root, also through a
+// it too (inside the state directory, the audit directory or a root, also through a
 // symbolic link or a relative path in the config file), and a spec that does not parse, stop
 // the broker at start with exit status 2 and a message naming both.
 func TestAuditWitnessPlacesRefused(t *testing.T) {
@@ -226,7 +226,7 @@ func TestAuditWitnessPlacesRefused(t *testing.T) {
 		{[]string{"--audit-witness", "file:" + filepath.Join(state, "witness.log")}, []string{"inside the state directory"}},
 		{[]string{"--audit-witness", "file:" + filepath.Join(link, "witness.log")}, []string{"inside the state directory"}},
 		{[]string{"--audit-witness", "file:" + filepath.Join(trail, "witness.log")}, []string{"inside the audit directory"}},
-		{[]string{"--audit-witness", "file:" + filepath.Join(root, "witness.log")}, []string{"inside the writable root proj"}},
+		{[]string{"--audit-witness", "file:" + filepath.Join(root, "witness.log")}, []string{"inside the root proj"}},
 		{[]string{"--config", cfg}, []string{"inside the state directory", filepath.Join(state, "witness.log")}},
 		{[]string{"--audit-witness", "syslog:http://example.com:80"}, []string{"--audit-witness", "syslog:udp://HOST:PORT"}},
 		{[]string{"--audit-witness", "file:" + filepath.Join(dir, "missing", "witness.log")}, []string{"no such file or directory"}},
