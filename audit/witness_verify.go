@@ -35,6 +35,9 @@ type WitnessLog struct {
 	reach, retained map[string]witnessClaim
 	// unknown counts the lines of the trail signed with a checkpoint key not given, by key id.
 	unknown map[string]*witnessSighting
+	// foreign counts, by audit key id, the lines under an audit key not given whose signature
+	// verified under a checkpoint key given: this trail's checkpoint key witnessed them.
+	foreign map[string]*witnessSighting
 	files   int
 	stats   WitnessReport
 }
@@ -60,6 +63,21 @@ type witnessSighting struct {
 	first witnessLoc
 }
 
+// signedBy reports whether e's signature, over the text signed, verifies under pub.
+func (e *WitnessEvent) signedBy(pub ed25519.PublicKey, signed []byte) bool {
+	sig, _ := hex.DecodeString(e.Signature)
+	return ed25519.Verify(pub, signed, sig)
+}
+
+// add counts one more line at where, s nil counting as none.
+func (s *witnessSighting) add(where witnessLoc) *witnessSighting {
+	if s == nil {
+		s = &witnessSighting{first: where}
+	}
+	s.n++
+	return s
+}
+
 // WitnessReport says what the witness lines given to [Verify] showed.
 type WitnessReport struct {
 	// Files counts the witness files read.
@@ -68,7 +86,8 @@ type WitnessReport struct {
 	Lines int `json:"lines"`
 	// TrailLines counts the lines of this trail whose signature verified.
 	TrailLines int `json:"trailLines"`
-	// OtherTrails counts the lines of other trails (under audit keys not given): ignored.
+	// OtherTrails counts the lines of other trails (under audit keys not given): ignored, unless
+	// signed with a checkpoint key given (then an unknown_key problem names their audit key).
 	OtherTrails int `json:"otherTrails,omitempty"`
 	// Refused counts the lines refused: malformed, badly signed (forged), or signed with a
 	// checkpoint key that this trail never used.
@@ -91,6 +110,7 @@ func NewWitnessLog(keys VerifyKeys) *WitnessLog {
 		reach:    make(map[string]witnessClaim),
 		retained: make(map[string]witnessClaim),
 		unknown:  make(map[string]*witnessSighting),
+		foreign:  make(map[string]*witnessSighting),
 	}
 	for _, k := range keys.MAC {
 		wl.macIDs[MACKeyID(k)] = true
@@ -150,22 +170,21 @@ func (wl *WitnessLog) addLine(where witnessLoc, line []byte) {
 		wl.refuse(where, "not a witness statement: "+err.Error())
 		return
 	}
+	pub := wl.pubs[ev.KeyID]
 	if !wl.macIDs[ev.AuditKeyID] {
 		wl.stats.OtherTrails++
-		return
-	}
-	pub := wl.pubs[ev.KeyID]
-	if pub == nil {
-		u := wl.unknown[ev.KeyID]
-		if u == nil {
-			u = &witnessSighting{first: where}
-			wl.unknown[ev.KeyID] = u
+		if pub != nil && ev.signedBy(pub, signed) {
+			// Signed with this trail's checkpoint key: a trail under an audit key not given
+			// (rotated, or replaced after the trail was deleted).
+			wl.foreign[ev.AuditKeyID] = wl.foreign[ev.AuditKeyID].add(where)
 		}
-		u.n++
 		return
 	}
-	sig, _ := hex.DecodeString(ev.Signature)
-	if !ed25519.Verify(pub, signed, sig) {
+	if pub == nil {
+		wl.unknown[ev.KeyID] = wl.unknown[ev.KeyID].add(where)
+		return
+	}
+	if !ev.signedBy(pub, signed) {
 		wl.refuse(where, fmt.Sprintf("forged: the signature does not verify under checkpoint key %s", ev.KeyID))
 		return
 	}
@@ -239,7 +258,32 @@ func (wl *WitnessLog) check(dir string, segs []*segment, byID map[string]*segmen
 		}
 	}
 	problems = append(problems, wl.unknownKeys(segs, &rep)...)
+	if dir != "" {
+		problems = append(problems, wl.foreignTrails()...)
+	}
 	return rep, problems
+}
+
+// foreignTrails reports the lines under an audit key not given that a checkpoint key given
+// signed: a trail of these brokers that cannot be checked. An audit key rotated without
+// giving the old one looks like this, and so does a trail deleted whole and started afresh
+// under a new audit key (the broker creates one when it finds none).
+func (wl *WitnessLog) foreignTrails() []Problem {
+	ids := make([]string, 0, len(wl.foreign))
+	for id := range wl.foreign {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var problems []Problem
+	for _, id := range ids {
+		f := wl.foreign[id]
+		problems = append(problems, Problem{Kind: ProblemUnknownKey, File: f.first.file, Line: f.first.line, MACKeyID: id,
+			Witness: f.first.String(), Detail: fmt.Sprintf(
+				"%d witness line(s) signed with this trail's checkpoint key are of segments under audit key %s, which was not given: what they saw cannot be checked (a trail deleted and started again under a new audit key looks like this)",
+				f.n, id),
+			Hint: fmt.Sprintf("give audit key %s (--old-key) to check its segments against the witness", id)})
+	}
+	return problems
 }
 
 // checkReach checks that s holds the record c names; it reports a problem to s otherwise.
