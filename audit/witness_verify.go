@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -269,13 +270,8 @@ func (wl *WitnessLog) check(dir string, segs []*segment, byID map[string]*segmen
 // giving the old one looks like this, and so does a trail deleted whole and started afresh
 // under a new audit key (the broker creates one when it finds none).
 func (wl *WitnessLog) foreignTrails() []Problem {
-	ids := make([]string, 0, len(wl.foreign))
-	for id := range wl.foreign {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	var problems []Problem
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(wl.foreign)) {
 		f := wl.foreign[id]
 		problems = append(problems, Problem{Kind: ProblemUnknownKey, File: f.first.file, Line: f.first.line, MACKeyID: id,
 			Witness: f.first.String(), Detail: fmt.Sprintf(
@@ -360,13 +356,8 @@ func (wl *WitnessLog) unknownKeys(segs []*segment, rep *WitnessReport) []Problem
 			named[id] = true
 		}
 	}
-	ids := make([]string, 0, len(wl.unknown))
-	for id := range wl.unknown {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	var problems []Problem
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(wl.unknown)) {
 		u := wl.unknown[id]
 		if !named[id] {
 			rep.refuse(u.n, u.first, fmt.Sprintf("signed with checkpoint key %s, which no broker of this trail used (%d such line(s))", id, u.n))
