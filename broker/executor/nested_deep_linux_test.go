@@ -11,6 +11,15 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor"
 )
 
+// wantRootRefusal fails the test unless err is PERMISSION_DENIED with a
+// reason that names a root.
+func wantRootRefusal(t *testing.T, what string, err error) {
+	t.Helper()
+	if e := wantCode(t, err, errcode.PermissionDenied, ""); !strings.Contains(e.Reason, "root") {
+		t.Fatalf("%s: reason %q", what, e.Reason)
+	}
+}
+
 // TestNestedRootMovedDeepIsNotChanged: a read-only root nested in a writable
 // one, its directory moved by another program into the outer root
 // (proj/x/sub to proj/d): nothing below it is created, written, deleted or
@@ -24,12 +33,7 @@ func TestNestedRootMovedDeepIsNotChanged(t *testing.T) {
 		if err := os.Rename(f.host("x/sub"), f.host("d")); err != nil {
 			t.Fatal(err)
 		}
-		denied := func(what string, err error) {
-			t.Helper()
-			if e := wantCode(t, err, errcode.PermissionDenied, ""); !strings.Contains(e.Reason, "root") {
-				t.Fatalf("%s: reason %q", what, e.Reason)
-			}
-		}
+		denied := func(what string, err error) { t.Helper(); wantRootRefusal(t, what, err) }
 		for _, dir := range []string{"proj/d/a", "proj/d/a/b"} {
 			denied("create in "+dir, f.x.Create(ctx, f.resolve(t, dir+"/c", false), false, false))
 			_, err := f.x.Write(ctx, f.resolve(t, dir+"/w", true), []byte("w"), executor.WriteOptions{Create: true})

@@ -50,18 +50,12 @@ func newConsentWorld(t *testing.T) *consentWorld {
 	t.Helper()
 	base := realDir(t, t.TempDir())
 	w := &consentWorld{base: base, state: filepath.Join(base, "state"), proj: filepath.Join(base, "proj"), rw: filepath.Join(base, "rw")}
-	for name, content := range map[string]string{
+	writeTree(t, base, map[string]string{
 		"proj/a.txt": "alpha", "proj/b.txt": "bravo", "proj/c.txt": "charlie", "proj/d.txt": "delta",
 		"proj/docs/guide.md": "guide", "proj/watched/a.txt": "watched", "proj/.git/config": "[core]",
 		"rw/src/main.go": "package main", "rw/.git/hooks/README": "hooks", "rw/.git/config": "[core]", "rw/.env": "SECRET=1",
 		"rw/.ssh/known_hosts": "host", "rw_evil/x.txt": "outside every root",
-	} {
-		path := filepath.Join(base, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, content)
-	}
+	})
 	return w
 }
 

@@ -27,14 +27,8 @@ func TestHardLinkDoesNotLaunderASecret(t *testing.T) {
 	base := realDir(t, t.TempDir())
 	root := filepath.Join(base, "proj")
 	const secret, key = "API_TOKEN=s3cr3t-value\n", "-----BEGIN PRIVATE KEY-----\nAAAA\n"
-	for name, content := range map[string]string{"proj/cfg/.env": secret, "proj/cfg/plain.txt": "plain\n",
-		"proj/store/pkg/index.js": "module.exports = 1\n", "keys/id_ed25519": key} {
-		path := filepath.Join(base, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, content)
-	}
+	writeTree(t, base, map[string]string{"proj/cfg/.env": secret, "proj/cfg/plain.txt": "plain\n",
+		"proj/store/pkg/index.js": "module.exports = 1\n", "keys/id_ed25519": key})
 	for link, target := range map[string]string{"proj/cfg/settings.txt": "proj/cfg/.env",
 		"proj/outside.txt": "keys/id_ed25519", "proj/store/pkg/main.js": "proj/store/pkg/index.js"} {
 		if err := os.Link(filepath.Join(base, filepath.FromSlash(target)), filepath.Join(base, filepath.FromSlash(link))); err != nil {

@@ -686,6 +686,19 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// writeTree writes files (slash-separated paths relative to base, and their
+// content) under base, making the directories on the way.
+func writeTree(t *testing.T, base string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		path := filepath.Join(base, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, content)
+	}
+}
+
 // replaceFile writes content to path atomically: a temporary file in the
 // same directory renamed over it.
 func replaceFile(t *testing.T, path, content string) {

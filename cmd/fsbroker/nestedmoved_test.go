@@ -25,13 +25,7 @@ func TestNestedRootMovedIntoItsOuterRootStaysReadOnly(t *testing.T) {
 	t.Parallel()
 	base := realDir(t, t.TempDir())
 	proj := filepath.Join(base, "proj")
-	for name, content := range map[string]string{"x/sub/keep.txt": "nested\n", "x/sub/deep/keep.txt": "deep\n", "file.txt": "outer\n"} {
-		path := filepath.Join(proj, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, content)
-	}
+	writeTree(t, proj, map[string]string{"x/sub/keep.txt": "nested\n", "x/sub/deep/keep.txt": "deep\n", "file.txt": "outer\n"})
 	p := startBroker(t, "", "stdio", "--root", proj+":rw", "--root", filepath.Join(proj, "x", "sub"),
 		"--state-dir", filepath.Join(base, "state"))
 	p.handshake("2025-11-25")

@@ -40,13 +40,7 @@ var gitRepoTree = map[string]string{
 func TestWriteGrantNeverReachesGit(t *testing.T) {
 	t.Parallel()
 	base := realDir(t, t.TempDir())
-	for name, content := range gitRepoTree {
-		path := filepath.Join(base, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, path, content)
-	}
+	writeTree(t, base, gitRepoTree)
 	// A link to the hook and a link to the .git directory, made inside the
 	// root by another local process.
 	rw := filepath.Join(base, "rw")
