@@ -14,8 +14,9 @@
 #     never asked to approve a path the policies keep hidden;
 #   - write access in a read-only root;
 #   - write access under a path segment in data.fsbroker.consent.never_write
-#     (default [".git"]: a server may read a repository, never rewrite its
-#     history or hooks);
+#     (default [".git"]: a server may read a repository, never rewrite what
+#     is under its .git directory; a bare repository, repo.git/, is not
+#     covered);
 #   - anything under a mount-relative prefix in data.fsbroker.consent.never.
 #
 # A grant on a directory above such a path covers it too, so the same two
