@@ -557,7 +557,7 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 		return nil, err
 	}
 	if err := s.guardSubtree(ctx, from, Request{Method: "files/rename", Operation: OpRename, Path: from,
-		Requested: p.OldPath, Params: params}); err != nil {
+		Requested: p.OldPath, NewPath: &to, NewRequested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
 	if err := s.guardSubtree(ctx, to, Request{Method: "files/rename", Operation: OpWrite, Path: to,
