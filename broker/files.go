@@ -662,7 +662,8 @@ const maxGuardedEntries = 10000
 // guardSubtree protects what a directory operation would carry along without
 // its own decision: a delete or rename of a directory acts on everything
 // below it, so it is refused when the directory holds another root (whose
-// own settings would be bypassed), or any entry the policy hides from this
+// own settings would be bypassed; by its path, and by its directory's
+// identity wherever another program moved it), or any entry the policy hides from this
 // server (a secret would otherwise be moved to where it can be read, or
 // destroyed), or more entries than can be checked, or when the policy
 // refuses the operation on those entries as a whole (Decider.Carried: with
@@ -682,7 +683,7 @@ func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Reque
 		}
 	}
 	page, err := s.exec.List(ctx, t, executor.ListOptions{Recursive: true, IncludeHidden: true, MaxDepth: -1,
-		Limit: maxGuardedEntries})
+		Limit: maxGuardedEntries, RefuseRoots: true})
 	if err != nil {
 		return err
 	}

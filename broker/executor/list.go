@@ -28,6 +28,11 @@ type ListOptions struct {
 	Limit int
 	// Cursor continues a previous listing (its NextCursor).
 	Cursor string
+	// RefuseRoots makes a directory on the walk that is another root's
+	// directory (WithRoots; by device and inode, wherever another program
+	// moved it) PERMISSION_DENIED: for a listing of what an operation would
+	// carry along, which must not take a root with it.
+	RefuseRoots bool
 }
 
 // Entry is one listed file system object. Links are reported as links: the
@@ -251,6 +256,12 @@ func (w *walker) descend(depth int, prefix, name string, after []string) error {
 	if err != nil {
 		_ = c.Close()
 		return mapOSError(err, "the directory cannot be read")
+	}
+	if w.o.RefuseRoots {
+		if r, ok := w.x.otherRoot(w.root.Root, Info{Type: TypeDirectory, Dev: st.dev, Ino: st.ino}); ok {
+			_ = c.Close()
+			return inOtherRoot(r)
+		}
 	}
 	w.levels = append(w.levels, &level{d: c, name: name, id: snapKey{st.dev, st.ino}})
 	if depth >= maxOpenDirs {

@@ -70,3 +70,40 @@ func TestNestedRootMovedIntoItsOuterRootStaysReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedRootMovedBelowADirectoryGoesNowhereWithIt: the read-only nested
+// root's directory moved by another local process one level down into the
+// writable outer root (proj/x/sub to proj/e/d): a recursive delete or a
+// rename of proj/e would take the nested root with it, so both are
+// refused, and its file stays.
+func TestNestedRootMovedBelowADirectoryGoesNowhereWithIt(t *testing.T) {
+	t.Parallel()
+	base := realDir(t, t.TempDir())
+	proj := filepath.Join(base, "proj")
+	writeTree(t, proj, map[string]string{"x/sub/keep.txt": "nested\n", "e/other.txt": "other\n"})
+	p := startBroker(t, "", "stdio", "--root", proj+":rw", "--root", filepath.Join(proj, "x", "sub"),
+		"--state-dir", filepath.Join(base, "state"))
+	p.handshake("2025-11-25")
+	if err := os.Rename(filepath.Join(proj, "x", "sub"), filepath.Join(proj, "e", "d")); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"files/delete", map[string]any{"path": "proj/e", "recursive": true}},
+		{"files/rename", map[string]any{"oldPath": "proj/e", "newPath": "proj/f"}},
+	} {
+		r := p.call(i+1, a.method, a.params)
+		if r.Error == nil {
+			t.Errorf("%s %v took the nested root along: %s", a.method, a.params, r.raw)
+			continue
+		}
+		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
+			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(proj, "e", "d", "keep.txt")); err != nil || string(b) != "nested\n" {
+		t.Errorf("the nested root's file is %q, %v; want it where it was", b, err)
+	}
+}
