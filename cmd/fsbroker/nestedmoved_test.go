@@ -15,6 +15,28 @@ import (
 	"testing"
 )
 
+// rootAttempt is a request that must be refused for a root's sake.
+type rootAttempt struct {
+	method string
+	params map[string]any
+}
+
+// refusedNamingARoot sends each attempt and fails the test unless it is
+// PERMISSION_DENIED with a reason that names a root.
+func refusedNamingARoot(t *testing.T, p *proc, attempts []rootAttempt) {
+	t.Helper()
+	for i, a := range attempts {
+		r := p.call(i+1, a.method, a.params)
+		if r.Error == nil {
+			t.Errorf("%s %v was done in, or with, the nested root: %s", a.method, a.params, r.raw)
+			continue
+		}
+		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
+			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
+		}
+	}
+}
+
 // TestNestedRootMovedIntoItsOuterRootStaysReadOnly: --root proj:rw --root
 // proj/x/sub (read-only). A local process renames proj/x/sub to proj/d; the
 // server then writes, creates, deletes and renames in proj/d, directly and
@@ -37,10 +59,7 @@ func TestNestedRootMovedIntoItsOuterRootStaysReadOnly(t *testing.T) {
 	if err := os.Rename(filepath.Join(proj, "x", "sub"), filepath.Join(proj, "d")); err != nil {
 		t.Fatal(err)
 	}
-	attempts := []struct {
-		method string
-		params map[string]any
-	}{
+	refusedNamingARoot(t, p, []rootAttempt{
 		{"files/write", map[string]any{"path": "proj/d/deep/keep.txt", "content": "pwned\n"}},
 		{"files/create", map[string]any{"path": "proj/d/new.txt", "type": "file"}},
 		{"files/create", map[string]any{"path": "proj/d/deep/new.txt", "type": "file"}},
@@ -48,17 +67,7 @@ func TestNestedRootMovedIntoItsOuterRootStaysReadOnly(t *testing.T) {
 		{"files/rename", map[string]any{"oldPath": "proj/d/deep/keep.txt", "newPath": "proj/out.txt"}},
 		{"files/rename", map[string]any{"oldPath": "proj/file.txt", "newPath": "proj/d/deep/in.txt"}},
 		{"files/rename", map[string]any{"oldPath": "proj/d", "newPath": "proj/e"}},
-	}
-	for i, a := range attempts {
-		r := p.call(i+1, a.method, a.params)
-		if r.Error == nil {
-			t.Errorf("%s %v succeeded in the read-only root moved into the writable one: %s", a.method, a.params, r.raw)
-			continue
-		}
-		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
-			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
-		}
-	}
+	})
 	for name, want := range map[string]string{"d/keep.txt": "nested\n", "d/deep/keep.txt": "deep\n"} {
 		if b, err := os.ReadFile(filepath.Join(proj, filepath.FromSlash(name))); err != nil || string(b) != want {
 			t.Errorf("proj/%s = %q, %v; want it untouched", name, b, err)
@@ -87,22 +96,10 @@ func TestNestedRootMovedBelowADirectoryGoesNowhereWithIt(t *testing.T) {
 	if err := os.Rename(filepath.Join(proj, "x", "sub"), filepath.Join(proj, "e", "d")); err != nil {
 		t.Fatal(err)
 	}
-	for i, a := range []struct {
-		method string
-		params map[string]any
-	}{
+	refusedNamingARoot(t, p, []rootAttempt{
 		{"files/delete", map[string]any{"path": "proj/e", "recursive": true}},
 		{"files/rename", map[string]any{"oldPath": "proj/e", "newPath": "proj/f"}},
-	} {
-		r := p.call(i+1, a.method, a.params)
-		if r.Error == nil {
-			t.Errorf("%s %v took the nested root along: %s", a.method, a.params, r.raw)
-			continue
-		}
-		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
-			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
-		}
-	}
+	})
 	if b, err := os.ReadFile(filepath.Join(proj, "e", "d", "keep.txt")); err != nil || string(b) != "nested\n" {
 		t.Errorf("the nested root's file is %q, %v; want it where it was", b, err)
 	}
