@@ -101,10 +101,7 @@ type fileWitness struct{ path string }
 
 // newFileWitness checks that path can be appended to and is a regular file.
 func newFileWitness(path string) (*fileWitness, error) {
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("audit witness file:%s: not a regular file", path)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := openWitnessFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit witness file:%s: %w", path, err)
 	}
@@ -114,15 +111,34 @@ func newFileWitness(path string) (*fileWitness, error) {
 	return &fileWitness{path: path}, nil
 }
 
+// openWitnessFile opens path for appending, never through a symbolic link
+// as its last name, and only when it is a regular file: a link or FIFO
+// swapped in since the broker started is refused on every statement.
+func openWitnessFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, witnessOpenFlags, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Send appends ev's line. The open can block (a FIFO, a hung network file system): the writer's
 // timeout bounds the wait.
 func (w *fileWitness) Send(ctx context.Context, ev WitnessEvent) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := openWitnessFile(w.path)
 	if err != nil {
-		return fmt.Errorf("audit witness: %w", err)
+		return fmt.Errorf("audit witness file:%s: %w", w.path, err)
 	}
 	_, err = f.Write([]byte(ev.Line() + "\n"))
 	if err == nil {
