@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestFilesMethodsOverStdio drives every files/* method through the real
@@ -98,7 +100,9 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 	}
 	const size = 4096
 	writeFile(t, filepath.Join(rw, "f.txt"), strings.Repeat("0", size))
-	args := []string{"stdio", "--root", rw + ":rw", "--state-dir", state}
+	// No rate limit: the reader reads as fast as it can while the writers
+	// write.
+	args := []string{"stdio", "--root", rw + ":rw", "--state-dir", state, "--rate-limit", "0"}
 	grant := func(p *proc, access string) {
 		t.Helper()
 		r := p.call("consent", "files/consent", map[string]any{"message": "race", "requestedPaths": []string{"rw/f.txt"}, "access": access})
@@ -109,7 +113,7 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
-	writes := make([]int, 2)
+	var writes [2]atomic.Int64
 	for w, fill := range []string{"A", "B"} {
 		p := startBroker(t, "", args...)
 		p.handshake("2025-11-25")
@@ -131,7 +135,7 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 				if r == nil || r.Error != nil {
 					return // the reader's checks fail if too few writes happened
 				}
-				writes[w]++
+				writes[w].Add(1)
 			}
 		}()
 	}
@@ -139,14 +143,20 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 	reader := startBroker(t, "", args...)
 	reader.handshake("2025-11-25")
 	grant(reader, "read")
-	const reads = 400
-	var conflicts, torn int
-	for i := range reads {
-		r := reader.call(i, "files/read", map[string]any{"path": "rw/f.txt"})
+	// Read until both writers made enough replaces to race with, however
+	// slow the machine: at least minReads reads, and minWrites writes each.
+	const minReads, minWrites = 400, 50
+	deadline := time.Now().Add(waitLimit)
+	var reads, conflicts, torn int
+	for ; reads < minReads || writes[0].Load() < minWrites || writes[1].Load() < minWrites; reads++ {
+		if time.Now().After(deadline) {
+			break
+		}
+		r := reader.call(reads, "files/read", map[string]any{"path": "rw/f.txt"})
 		if r.Error != nil {
 			conflicts++
 			if conflicts == 1 {
-				t.Errorf("read %d: %s", i, r.raw)
+				t.Errorf("read %d: %s", reads, r.raw)
 			}
 			continue
 		}
@@ -163,12 +173,13 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 	}
 	close(stop)
 	writers.Wait()
-	t.Logf("%d reads against %d + %d atomic replaces: %d refused, %d torn", reads, writes[0], writes[1], conflicts, torn)
+	w0, w1 := writes[0].Load(), writes[1].Load()
+	t.Logf("%d reads against %d + %d atomic replaces: %d refused, %d torn", reads, w0, w1, conflicts, torn)
 	if conflicts > 0 || torn > 0 {
 		t.Fatalf("%d of %d reads refused and %d torn; want every read whole", conflicts, reads, torn)
 	}
-	if writes[0] < 20 || writes[1] < 20 {
-		t.Fatalf("only %d and %d writes happened during the reads: the race was not run", writes[0], writes[1])
+	if w0 < minWrites || w1 < minWrites {
+		t.Fatalf("only %d and %d writes happened within %s: the race was not run", w0, w1, waitLimit)
 	}
 }
 
