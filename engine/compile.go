@@ -66,11 +66,11 @@ func build(ctx context.Context, src Source, opts loadOptions) (*policySet, error
 // buildRaw is build after the source was read.
 func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, error) {
 	printing := opts.logger.IsDebug()
-	c, err := compile(raw.modules, printing)
+	c, err := compile(raw.policyModules(), printing)
 	if err != nil {
 		return nil, err
 	}
-	if len(c.GetRulesExact(ast.MustParseRef(decisionQuery))) == 0 {
+	if !defines(c, decisionQuery) {
 		return nil, newLoadError(nil, Problem{Message: "no rule defines " + decisionQuery})
 	}
 	store := newStore(raw.data)
@@ -92,7 +92,7 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	}
 
 	set := &policySet{revision: raw.revision, modules: len(raw.modules), tests: raw.testFiles}
-	if ok, readsTime, why := cacheable(c.Modules); ok {
+	if ok, readsTime, why := cacheable(evaluatedModules(c, raw)); ok {
 		set.cache, set.batches = &decisionCache{}, &batchCache{}
 		if readsTime {
 			set.cache.ttl, set.batches.ttl = timeTTL, timeTTL
@@ -100,7 +100,8 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	} else {
 		opts.logger.Debug("decisions of this policy set are not cached", "why", why)
 	}
-	set.hasVisible = len(c.GetRulesExact(ast.MustParseRef(visibleQuery))) > 0
+	set.hasVisible = defines(c, visibleQuery)
+	set.hasConsent = defines(c, consentQuery)
 	hook := printHook{logger: opts.logger}
 	if set.decision, err = prepare(ctx, c, store, decisionQuery, hook); err != nil {
 		return nil, err
@@ -108,11 +109,15 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	if set.visible, err = prepare(ctx, c, store, visibleQuery, hook); err != nil {
 		return nil, err
 	}
-	set.hasConsent = len(c.GetRulesExact(ast.MustParseRef(consentQuery))) > 0
 	if set.consent, err = prepare(ctx, c, store, consentQuery, hook); err != nil {
 		return nil, err
 	}
 	return set, nil
+}
+
+// defines reports whether some rule of the compiled set defines the document at query.
+func defines(c *ast.Compiler, query string) bool {
+	return len(c.GetRulesExact(ast.MustParseRef(query))) > 0
 }
 
 // errTestsFailed is the cause of a LoadError for a set whose tests fail.
@@ -292,7 +297,7 @@ func Check(ctx context.Context, src Source) error {
 	if err != nil {
 		return err
 	}
-	all := maps.Clone(raw.modules)
+	all := raw.policyModules()
 	maps.Copy(all, raw.tests)
 	_, err = compile(all, false)
 	return err
@@ -305,7 +310,7 @@ func runTests(ctx context.Context, raw *rawSet, store storage.Store, cov *cover.
 	if err != nil {
 		return nil, err
 	}
-	all := maps.Clone(raw.modules)
+	all := raw.policyModules()
 	maps.Copy(all, raw.tests)
 	runner := tester.NewRunner().
 		SetCompiler(c).

@@ -89,6 +89,7 @@ func (s Source) check() error {
 // rawSet is a policy set as read from its source, before compilation.
 type rawSet struct {
 	modules   map[string]*ast.Module // by file name, policy files
+	library   map[string]*ast.Module // the library modules added to them (libraryFor)
 	tests     map[string]*ast.Module // by file name, *_test.rego files (when they were parsed)
 	testFiles int                    // how many *_test.rego files the source has
 	data      map[string]any
@@ -229,6 +230,9 @@ func readFS(fsys fs.FS, prefix string, withTests bool) (*rawSet, error) {
 	}
 	if len(problems) > 0 {
 		return nil, newLoadError(errors.Join(causes...), problems...)
+	}
+	if raw.library, err = libraryFor(raw.modules); err != nil {
+		return nil, err
 	}
 	return raw, nil
 }
@@ -409,6 +413,10 @@ func rawFromBundle(b *bundle.Bundle, file string, content []byte) (*rawSet, erro
 		} else {
 			raw.modules[name] = parsed
 		}
+	}
+	var err error
+	if raw.library, err = libraryFor(raw.modules); err != nil {
+		return nil, err
 	}
 	return raw, nil
 }

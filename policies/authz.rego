@@ -30,13 +30,24 @@
 # see which rule fired. Reasons go to the server and the audit trail: name the
 # rule, never file content.
 #
-# Every file shares this package, so a rule name defined here or in a
-# concern file (covers, covered, secret_path, ...) is shared too: a file that
-# defines one again adds a definition to it instead of a new rule. Give your
-# own helpers a prefix of their own (local_...). The helpers meant for reuse:
-# covers(prefix, mountPath), read_operations, change_operations,
-# request_paths, secret_path(relative), max_read_bytes and the other limits.
+# Every file shares this package, so a rule name defined in one of its files
+# is shared too: a file that defines one again adds a definition to it
+# instead of a new rule. Give your own helpers a prefix of their own
+# (local_...).
+#
+# The helper rules live in package fsbroker.lib (policies/lib/lib.rego),
+# which the broker loads with every policy set, this one or an operator's
+# own: covers(prefix, mountPath), read_operations, change_operations,
+# request_paths, covered(p, accesses), secret_path(relative), max_read_bytes
+# and the other limits, ... Call them as lib.covers(...) after
+# "import data.fsbroker.lib". The ones meant for reuse are also defined in
+# this package under their own names (at the end of this file), so a file
+# beside this set calls covers(...) as before; secret_path here is also an
+# extension point: a file adding a definition of it protects more paths
+# (secrets.rego).
 package fsbroker.authz
+
+import data.fsbroker.lib
 
 # The error code of a quota denial.
 quota_exceeded := "QUOTA_EXCEEDED"
@@ -101,24 +112,27 @@ default visible := set()
 
 visible := {e.mountPath | some e in input.entries} - hide if input.operation == "visible"
 
-# The paths a request acts on, by role: "path" (for files/rename, the source)
-# and "newPath" (the rename target).
-request_paths["path"] := input.path
+# The helpers meant for reuse, under their names in this package (each is
+# data.fsbroker.lib's; lib.rego says what they do).
 
-request_paths["newPath"] := input.newPath
+# covers(prefix, path): prefix is path, or a directory above it.
+covers(prefix, path) if lib.covers(prefix, path)
+
+# The paths a request acts on, by role: "path" and "newPath".
+request_paths := lib.request_paths
 
 # Operations that change the file system.
-change_operations := {"write", "create", "delete", "rename"}
+change_operations := lib.change_operations
 
 # Operations that only observe it.
-read_operations := {"read", "list", "watch"}
+read_operations := lib.read_operations
 
-# covers(prefix, path): prefix is path, or a directory above it (segment
-# boundary: "proj/dir" covers "proj/dir/x" but not "proj/dirx"). Both are
-# mount-relative; an empty prefix covers nothing.
-covers(prefix, path) if startswith(concat("", [path, "/"]), dir_prefix(prefix))
+# The limits in effect (data.fsbroker.limits, and a server's own
+# max_write_bytes).
+max_write_bytes := lib.max_write_bytes
 
-# dir_prefix(path): path with exactly one trailing slash: the prefix of every
-# path it covers, itself included (path + "/"). "" for "" gives "/", which no
-# mount-relative path starts with.
-dir_prefix(path) := concat("", [trim_suffix(path, "/"), "/"])
+max_bytes_per_day := lib.max_bytes_per_day
+
+max_read_bytes := lib.max_read_bytes
+
+max_watches := lib.max_watches

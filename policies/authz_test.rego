@@ -1,6 +1,7 @@
 package fsbroker.authz_test
 
 import data.fsbroker.authz
+import data.fsbroker.lib
 
 # --- decision: shape, allow, default deny ---
 
@@ -220,4 +221,21 @@ test_decision_fails_closed if {
 undefined_function(_) := x if {
 	x := 1
 	x == 2
+}
+
+# The helpers meant for reuse answer under their names in this package as
+# data.fsbroker.lib's do.
+test_reusable_helpers_under_their_names if {
+	doc := rename(rw("a"), rw("b"), write_all)
+	authz.request_paths == {"path": rw("a"), "newPath": rw("b")} with input as doc
+	authz.request_paths == lib.request_paths with input as doc
+	authz.read_operations == lib.read_operations
+	authz.change_operations == lib.change_operations
+	authz.max_read_bytes == 16777216
+	authz.max_read_bytes == 5 with data.fsbroker.limits.max_read_bytes as 5
+	authz.max_write_bytes == lib.max_write_bytes with input as doc
+	authz.max_bytes_per_day == lib.max_bytes_per_day
+	authz.max_watches == lib.max_watches
+	authz.covers("proj/a", "proj/a/b")
+	not authz.covers("proj/a", "proj/ab")
 }

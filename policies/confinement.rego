@@ -13,6 +13,8 @@
 # an entry whose mountPath disagrees with its mount and relative is hidden.
 package fsbroker.authz
 
+import data.fsbroker.lib
+
 # One rule per role of request_paths (written out so that the newPath rule is
 # skipped without evaluation when there is no newPath).
 deny contains {"code": permission_denied, "reason": confinement_reason("path", p)} if {
@@ -27,7 +29,7 @@ deny contains {"code": permission_denied, "reason": confinement_reason("newPath"
 
 deny contains {"code": permission_denied, "reason": sprintf("confinement: %s is a root, which cannot be deleted or renamed", [role])} if {
 	input.operation in {"delete", "rename"}
-	some role, p in request_paths
+	some role, p in lib.request_paths
 	p.relative == ""
 }
 
@@ -67,5 +69,5 @@ confined(p) if {
 
 confined(p) if {
 	p.root != ""
-	startswith(p.canonical, dir_prefix(p.root))
+	startswith(p.canonical, lib.dir_prefix(p.root))
 }

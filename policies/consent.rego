@@ -38,6 +38,8 @@
 # never ("proj/dir" covers "proj/dir/x", not "proj/dirx").
 package fsbroker.authz
 
+import data.fsbroker.lib
+
 default consentable := set()
 
 consentable := {e.mountPath | some e in input.entries} - hide - withheld if input.operation == "consent"
@@ -66,8 +68,8 @@ withheld contains e.mountPath if {
 deny contains {"code": permission_denied, "reason": sprintf("consent: %s is under %q, which is never granted", [role, prefix])} if {
 	some prefix in data.fsbroker.consent.never
 	is_string(prefix)
-	some role, p in request_paths
-	covers(lower(prefix), lower(p.mountPath))
+	some role, p in lib.request_paths
+	lib.covers(lower(prefix), lower(p.mountPath))
 }
 
 # The rules that deny changes only, behind one test of the operation: a read
@@ -97,14 +99,14 @@ consent_change_denials contains {"code": permission_denied, "reason": sprintf("c
 consent_change_denials contains {"code": permission_denied, "reason": sprintf("consent: %s holds %q, which is never granted", [role, prefix])} if {
 	input.operation in {"delete", "rename"}
 	some prefix in never_prefixes
-	some role, p in request_paths
-	beneath(lower(prefix), lower(p.mountPath))
+	some role, p in lib.request_paths
+	lib.beneath(lower(prefix), lower(p.mountPath))
 }
 
 hide contains e.mountPath if {
 	some prefix in never_prefixes
 	some e in input.entries
-	covers(lower(prefix), lower(e.mountPath))
+	lib.covers(lower(prefix), lower(e.mountPath))
 }
 
 # never_write_path(rel): a segment of the relative path rel is a never_write
@@ -127,9 +129,6 @@ never_write_names_in(rel) := {name |
 never_write_needles[name] := concat("", ["/", trim(lower(name), "/"), "/"]) if {
 	some name in consent_setting("never_write")
 }
-
-# beneath(path, above): path lies strictly beneath the directory above.
-beneath(path, above) if startswith(path, dir_prefix(above))
 
 # The never prefixes in effect: consent_setting("never"), written out.
 never_prefixes := {x |

@@ -1,13 +1,15 @@
 // Package policies holds fsbroker's default Rego policy set, embedded in the
 // binary: the policies (package fsbroker.authz, one concern per file), their
 // _test.rego files and data.json, the documented defaults of every knob the
-// policies read from data.fsbroker.
+// policies read from data.fsbroker; and the library every policy set is
+// loaded with (lib/: the helper rules of package fsbroker.lib).
 //
-// The broker queries data.fsbroker.authz.decision for every request and
+// The broker queries data.fsbroker.authz.decision for every request,
 // data.fsbroker.authz.visible for every listing page and batch of watch
-// events; the input of both is the document of schema/policy-input.json.
-// An admin extends the set by adding a .rego file in package fsbroker.authz
-// with "deny contains {...} if {...}" (or "allow if", "hide contains") rules;
+// events and data.fsbroker.authz.consentable for files/consent; the input of
+// each is the document of schema/policy-input.json. An admin extends the set
+// by adding a .rego file in package fsbroker.authz with
+// "deny contains {...} if {...}" (or "allow if", "hide contains") rules;
 // authz.rego describes the rules and how they combine.
 package policies
 
@@ -20,3 +22,11 @@ import "embed"
 //
 //go:embed *.rego data.json
 var FS embed.FS
+
+// Library holds the modules the engine adds to every policy set that does not
+// define their package itself, in lib/: lib.rego (package fsbroker.lib, the
+// helper rules the built-in set and operators' files call), with its
+// _test.rego files, which run with the built-in set in this package's tests.
+//
+//go:embed lib/*.rego
+var Library embed.FS

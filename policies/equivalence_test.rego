@@ -3,6 +3,7 @@
 package fsbroker.authz_test
 
 import data.fsbroker.authz
+import data.fsbroker.lib
 
 test_helper_operation_sets if {
 	authz.read_operations == {"read", "list", "watch"}
@@ -44,7 +45,7 @@ test_override_by_server_id_applies if {
 
 test_secret_glob_default_for_every_default_config if {
 	every config in [{}, {"extra_patterns": [], "extra_dirs": [], "allow": []}, [], "x"] {
-		authz.secret_glob == authz.default_secret_glob with data.fsbroker.secrets as config
+		lib.secret_glob == lib.default_secret_glob with data.fsbroker.secrets as config
 	}
 }
 

@@ -24,6 +24,8 @@
 # nlink is 0 and this rule cannot apply.
 package fsbroker.authz
 
+import data.fsbroker.lib
+
 deny contains {"code": permission_denied, "reason": sprintf("hardlinks: path is a regular file with %d links, which may be another file's content under a second name (data.fsbroker.hardlinks.allow)", [input.path.nlink])} if {
 	input.operation == "read"
 	input.path.nlink > 1
@@ -42,7 +44,7 @@ deny contains {"code": permission_denied, "reason": sprintf("hardlinks: a rename
 # hardlinks_allowed(mountPath): mountPath is under an allowed prefix.
 hardlinks_allowed(mountPath) if {
 	some prefix in hardlinks_allow_prefixes
-	covers(prefix, mountPath)
+	lib.covers(prefix, mountPath)
 }
 
 # hardlinks_carrier(p): what p is, when a rename of it may carry a
@@ -56,9 +58,9 @@ hardlinks_carrier(p) := "directory" if {
 
 # hardlinks_reaches(target, prefix): what is moved to target lands under
 # prefix: target is under it, or a directory above it.
-hardlinks_reaches(target, prefix) if covers(prefix, target)
+hardlinks_reaches(target, prefix) if lib.covers(prefix, target)
 
-hardlinks_reaches(target, prefix) if beneath(prefix, target)
+hardlinks_reaches(target, prefix) if lib.beneath(prefix, target)
 
 # The allowed prefixes: data.fsbroker.hardlinks.allow, strings only.
 hardlinks_allow_prefixes := {prefix |

@@ -12,9 +12,9 @@
 #                    "proj/ab") is denied, either side of a rename, and such
 #                    entries are not shown in listings and watch events
 #   max_write_bytes  the per-write limit for this server, in place of
-#                    data.fsbroker.limits.max_write_bytes (quotas.rego); for
-#                    a server whose id is not pinned it can only lower the
-#                    limit, never raise it
+#                    data.fsbroker.limits.max_write_bytes (lib.max_write_bytes
+#                    in lib.rego); for a server whose id is not pinned it can
+#                    only lower the limit, never raise it
 #
 # The key is input.server.id: the id the operator pinned for the server when
 # there is one (input.server.pinned), else the name the server declared in
@@ -25,35 +25,32 @@
 # servers that declare it.
 package fsbroker.authz
 
+import data.fsbroker.lib
+
 # Each rule starts with data.fsbroker.servers[input.server.id]: OPA's rule
 # index then skips it without evaluation for a server with no overrides.
 deny contains {"code": permission_denied, "reason": sprintf("overrides: server %q is read-only", [input.server.id])} if {
 	data.fsbroker.servers[input.server.id]
 	input.operation in {"write", "create", "delete", "rename"}
-	server_config.read_only == true
+	lib.server_config.read_only == true
 }
 
 deny contains {"code": permission_denied, "reason": sprintf("overrides: %s is under the denied path %q", [role, prefix])} if {
 	data.fsbroker.servers[input.server.id]
-	some role, p in request_paths
+	some role, p in lib.request_paths
 	some prefix in server_deny_paths
-	covers(prefix, p.mountPath)
+	lib.covers(prefix, p.mountPath)
 }
 
 hide contains e.mountPath if {
 	data.fsbroker.servers[input.server.id]
 	some e in input.entries
 	some prefix in server_deny_paths
-	covers(prefix, e.mountPath)
+	lib.covers(prefix, e.mountPath)
 }
-
-# The overrides of the requesting server; {} when it has none.
-server_config := data.fsbroker.servers[input.server.id] if {
-	is_object(data.fsbroker.servers[input.server.id])
-} else := {}
 
 # The server's denied path prefixes.
 server_deny_paths := {prefix |
-	some prefix in object.get(server_config, "deny_paths", [])
+	some prefix in object.get(lib.server_config, "deny_paths", [])
 	is_string(prefix)
 }

@@ -30,30 +30,36 @@ const minCoverage = 90.0
 // inputSchemaPath is the input contract, relative to this package.
 const inputSchemaPath = "../schema/policy-input.json"
 
-// loadModules parses every embedded .rego file, keyed by file name.
+// loadModules parses every embedded .rego file, the library's included, keyed
+// by file name.
 func loadModules(t testing.TB) (policies, tests map[string]*ast.Module) {
 	t.Helper()
-	names, err := fs.Glob(FS, "*.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) == 0 {
-		t.Fatal("no .rego file embedded")
-	}
 	policies, tests = map[string]*ast.Module{}, map[string]*ast.Module{}
-	for _, name := range names {
-		src, err := FS.ReadFile(name)
+	for _, src := range []struct {
+		fsys    fs.FS
+		pattern string
+	}{{FS, "*.rego"}, {Library, "lib/*.rego"}} {
+		names, err := fs.Glob(src.fsys, src.pattern)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := ast.ParseModuleWithOpts(name, string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
-		if err != nil {
-			t.Fatalf("parse %s: %v", name, err)
+		if len(names) == 0 {
+			t.Fatalf("no %s embedded", src.pattern)
 		}
-		if strings.HasSuffix(name, "_test.rego") {
-			tests[name] = m
-		} else {
-			policies[name] = m
+		for _, name := range names {
+			b, err := fs.ReadFile(src.fsys, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := ast.ParseModuleWithOpts(name, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1})
+			if err != nil {
+				t.Fatalf("parse %s: %v", name, err)
+			}
+			if strings.HasSuffix(name, "_test.rego") {
+				tests[name] = m
+			} else {
+				policies[name] = m
+			}
 		}
 	}
 	return policies, tests
@@ -297,8 +303,8 @@ func TestDefaultSecretGlob(t *testing.T) {
 	}
 	policies, _ := loadModules(t)
 	rs, err := rego.New(
-		rego.Query(`compiled := data.fsbroker.authz.compile_secret_glob(data.fsbroker.authz.default_secret_names, data.fsbroker.authz.default_secret_dirs | data.fsbroker.authz.default_secret_paths)
-			differ := [p | some p in input; glob.match(compiled, ["/"], p) != glob.match(data.fsbroker.authz.default_secret_glob, ["/"], p)]
+		rego.Query(`compiled := data.fsbroker.lib.compile_secret_glob(data.fsbroker.lib.default_secret_names, data.fsbroker.lib.default_secret_dirs | data.fsbroker.lib.default_secret_paths)
+			differ := [p | some p in input; glob.match(compiled, ["/"], p) != glob.match(data.fsbroker.lib.default_secret_glob, ["/"], p)]
 			matched := count([p | some p in input; glob.match(compiled, ["/"], p)])`),
 		rego.Compiler(compileOrFail(t, policies)),
 		rego.Store(inmem.NewFromObject(loadData(t))),

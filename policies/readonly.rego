@@ -9,8 +9,8 @@
 #
 # A grant covers its path and everything beneath it at a segment boundary
 # ("proj/dir" covers "proj/dir/x", not "proj/dirx"); a grant whose non-empty
-# expires is earlier than input.time.rfc3339 does not count. Grant paths and
-# mountPath are mount-relative ("proj/src/main.py").
+# expires is earlier than input.time.rfc3339 does not count (lib.covered).
+# Grant paths and mountPath are mount-relative ("proj/src/main.py").
 #
 # An operator pre-approval is another allow rule, in a file of its own, e.g.
 #
@@ -22,42 +22,25 @@
 #   }
 package fsbroker.authz
 
+import data.fsbroker.lib
+
 allow if input.method == "roots/list"
 
 allow if {
 	input.operation in {"read", "list", "watch"}
-	covered(input.path, {"read", "write"})
+	lib.covered(input.path, {"read", "write"})
 }
 
 allow if {
 	input.operation in {"write", "create", "delete", "rename"}
 	input.path
-	every p in request_paths {
-		covered(p, {"write"})
+	every p in lib.request_paths {
+		lib.covered(p, {"write"})
 	}
 }
 
 deny contains {"code": permission_denied, "reason": sprintf("readonly: the root of %s (%q) is read-only", [role, object.get(p, "mount", "")])} if {
 	input.operation in {"write", "create", "delete", "rename"}
-	some role, p in request_paths
+	some role, p in lib.request_paths
 	not p.writable
 }
-
-# covered(p, accesses): a live grant with one of accesses covers p. (Any grant
-# covers reading; only a write grant covers changes.)
-covered(p, accesses) if {
-	path := concat("", [p.mountPath, "/"])
-	startswith(path, input.grants[i].path) # cheap and necessary: it rules out most grants
-	g := input.grants[i]
-	startswith(path, concat("", [trim_suffix(g.path, "/"), "/"])) # dir_prefix(g.path), written out
-	g.access in accesses
-	grant_live(g)
-}
-
-# grant_live(g): g never expires, or expires no earlier than now.
-grant_live(g) if g.expires == ""
-
-grant_live(g) if time.parse_rfc3339_ns(g.expires) >= now_ns
-
-# The time of the decision, in nanoseconds since the Unix epoch.
-now_ns := time.parse_rfc3339_ns(input.time.rfc3339)

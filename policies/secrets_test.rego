@@ -1,6 +1,7 @@
 package fsbroker.authz_test
 
 import data.fsbroker.authz
+import data.fsbroker.lib
 
 # secret(rel): the reasons reading rel in proj is denied with.
 secret(rel) := {r | some r in d.reasons} if {
@@ -153,7 +154,7 @@ test_exempt_secrets_shown if {
 
 test_allowing_every_default_protects_nothing if {
 	exempt := {"allow": [".env", ".env.*", "*.pem", "*.key", "id_rsa*", ".netrc", ".ssh", ".aws", ".gnupg", ".git/config"]}
-	authz.secret_glob == "" with data.fsbroker.secrets as exempt
+	lib.secret_glob == "" with data.fsbroker.secrets as exempt
 	every rel in [".env", "a/.ssh/id_rsa", ".git/config", "x.pem"] {
 		authz.decision.allow with input as read(ro(rel), 1, read_all) with data.fsbroker.secrets as exempt
 	}
@@ -171,7 +172,8 @@ test_broken_glob_fails_closed if {
 broken_combined_glob(pattern, _, _) := false if not startswith(pattern, "{")
 
 # secret_path, the helper documented for extensions (authz.rego), answers as
-# the deny rules do, and fails closed with them.
+# the deny rules do, and fails closed with them; so does lib.secret_path,
+# which it writes out.
 test_secret_path_helper if {
 	authz.secret_path(".env")
 	authz.secret_path("a/B/.SSH/known_hosts")
@@ -179,6 +181,12 @@ test_secret_path_helper if {
 	not authz.secret_path("README.md")
 	not authz.secret_path("envelope.txt")
 	authz.secret_path("README.md") with glob.match as broken_combined_glob
+	lib.secret_path(".env")
+	lib.secret_path("a/B/.SSH/known_hosts")
+	lib.secret_path("certs/server.pem")
+	not lib.secret_path("README.md")
+	not lib.secret_path("envelope.txt")
+	lib.secret_path("README.md") with glob.match as broken_combined_glob
 }
 
 # --- the precomputed default glob ---
@@ -187,18 +195,18 @@ test_secret_path_helper if {
 # the compiled glob is one of it, and both answer alike on paths of every
 # kind (policies_test.go compares them on many more, generated).
 test_default_glob_is_what_the_defaults_compile_to if {
-	names := authz.default_secret_names
-	sequences := authz.default_secret_dirs | authz.default_secret_paths
-	compiled := authz.compile_secret_glob(names, sequences)
+	names := lib.default_secret_names
+	sequences := lib.default_secret_dirs | lib.default_secret_paths
+	compiled := lib.compile_secret_glob(names, sequences)
 	compiled == "{**/{*.key,*.pem,.env,.env.*,.netrc,id_rsa*},**/{.aws,.git/config,.gnupg,.ssh}{/**,}}"
 	written_out := {sprintf("**/%s", [n]) | some n in names} | {sprintf(f, [s]) | some s in sequences; some f in ["**/%s", "**/%s/**"]}
-	authz.default_secret_glob == concat("", ["{", concat(",", sort(written_out)), "}"])
+	lib.default_secret_glob == concat("", ["{", concat(",", sort(written_out)), "}"])
 	every rel in glob_probe_paths {
 		path := concat("", ["/", lower(rel)])
-		glob.match(compiled, ["/"], path) == glob.match(authz.default_secret_glob, ["/"], path)
+		glob.match(compiled, ["/"], path) == glob.match(lib.default_secret_glob, ["/"], path)
 	}
-	authz.secret_glob == authz.default_secret_glob
-	authz.secret_glob == authz.default_secret_glob with data.fsbroker.secrets as {}
+	lib.secret_glob == lib.default_secret_glob
+	lib.secret_glob == lib.default_secret_glob with data.fsbroker.secrets as {}
 }
 
 glob_probe_paths := [
@@ -213,7 +221,7 @@ glob_probe_paths := [
 ]
 
 test_settings_take_the_computed_glob if {
-	authz.secret_glob != authz.default_secret_glob with data.fsbroker.secrets.extra_patterns as ["*.p12"]
+	lib.secret_glob != lib.default_secret_glob with data.fsbroker.secrets.extra_patterns as ["*.p12"]
 }
 
 # Every default case, again with settings that force the computed glob
