@@ -43,6 +43,9 @@ func cacheable(modules map[string]*ast.Module) (ok, readsTime bool, why string) 
 				return true
 			}
 			switch v := x.(type) {
+			case *ast.With: // its target (with input as ...) is replaced, not read
+				vis.Walk(v.Value)
+				return true
 			case ast.Var:
 				if v.Equal(ast.InputRootDocument.Value) {
 					why = name + ": reads input as a whole"

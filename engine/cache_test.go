@@ -220,9 +220,16 @@ visible := {e.mountPath | some e in input.entries} if count(input.entries) <= 2 
 	if vis, err := e.Visible(ctx, json.RawMessage(bad)); err == nil || len(vis) != 0 {
 		t.Errorf("a broken time member: %v, %v; want an error and nothing visible", vis, err)
 	}
-	// Consentable keeps its own results.
-	if _, err := e.Consentable(ctx, doc(two)); err == nil {
-		t.Error("Consentable without a consentable rule: no error")
+	// Consentable keeps its own results (here derived from the decision, which allows all).
+	consent := visibleInput(t, "proj/a", "proj/b")
+	consent["method"], consent["operation"] = "files/consent", "consent"
+	for range 2 {
+		if ok, err := e.Consentable(ctx, doc(consent)); err != nil || len(ok) != 2 {
+			t.Errorf("Consentable = %v, %v; want both", ok, err)
+		}
+	}
+	if n := len(e.current().batches.m); n != 3 {
+		t.Errorf("the cache holds %d batches, want 3", n)
 	}
 	// A reload starts an empty cache.
 	replaceFile(t, dir+"/authz.rego", "package fsbroker.authz\n\ndecision := {\"allow\": true}\n\nvisible := set()\n")

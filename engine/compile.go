@@ -35,11 +35,16 @@ const testTimeout = 5 * time.Second
 // policySet is one compiled, tested and prepared policy set. It is immutable once built and
 // shared by every goroutine that decides while it is current.
 type policySet struct {
-	revision   string
-	decision   rego.PreparedEvalQuery
+	revision string
+	decision rego.PreparedEvalQuery
+	// visible answers visibleRef: the set's own visible when it defines one (hasVisible),
+	// else the one derived from its decision.
 	visible    rego.PreparedEvalQuery
+	visibleRef string
 	hasVisible bool
+	// consent answers consentRef, the set's own consentable or the derived one, likewise.
 	consent    rego.PreparedEvalQuery
+	consentRef string
 	hasConsent bool
 	cache      *decisionCache // nil unless the set is cacheable
 	batches    *batchCache    // Visible and Consentable results; nil unless the set is cacheable
@@ -91,25 +96,48 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 		}
 	}
 
-	set := &policySet{revision: raw.revision, modules: len(raw.modules), tests: raw.testFiles}
+	set := &policySet{
+		revision:   raw.revision,
+		modules:    len(raw.modules),
+		tests:      raw.testFiles,
+		hasVisible: defines(c, visibleQuery),
+		visibleRef: visibleQuery,
+		hasConsent: defines(c, consentQuery),
+		consentRef: consentQuery,
+	}
+	if !set.hasVisible {
+		set.visibleRef = derivedVisibleQuery
+	}
+	if !set.hasConsent {
+		set.consentRef = derivedConsentQuery
+	}
 	if ok, readsTime, why := cacheable(evaluatedModules(c, raw)); ok {
 		set.cache, set.batches = &decisionCache{}, &batchCache{}
 		if readsTime {
 			set.cache.ttl, set.batches.ttl = timeTTL, timeTTL
 		}
+		// The derived rules answer batches only: what they read counts for those.
+		if !set.hasVisible || !set.hasConsent {
+			ok, readsTime, why = cacheable(derivedModules(c, raw))
+			switch {
+			case !ok:
+				set.batches = nil
+				opts.logger.Debug("visibility and consent of this policy set are not cached", "why", why)
+			case readsTime:
+				set.batches.ttl = timeTTL
+			}
+		}
 	} else {
 		opts.logger.Debug("decisions of this policy set are not cached", "why", why)
 	}
-	set.hasVisible = defines(c, visibleQuery)
-	set.hasConsent = defines(c, consentQuery)
 	hook := printHook{logger: opts.logger}
 	if set.decision, err = prepare(ctx, c, store, decisionQuery, hook); err != nil {
 		return nil, err
 	}
-	if set.visible, err = prepare(ctx, c, store, visibleQuery, hook); err != nil {
+	if set.visible, err = prepare(ctx, c, store, set.visibleRef, hook); err != nil {
 		return nil, err
 	}
-	if set.consent, err = prepare(ctx, c, store, consentQuery, hook); err != nil {
+	if set.consent, err = prepare(ctx, c, store, set.consentRef, hook); err != nil {
 		return nil, err
 	}
 	return set, nil

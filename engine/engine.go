@@ -174,12 +174,12 @@ func (e *Engine) logLoaded(msg string, set *policySet, took time.Duration) {
 	e.logger.Info(msg, "source", e.src.String(), "revision", set.revision,
 		"modules", set.modules, "test_files", set.tests, "took", took)
 	if !set.hasVisible {
-		e.logger.Warn("no rule defines "+visibleQuery+": listings and watch events show nothing",
-			"revision", set.revision)
+		e.logger.Info("no rule defines "+visibleQuery+": listings and watch events show the entries whose read the decision allows",
+			"revision", set.revision, "query", set.visibleRef)
 	}
 	if !set.hasConsent {
-		e.logger.Warn("no rule defines "+consentQuery+": files/consent grants nothing",
-			"revision", set.revision)
+		e.logger.Info("no rule defines "+consentQuery+": files/consent may grant what the decision allows once granted",
+			"revision", set.revision, "query", set.consentRef)
 	}
 }
 
@@ -281,26 +281,29 @@ func decisionFromResult(revision string, rs rego.ResultSet, err error) (Decision
 
 // Visible evaluates data.fsbroker.authz.visible for a batch (input.operation "visible" and
 // input.entries) and returns the mountPaths that may be shown; an entry that is not in the map
-// is hidden. On any failure (no policy, an evaluation error, an undefined result, a result that
+// is hidden. For a set that does not define visible it evaluates data.fsbroker.derived.visible
+// (policies/lib/derived.rego): the entries whose read the decision allows. On any failure (no policy, an evaluation error, an undefined result, a result that
 // is not a set or array of strings) nothing is visible: the map is empty and the error says why.
 func (e *Engine) Visible(ctx context.Context, input any) (map[string]bool, error) {
 	set := e.current()
 	if set == nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", errNoPolicy)
 	}
-	return evalPathSet(ctx, set, set.visible, visibleQuery, input)
+	return evalPathSet(ctx, set, set.visible, set.visibleRef, input)
 }
 
 // Consentable evaluates data.fsbroker.authz.consentable for a files/consent request
 // (input.operation "consent", the requested paths in input.entries, the access asked in
-// input.params.access) and returns the mountPaths that may be granted. On any failure nothing
-// may be granted, as for Visible.
+// input.params.access) and returns the mountPaths that may be granted. For a set that does
+// not define consentable it evaluates data.fsbroker.derived.consentable: the paths on which
+// the decision would allow that access once granted. On any failure nothing may be granted,
+// as for Visible.
 func (e *Engine) Consentable(ctx context.Context, input any) (map[string]bool, error) {
 	set := e.current()
 	if set == nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", errNoPolicy)
 	}
-	return evalPathSet(ctx, set, set.consent, consentQuery, input)
+	return evalPathSet(ctx, set, set.consent, set.consentRef, input)
 }
 
 // evalPathSet evaluates a query whose result is a set of mountPaths, failing closed. For a

@@ -439,7 +439,7 @@ func TestVisible(t *testing.T) {
 		{"evaluation error", "visible contains e.mountPath if {\n\tsome e in input.entries\n\tto_number(e.relative) > 0\n}"},
 		{"wrong shape", `visible := {"a": 1}`},
 		{"not strings", "visible contains e.size if {\n\tsome e in input.entries\n}"},
-		{"undefined", `other := 1`},
+		{"undefined", `visible := {"proj/a.txt"} if count(input.entries) > 100`},
 	}
 	for _, tc := range failures {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,9 +11,15 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// libPackage is the library's package (policies.Library), added to every policy set that does
-// not define it itself: the helper rules the built-in set and operators' files call.
-const libPackage = "data.fsbroker.lib"
+// The library (policies.Library) is added to every policy set that does not define its packages
+// itself: package fsbroker.lib holds the helper rules the built-in set and operators' files
+// call, package fsbroker.derived the visible and consentable rules derived from the decision,
+// which the engine queries for a set that does not define its own.
+const (
+	libPackage          = "data.fsbroker.lib"
+	derivedVisibleQuery = "data.fsbroker.derived.visible"
+	derivedConsentQuery = "data.fsbroker.derived.consentable"
+)
 
 // libraryPrefix is put before the library's file names (lib/lib.rego) in its module names, as
 // errors, traces and print output name them: they are not files of the source.
@@ -75,8 +81,8 @@ func (r *rawSet) policyModules() map[string]*ast.Module {
 
 // evaluatedModules returns the compiled modules of c that a decision may evaluate: the source's
 // own, and package fsbroker.lib when one of them refers to it. What makes a set's results
-// uncacheable or time-dependent is looked for in these: a library module the set never
-// evaluates changes nothing.
+// uncacheable or time-dependent is looked for in these (and derivedModules): a library module
+// the set never evaluates changes nothing.
 func evaluatedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 	out := make(map[string]*ast.Module, len(raw.modules)+1)
 	usesLib := false
@@ -90,6 +96,18 @@ func evaluatedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 			if m := c.Modules[name]; m.Package.Path.String() == libPackage {
 				out[name] = m
 			}
+		}
+	}
+	return out
+}
+
+// derivedModules returns the compiled library modules of c other than package fsbroker.lib:
+// the derived visible and consentable, which answer the batches of a set that lacks its own.
+func derivedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
+	out := map[string]*ast.Module{}
+	for name := range raw.library {
+		if m := c.Modules[name]; m.Package.Path.String() != libPackage {
+			out[name] = m
 		}
 	}
 	return out

@@ -92,3 +92,78 @@ func TestSourceDefiningTheLibrary(t *testing.T) {
 		t.Errorf("a call of a helper the source's own library lacks: %v; want a load error naming it", err)
 	}
 }
+
+// TestOperatorTestsOfADecisionOnlySet: `fsbroker policy test` on a directory that defines only
+// decision runs its tests, which may ask the derived visible and consentable, and its coverage
+// counts its own lines, not the library's.
+func TestOperatorTestsOfADecisionOnlySet(t *testing.T) {
+	dir := policyDir(t, map[string]string{
+		"policy.rego": `package fsbroker.authz
+
+import data.fsbroker.lib
+
+default decision := {"allow": false}
+
+decision := {"allow": true} if {
+	input.operation == "read"
+	lib.covered(input.path, {"read"})
+}
+`,
+		"policy_test.rego": `package fsbroker.authz_test
+
+entry(rel) := {"requested": concat("/", ["proj", rel]), "canonical": concat("/", ["/srv/proj", rel]), "root": "/srv/proj",
+	"mount": "proj", "relative": rel, "mountPath": concat("/", ["proj", rel]), "writable": false,
+	"exists": true, "type": "file", "size": 1, "nlink": 1, "hidden": false}
+
+batch(operation, grants) := {
+	"version": 1, "method": "files/list", "operation": operation, "bytes": 0, "grants": grants,
+	"server": {"id": "s", "name": "s", "version": "1", "pinned": false},
+	"session": {"id": "1", "protocolVersion": "2025-06-18", "transport": "stdio"},
+	"usage": {"bytesWrittenToday": 0, "watches": 0},
+	"time": {"rfc3339": "2026-01-01T00:00:00Z", "unixNano": 1767225600000000000},
+	"params": {"access": "read"},
+	"entries": [entry("a"), entry("b")],
+}
+
+test_listing_shows_what_is_granted if {
+	data.fsbroker.derived.visible == {"proj/a"} with input as batch("visible", [{"access": "read", "path": "proj/a", "granted": "", "expires": ""}])
+}
+
+test_consent_grants_reads if {
+	data.fsbroker.derived.consentable == {"proj/a", "proj/b"} with input as batch("consent", [])
+}
+`,
+	})
+	rep, err := Test(context.Background(), Source{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || !rep.Passed() {
+		t.Errorf("results %+v; want 2 tests passed", rep.Results)
+	}
+	if rep.Coverage != 100 {
+		t.Errorf("coverage %.1f%%, want 100%% (the library's lines are not the set's)", rep.Coverage)
+	}
+	if err := Check(context.Background(), Source{Dir: dir}); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+// TestDerivedCaching: the derived rules leave a set's decisions cached as they were (a set that
+// reads no time keeps them for its life) and answer batches for at most a second (they put
+// input.time in the grant they add); a set that calls a helper reading input.time
+// (lib.covered) keeps its decisions for at most a second.
+func TestDerivedCaching(t *testing.T) {
+	allow := newTestEngine(t, map[string]string{"policy.rego": "package fsbroker.authz\n\ndecision := {\"allow\": true}\n"}).current()
+	if allow.cache == nil || allow.cache.ttl != 0 || allow.batches == nil || allow.batches.ttl != timeTTL {
+		t.Errorf("allow all: decision cache %+v, batch cache %+v; want decisions kept, batches for %s", allow.cache, allow.batches, timeTTL)
+	}
+	granted := newTestEngine(t, map[string]string{"policy.rego": "package fsbroker.authz\n\nimport data.fsbroker.lib\n\ndecision := {\"allow\": lib.covered(input.path, {\"read\"})}\n"}).current()
+	if granted.cache == nil || granted.cache.ttl != timeTTL {
+		t.Errorf("a set calling lib.covered: decision cache %+v; want decisions kept for %s", granted.cache, timeTTL)
+	}
+	own := newTestEngine(t, map[string]string{"policy.rego": "package fsbroker.authz\n\ndecision := {\"allow\": true}\n\nvisible := set()\n\nconsentable := set()\n"}).current()
+	if own.batches == nil || own.batches.ttl != 0 {
+		t.Errorf("a set with its own visible and consentable: batch cache %+v; want batches kept", own.batches)
+	}
+}

@@ -2,7 +2,8 @@
 // binary: the policies (package fsbroker.authz, one concern per file), their
 // _test.rego files and data.json, the documented defaults of every knob the
 // policies read from data.fsbroker; and the library every policy set is
-// loaded with (lib/: the helper rules of package fsbroker.lib).
+// loaded with (lib/: the helper rules of package fsbroker.lib, and package
+// fsbroker.derived, visible and consentable derived from the decision).
 //
 // The broker queries data.fsbroker.authz.decision for every request,
 // data.fsbroker.authz.visible for every listing page and batch of watch
@@ -25,8 +26,10 @@ var FS embed.FS
 
 // Library holds the modules the engine adds to every policy set that does not
 // define their package itself, in lib/: lib.rego (package fsbroker.lib, the
-// helper rules the built-in set and operators' files call), with its
-// _test.rego files, which run with the built-in set in this package's tests.
+// helper rules the built-in set and operators' files call) and derived.rego
+// (package fsbroker.derived, visible and consentable derived from the
+// decision, for a set that does not define them), with their _test.rego
+// files, which run with the built-in set in this package's tests.
 //
 //go:embed lib/*.rego
 var Library embed.FS
