@@ -586,3 +586,76 @@ func BenchmarkDecideParts(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDerived1000 decides one batch of 1,000 entries (a listing page, and a files/consent
+// request as large) with the rules derived from the decision (policies/lib/derived.rego), for
+// sets that define only decision: allow all (the floor: building each entry's input and
+// evaluating a one-line decision), the "a few rules" set of TestOneFileDecision (grants, a
+// prefix, the secrets helper), and the built-in set's decision with its own visible and
+// consentable taken out (the dearest decision there is). The input is the broker's JSON,
+// without the batch cache.
+func BenchmarkDerived1000(b *testing.B) {
+	ctx := context.Background()
+	entries := make([]string, 0, 1000)
+	for i := range 1000 {
+		switch {
+		case i%50 == 0:
+			entries = append(entries, fmt.Sprintf("proj/src/.hidden%d", i))
+		case i%50 == 1:
+			entries = append(entries, fmt.Sprintf("proj/src/key%d.pem", i))
+		default:
+			entries = append(entries, fmt.Sprintf("proj/src/pkg%d/file%d.go", i%7, i))
+		}
+	}
+	builtinDecisionOnly := defaultFiles(b)
+	for _, rule := range []struct{ file, text string }{
+		{"authz.rego", "default visible := set()"},
+		{"authz.rego", `visible := {e.mountPath | some e in input.entries} - hide if input.operation == "visible"`},
+		{"consent.rego", "default consentable := set()"},
+		{"consent.rego", `consentable := {e.mountPath | some e in input.entries} - hide - withheld if input.operation == "consent"`},
+	} {
+		if !strings.Contains(builtinDecisionOnly[rule.file], rule.text) {
+			b.Fatalf("%s no longer holds %q", rule.file, rule.text)
+		}
+		builtinDecisionOnly[rule.file] = strings.ReplaceAll(builtinDecisionOnly[rule.file], rule.text, "")
+	}
+	for _, tc := range []struct {
+		name           string
+		files          map[string]string
+		shown, granted int
+	}{
+		{"allow-all", map[string]string{"policy.rego": oneFileDecisions[0].policy}, 1000, 1000},
+		{"few-rules", map[string]string{"policy.rego": oneFileDecisions[2].policy}, 980, 980},
+		{"builtin-decision", builtinDecisionOnly, 980, 980},
+	} {
+		for _, batch := range []string{"visible", "consent"} {
+			in := batchInput(b, batch, "read", entries, grant("read", "proj"))
+			if batch == "consent" {
+				in["grants"] = []any{}
+			}
+			doc, err := json.Marshal(in)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(tc.name+"/"+batch, func(b *testing.B) {
+				e, err := New(ctx, Source{Dir: policyDir(b, tc.files)}, WithRunTests(false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if set := e.current(); set.hasVisible || set.hasConsent {
+					b.Fatalf("the set defines visible (%t) or consentable (%t)", set.hasVisible, set.hasConsent)
+				}
+				e.current().batches = nil
+				eval, want := e.Visible, tc.shown
+				if batch == "consent" {
+					eval, want = e.Consentable, tc.granted
+				}
+				percentiles(b, func() {
+					if got, err := eval(ctx, json.RawMessage(doc)); err != nil || len(got) != want {
+						b.Fatalf("%s: %d, %v; want %d", batch, len(got), err, want)
+					}
+				})
+			})
+		}
+	}
+}

@@ -29,7 +29,7 @@ default visible := set()
 
 visible := {e.mountPath |
 	some e in input.entries
-	allows(request_on(e, "read", input.grants))
+	allows(object.union(read_request, {"path": e, "params": {"path": e.mountPath}}))
 } if input.operation == "visible"
 
 default consentable := set()
@@ -37,7 +37,7 @@ default consentable := set()
 consentable := {e.mountPath |
 	some e in input.entries
 	grant := {"access": consent_access, "path": e.mountPath, "granted": input.time.rfc3339, "expires": ""}
-	allows(request_on(e, consent_access, array.concat(input.grants, [grant])))
+	allows(object.union(consent_request, {"path": e, "params": {"path": e.mountPath}, "grants": array.concat(input.grants, [grant])}))
 } if input.operation == "consent"
 
 # The access a files/consent request asks for.
@@ -49,21 +49,19 @@ consent_access := access if {
 # The method of each access that consent can grant.
 method_of := {"read": "files/read", "write": "files/write"}
 
-# request_on(e, operation, grants): the input of a request of operation on
-# the entry e, by the same server and session, with grants.
-request_on(e, operation, grants) := {
+# What every entry's request shares (built once per batch).
+shared := {
 	"version": input.version,
-	"method": method_of[operation],
-	"operation": operation,
 	"server": input.server,
 	"session": input.session,
-	"path": e,
-	"params": {"path": e.mountPath},
 	"bytes": 0,
-	"grants": grants,
 	"usage": input.usage,
 	"time": input.time,
 }
+
+read_request := object.union(shared, {"method": "files/read", "operation": "read", "grants": input.grants})
+
+consent_request := object.union(shared, {"method": method_of[consent_access], "operation": consent_access})
 
 # allows(request): the decision on request allows it: it has allow true.
 # (Read through object.get from a wrapper object, so that this module
