@@ -419,14 +419,9 @@ func decisionFromJSON(v any) (Decision, error) {
 	return d, nil
 }
 
-// BenchmarkVisible1000 decides one batch of 1,000 entries (a listing page): with the realistic
-// policy every entry is checked against the hidden rule and the 12-pattern glob deny-list, with
-// the default policy set against its secrets deny-list; the trivial policy shows every entry
-// (the floor: converting and iterating the batch). The input is a map (converted as the policy
-// reads it), then the broker's JSON bytes without the batch cache, then the same batch again
-// from the cache.
-func BenchmarkVisible1000(b *testing.B) {
-	ctx := context.Background()
+// listingPage is a listing page of 1,000 entries: one in 50 a hidden name, one in 50 a secret
+// (*.pem), the others source files.
+func listingPage() []string {
 	entries := make([]string, 0, 1000)
 	for i := range 1000 {
 		switch {
@@ -438,6 +433,18 @@ func BenchmarkVisible1000(b *testing.B) {
 			entries = append(entries, fmt.Sprintf("proj/src/pkg%d/file%d.go", i%7, i))
 		}
 	}
+	return entries
+}
+
+// BenchmarkVisible1000 decides one batch of 1,000 entries (a listing page): with the realistic
+// policy every entry is checked against the hidden rule and the 12-pattern glob deny-list, with
+// the default policy set against its secrets deny-list; the trivial policy shows every entry
+// (the floor: converting and iterating the batch). The input is a map (converted as the policy
+// reads it), then the broker's JSON bytes without the batch cache, then the same batch again
+// from the cache.
+func BenchmarkVisible1000(b *testing.B) {
+	ctx := context.Background()
+	entries := listingPage()
 	in := visibleInput(b, entries...)
 	doc, err := json.Marshal(in)
 	if err != nil {
@@ -596,17 +603,7 @@ func BenchmarkDecideParts(b *testing.B) {
 // without the batch cache.
 func BenchmarkDerived1000(b *testing.B) {
 	ctx := context.Background()
-	entries := make([]string, 0, 1000)
-	for i := range 1000 {
-		switch {
-		case i%50 == 0:
-			entries = append(entries, fmt.Sprintf("proj/src/.hidden%d", i))
-		case i%50 == 1:
-			entries = append(entries, fmt.Sprintf("proj/src/key%d.pem", i))
-		default:
-			entries = append(entries, fmt.Sprintf("proj/src/pkg%d/file%d.go", i%7, i))
-		}
-	}
+	entries := listingPage()
 	builtinDecisionOnly := defaultFiles(b)
 	for _, rule := range []struct{ file, text string }{
 		{"authz.rego", "default visible := set()"},

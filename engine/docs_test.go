@@ -47,6 +47,29 @@ func docBlock(t *testing.T, blocks map[string]string, page, name string) string 
 	return b
 }
 
+// decisionCase is a request and whether the decision on it must allow it.
+type decisionCase struct {
+	what  string
+	input map[string]any
+	allow bool
+}
+
+// checkDecisions decides each case with e and fails the test for each that is not as wanted.
+func checkDecisions(t *testing.T, e *Engine, cases []decisionCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if d, err := e.Decide(context.Background(), tc.input); err != nil || d.Allow != tc.allow {
+			t.Errorf("%s: %#v, %v; want allow %t", tc.what, d, err, tc.allow)
+		}
+	}
+}
+
+// fromServer is in as sent by the server id, pinned by the operator or not.
+func fromServer(in map[string]any, id string, pinned bool) map[string]any {
+	in["server"] = map[string]any{"id": id, "name": id, "version": "1", "pinned": pinned}
+	return in
+}
+
 // TestDocsSmallestPolicy loads the policy docs/policy.md starts with, as written, alone in a
 // directory: it loads without a warning, and consent, listings and requests go as the page says.
 func TestDocsSmallestPolicy(t *testing.T) {
@@ -81,21 +104,13 @@ func TestDocsSmallestPolicy(t *testing.T) {
 	roots := testInput(t, "list", "project", false)
 	roots["method"] = "roots/list"
 	delete(roots, "path")
-	for _, tc := range []struct {
-		what  string
-		input map[string]any
-		allow bool
-	}{
+	checkDecisions(t, e, []decisionCase{
 		{"read project/src/a.go", testInput(t, "read", "project/src/a.go", true, grant("read", "project")), true},
 		{"list project/src", testInput(t, "list", "project/src", true, grant("read", "project")), true},
 		{"read project/.env", testInput(t, "read", "project/.env", true, grant("read", "project")), false},
 		{"write project/src/a.go", testInput(t, "write", "project/src/a.go", true, grant("write", "project")), false},
 		{"roots/list", roots, true},
-	} {
-		if d, err := e.Decide(ctx, tc.input); err != nil || d.Allow != tc.allow {
-			t.Errorf("%s: %#v, %v; want allow %t", tc.what, d, err, tc.allow)
-		}
-	}
+	})
 }
 
 // TestDocsHelpersExample loads docs/policy.md's example of calling the helpers, alone.
@@ -106,27 +121,15 @@ func TestDocsHelpersExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the helpers example of docs/policy.md does not load: %v\n%s", err, rego)
 	}
-	pinned := func(in map[string]any) map[string]any {
-		in["server"] = map[string]any{"id": "indexer", "name": "indexer", "version": "1", "pinned": true}
-		return in
-	}
-	big := pinned(testInput(t, "read", "project/docs/a.md", false))
+	big := fromServer(testInput(t, "read", "project/docs/a.md", false), "indexer", true)
 	big["bytes"] = 16<<20 + 1
-	for _, tc := range []struct {
-		what  string
-		input map[string]any
-		allow bool
-	}{
-		{"pinned, read project/docs/a.md", pinned(testInput(t, "read", "project/docs/a.md", false)), true},
-		{"pinned, read project/docsx/a.md", pinned(testInput(t, "read", "project/docsx/a.md", false)), false},
-		{"pinned, write project/docs/a.md", pinned(testInput(t, "write", "project/docs/a.md", true)), false},
+	checkDecisions(t, e, []decisionCase{
+		{"pinned, read project/docs/a.md", fromServer(testInput(t, "read", "project/docs/a.md", false), "indexer", true), true},
+		{"pinned, read project/docsx/a.md", fromServer(testInput(t, "read", "project/docsx/a.md", false), "indexer", true), false},
+		{"pinned, write project/docs/a.md", fromServer(testInput(t, "write", "project/docs/a.md", true), "indexer", true), false},
 		{"pinned, read over the limit", big, false},
 		{"declared name, read project/docs/a.md", testInput(t, "read", "project/docs/a.md", false), false},
-	} {
-		if d, err := e.Decide(ctx, tc.input); err != nil || d.Allow != tc.allow {
-			t.Errorf("%s: %#v, %v; want allow %t", tc.what, d, err, tc.allow)
-		}
-	}
+	})
 }
 
 // TestDocsLocalRuleBesideTheBuiltinSet loads docs/policy.md's local.rego beside the built-in
@@ -135,24 +138,11 @@ func TestDocsLocalRuleBesideTheBuiltinSet(t *testing.T) {
 	files := defaultFiles(t)
 	files["local.rego"] = docBlock(t, docBlocks(t, "policy.md"), "policy.md", "local-beside-builtin")
 	e := newTestEngine(t, files, WithRunTests(false))
-	bot := func(in map[string]any) map[string]any {
-		in["server"] = map[string]any{"id": "docs-bot", "name": "docs-bot", "version": "1", "pinned": false}
-		return in
-	}
-	ctx := context.Background()
-	for _, tc := range []struct {
-		what  string
-		input map[string]any
-		allow bool
-	}{
-		{"docs-bot writes proj/docs/a.md", bot(testInput(t, "write", "proj/docs/a.md", true, grant("write", "proj"))), false},
-		{"docs-bot writes proj/src/a.go", bot(testInput(t, "write", "proj/src/a.go", true, grant("write", "proj"))), true},
+	checkDecisions(t, e, []decisionCase{
+		{"docs-bot writes proj/docs/a.md", fromServer(testInput(t, "write", "proj/docs/a.md", true, grant("write", "proj")), "docs-bot", false), false},
+		{"docs-bot writes proj/src/a.go", fromServer(testInput(t, "write", "proj/src/a.go", true, grant("write", "proj")), "docs-bot", false), true},
 		{"another server writes proj/docs/a.md", testInput(t, "write", "proj/docs/a.md", true, grant("write", "proj")), true},
-	} {
-		if d, err := e.Decide(ctx, tc.input); err != nil || d.Allow != tc.allow {
-			t.Errorf("%s: %#v, %v; want allow %t", tc.what, d, err, tc.allow)
-		}
-	}
+	})
 }
 
 // TestDocsFleetRule: docs/hosts.md's organisation rule compiles in a directory of its own (it
@@ -167,19 +157,15 @@ func TestDocsFleetRule(t *testing.T) {
 	files := defaultFiles(t)
 	files["org.rego"] = rule
 	e := newTestEngine(t, files, WithRunTests(false))
-	bot := func(in map[string]any) map[string]any {
-		in["server"] = map[string]any{"id": "docs-bot", "name": "docs-bot", "version": "1", "pinned": true}
-		return in
-	}
 	for _, tc := range []struct {
 		what   string
 		input  map[string]any
 		allow  bool
 		reason string
 	}{
-		{"docs-bot writes docs/generated/a.md", bot(testInput(t, "write", "docs/generated/a.md", true, grant("write", "docs"))), true, ""},
-		{"docs-bot writes docs/guide.md", bot(testInput(t, "write", "docs/guide.md", true, grant("write", "docs"))), false, "local: docs-bot writes only docs/generated"},
-		{"docs-bot reads docs/guide.md", bot(testInput(t, "read", "docs/guide.md", true, grant("write", "docs"))), true, ""},
+		{"docs-bot writes docs/generated/a.md", fromServer(testInput(t, "write", "docs/generated/a.md", true, grant("write", "docs")), "docs-bot", true), true, ""},
+		{"docs-bot writes docs/guide.md", fromServer(testInput(t, "write", "docs/guide.md", true, grant("write", "docs")), "docs-bot", true), false, "local: docs-bot writes only docs/generated"},
+		{"docs-bot reads docs/guide.md", fromServer(testInput(t, "read", "docs/guide.md", true, grant("write", "docs")), "docs-bot", true), true, ""},
 		{"another server writes docs/guide.md", testInput(t, "write", "docs/guide.md", true, grant("write", "docs")), true, ""},
 	} {
 		d, err := e.Decide(ctx, tc.input)
