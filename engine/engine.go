@@ -112,11 +112,13 @@ type Engine struct {
 	watching     atomic.Int32 // running Watch loops whose watches are set up
 }
 
-// New loads src, compiles it in strict mode and type-checks it against the policy input schema
+// New loads src with the library (policies.Library, each package of it unless src defines that
+// package), compiles it in strict mode and type-checks it against the policy input schema
 // (schema/policy-input.json: a reference such as input.path.canonicl is an error naming file
 // and line), runs its tests when WithRunTests (the default), and prepares the queries
-// data.fsbroker.authz.decision and data.fsbroker.authz.visible once. The set must define
-// data.fsbroker.authz.decision. A set that fails any of these is returned as a *LoadError.
+// data.fsbroker.authz.decision, .visible and .consentable once (data.fsbroker.derived's for
+// the two the set does not define). The set must define data.fsbroker.authz.decision. A set
+// that fails any of these is returned as a *LoadError.
 func New(ctx context.Context, src Source, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		src:      src,
