@@ -156,3 +156,22 @@ func TestOneFileDecision(t *testing.T) {
 func sortedSlice(s []string) []string {
 	return slices.Sorted(slices.Values(s))
 }
+
+// TestOwnVisibleFromTheDerivedOne: a set that defines its own visible may build it on the
+// derived one (docs/policy.md).
+func TestOwnVisibleFromTheDerivedOne(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"policy.rego": `package fsbroker.authz
+
+decision := {"allow": true}
+
+visible := data.fsbroker.derived.visible - {"proj/tmp/x"}
+`})
+	got, err := e.Visible(context.Background(), batchInput(t, "visible", "", derivedEntries))
+	want := []string{"proj/docs/a.md", "proj/other/y", "proj/src/.env", "proj/src/main.go"}
+	if err != nil || !slices.Equal(sortedKeys(got), want) {
+		t.Errorf("visible = %v, %v; want %v", sortedKeys(got), err, want)
+	}
+	if got, err := e.Consentable(context.Background(), batchInput(t, "consent", "read", derivedEntries)); err != nil || len(got) != len(derivedEntries) {
+		t.Errorf("consentable (derived) = %v, %v; want every entry", sortedKeys(got), err)
+	}
+}
