@@ -117,7 +117,7 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 			set.cache.ttl, set.batches.ttl = timeTTL, timeTTL
 		}
 		// The derived rules answer batches only: what they read counts for those.
-		if !set.hasVisible || !set.hasConsent {
+		if !set.hasVisible || !set.hasConsent || sourceRefersTo(c, raw, derivedPackage) {
 			ok, readsTime, why = cacheable(derivedModules(c, raw))
 			switch {
 			case !ok:

@@ -17,8 +17,9 @@ import (
 // which the engine queries for a set that does not define its own.
 const (
 	libPackage          = "data.fsbroker.lib"
-	derivedVisibleQuery = "data.fsbroker.derived.visible"
-	derivedConsentQuery = "data.fsbroker.derived.consentable"
+	derivedPackage      = "data.fsbroker.derived"
+	derivedVisibleQuery = derivedPackage + ".visible"
+	derivedConsentQuery = derivedPackage + ".consentable"
 )
 
 // libraryPrefix is put before the library's file names (lib/lib.rego) in its module names, as
@@ -85,13 +86,10 @@ func (r *rawSet) policyModules() map[string]*ast.Module {
 // the set never evaluates changes nothing.
 func evaluatedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 	out := make(map[string]*ast.Module, len(raw.modules)+1)
-	usesLib := false
 	for name := range raw.modules {
-		m := c.Modules[name]
-		out[name] = m
-		usesLib = usesLib || refersTo(m, ast.MustParseRef(libPackage))
+		out[name] = c.Modules[name]
 	}
-	if usesLib {
+	if sourceRefersTo(c, raw, libPackage) {
 		for name := range raw.library {
 			if m := c.Modules[name]; m.Package.Path.String() == libPackage {
 				out[name] = m
@@ -102,7 +100,8 @@ func evaluatedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 }
 
 // derivedModules returns the compiled library modules of c other than package fsbroker.lib:
-// the derived visible and consentable, which answer the batches of a set that lacks its own.
+// the derived visible and consentable, which answer the batches of a set that lacks its own or
+// whose own rules use them.
 func derivedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 	out := map[string]*ast.Module{}
 	for name := range raw.library {
@@ -111,6 +110,18 @@ func derivedModules(c *ast.Compiler, raw *rawSet) map[string]*ast.Module {
 		}
 	}
 	return out
+}
+
+// sourceRefersTo reports whether a compiled module of the source (not of the library) may read
+// the document at ref.
+func sourceRefersTo(c *ast.Compiler, raw *rawSet, ref string) bool {
+	target := ast.MustParseRef(ref)
+	for name := range raw.modules {
+		if refersTo(c.Modules[name], target) {
+			return true
+		}
+	}
+	return false
 }
 
 // refersTo reports whether a compiled module may read the document at target (a ref under

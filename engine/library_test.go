@@ -166,4 +166,8 @@ func TestDerivedCaching(t *testing.T) {
 	if own.batches == nil || own.batches.ttl != 0 {
 		t.Errorf("a set with its own visible and consentable: batch cache %+v; want batches kept", own.batches)
 	}
+	builtOn := newTestEngine(t, map[string]string{"policy.rego": "package fsbroker.authz\n\ndecision := {\"allow\": true}\n\nvisible := set()\n\nconsentable := data.fsbroker.derived.consentable\n"}).current()
+	if builtOn.batches == nil || builtOn.batches.ttl != timeTTL {
+		t.Errorf("a set whose own consentable uses the derived one: batch cache %+v; want batches for %s", builtOn.batches, timeTTL)
+	}
 }
