@@ -7,12 +7,14 @@
 #   - a read of a regular file with more than one link is denied
 #     ("hardlinks: path is a regular file with 2 links ...");
 #   - under a mount-relative prefix in data.fsbroker.hardlinks.allow (segment
-#     boundary, as everywhere) such a file may be read: for trees that
-#     hard-link legitimately (a pnpm store, git clone --local objects);
+#     boundary, as everywhere; compared exactly, so a case variant is not
+#     allowed) such a file may be read: for trees that hard-link legitimately
+#     (a pnpm store, git clone --local objects);
 #   - a rename that would move a multiply-linked file, or a directory (which
 #     may hold some), from outside every allowed prefix to under one (or onto
 #     a path above one) is denied, so a server cannot carry a linked secret
-#     to where it may be read.
+#     to where it may be read; this one compares case-insensitively, since a
+#     case-insensitive file system puts "PNPM/x" where "pnpm/x" is read.
 #
 # Why every root, not only one that "holds secrets": no root can be known to
 # hold none without reading all of it, and the other name of a linked file
@@ -58,9 +60,9 @@ hardlinks_carrier(p) := "directory" if {
 
 # hardlinks_reaches(target, prefix): what is moved to target lands under
 # prefix: target is under it, or a directory above it.
-hardlinks_reaches(target, prefix) if lib.covers(prefix, target)
+hardlinks_reaches(target, prefix) if lib.covers(lower(prefix), lower(target))
 
-hardlinks_reaches(target, prefix) if lib.beneath(prefix, target)
+hardlinks_reaches(target, prefix) if lib.beneath(lower(prefix), lower(target))
 
 # The allowed prefixes: data.fsbroker.hardlinks.allow, strings only.
 hardlinks_allow_prefixes := {prefix |

@@ -88,3 +88,12 @@ test_malformed_hardlinks_config_allows_nothing if {
 			with data.fsbroker.hardlinks as config
 	}
 }
+
+# A rename into an allowed prefix spelt in another case is denied too: a
+# case-insensitive file system puts it in the allowed directory.
+test_rename_into_an_allowed_prefix_in_another_case_is_denied if {
+	d := authz.decision with input as rename(laundered, rw("Node_Modules/.PNPM/x"), write_all)
+		with data.fsbroker.hardlinks as {"allow": ["proj/node_modules/.pnpm"]}
+	d.allow == false
+	d.reasons == ["hardlinks: a rename may not move a multiply-linked file into \"proj/node_modules/.pnpm\", where multiply-linked files may be read"]
+}

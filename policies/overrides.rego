@@ -9,8 +9,10 @@
 #                    denied, whatever the grants
 #   deny_paths       mount-relative prefixes: every request on a path under one
 #                    (segment boundary: "proj/a" covers "proj/a/b", not
-#                    "proj/ab") is denied, either side of a rename, and such
-#                    entries are not shown in listings and watch events
+#                    "proj/ab"; compared case-insensitively, as a
+#                    case-insensitive file system opens "PROJ/A" as "proj/a")
+#                    is denied, either side of a rename, and such entries are
+#                    not shown in listings and watch events
 #   max_write_bytes  the per-write limit for this server, in place of
 #                    data.fsbroker.limits.max_write_bytes (lib.max_write_bytes
 #                    in lib.rego); for a server whose id is not pinned it can
@@ -39,18 +41,18 @@ deny contains {"code": permission_denied, "reason": sprintf("overrides: %s is un
 	data.fsbroker.servers[input.server.id]
 	some role, p in lib.request_paths
 	some prefix in server_deny_paths
-	lib.covers(prefix, p.mountPath)
+	lib.covers(prefix, lower(p.mountPath))
 }
 
 hide contains e.mountPath if {
 	data.fsbroker.servers[input.server.id]
 	some e in input.entries
 	some prefix in server_deny_paths
-	lib.covers(prefix, e.mountPath)
+	lib.covers(prefix, lower(e.mountPath))
 }
 
-# The server's denied path prefixes.
-server_deny_paths := {prefix |
+# The server's denied path prefixes, in lower case.
+server_deny_paths := {lower(prefix) |
 	some prefix in object.get(lib.server_config, "deny_paths", [])
 	is_string(prefix)
 }

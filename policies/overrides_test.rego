@@ -59,6 +59,17 @@ test_deny_paths if {
 		with data.fsbroker.servers as servers
 }
 
+# A case-insensitive file system opens PROJ/Private as proj/private: the
+# prefix holds for every case variant, in decisions and listings alike.
+test_deny_paths_in_any_case if {
+	d := authz.decision with input as as_server(read(ro("Private/notes.md"), 1, read_all), "builder")
+		with data.fsbroker.servers as servers
+	d.reasons == ["overrides: path is under the denied path \"proj/private\""]
+	shown := authz.visible with input as as_server(visible_query([ro("PRIVATE/x"), ro("public")]), "builder")
+		with data.fsbroker.servers as servers
+	shown == {"proj/public"}
+}
+
 test_deny_paths_segment_boundary if {
 	authz.decision.allow with input as as_server(read(ro("privateer.md"), 1, read_all), "builder")
 		with data.fsbroker.servers as servers
