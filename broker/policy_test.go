@@ -57,6 +57,13 @@ func (d *checkedDecider) Consentable(ctx context.Context, req Request, entries [
 	return d.PolicyDecider.Consentable(ctx, req, entries)
 }
 
+func (d *checkedDecider) Carried(ctx context.Context, req Request, entries []InputPath) Verdict {
+	in := *req.Input
+	in.Entries = entries
+	d.check(&in)
+	return d.PolicyDecider.Carried(ctx, req, entries)
+}
+
 func (d *checkedDecider) Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
 	in := *req.Input
 	in.Operation, in.Entries = "visible", entries
@@ -94,6 +101,21 @@ func TestDefaultPoliciesOverTheWire(t *testing.T) {
 	f.mustFail("files/write", map[string]any{"path": "rw/.ssh/id_rsa", "content": "x"}, -32002, "PERMISSION_DENIED")
 	if r, _, _ := f.call("files/write", map[string]any{"path": "rw/docs/notes.md", "content": "# notes"}); r == nil {
 		t.Error("a write in the writable root was denied")
+	}
+	// A directory's rename and recursive delete: the decision on what they
+	// carry along (Decider.Carried) gets a checked input too.
+	carriedBefore := d.inputs
+	if r, _, _ := f.call("files/rename", map[string]any{"oldPath": "rw/docs", "newPath": "rw/docs2"}); r == nil {
+		t.Error("a directory's rename in the writable root was denied")
+	}
+	if r, _, _ := f.call("files/delete", map[string]any{"path": "rw/docs2", "recursive": true}); r == nil {
+		t.Error("a recursive delete in the writable root was denied")
+	}
+	// The rename: a decision on the source and one on the target, then the
+	// visibility and the carried decision of the source's entries; the
+	// delete: a decision, then the same two.
+	if n := d.inputs - carriedBefore; n != 7 {
+		t.Errorf("%d policy inputs checked for a rename and a delete of a directory, want 7", n)
 	}
 	// The listing hides the secret even when hidden files are asked for.
 	res, _, _ := f.call("files/list", map[string]any{"path": "ro", "includeHidden": true})
