@@ -32,6 +32,10 @@ type stageTable struct {
 	held   int // places taken: stages starting, staged, committing or being aborted
 	timer  *time.Timer
 	closed bool
+
+	// beforeInstall, when set (by tests), runs after a first chunk's stage
+	// was made and before it is put in the table.
+	beforeInstall func()
 }
 
 type stagedWrite struct {
@@ -101,6 +105,9 @@ func (st *stageTable) start(ctx context.Context, x *executor.Executor, t executo
 		return nil, err
 	}
 	sw.lastUsed = time.Now()
+	if st.beforeInstall != nil {
+		st.beforeInstall()
+	}
 	displaced, err := st.install(t.Path, sw)
 	if err != nil {
 		st.end(sw) // the session ended while the stage started

@@ -318,7 +318,31 @@ func TestStagedWriteStartedAsTheSessionEndsIsAborted(t *testing.T) {
 			t.Fatalf("round %d: %d staged writes and temporary files %v after the table closed", round, table.len(), left)
 		}
 	}
+	// The path itself, made to happen: the session ends after a first
+	// chunk's stage (and its temporary file) was made, before it entered the
+	// table. Its starter aborts it.
 	table := newStageTable(time.Minute)
+	made := make(chan struct{})
+	table.beforeInstall = func() {
+		if len(tempFiles(t, f.rw)) != 1 {
+			t.Errorf("the stage being installed has no temporary file: %v", tempFiles(t, f.rw))
+		}
+		close(made)
+		table.close()
+	}
+	if _, _, err := table.write(ctx, f.sess.exec, target("closing.bin"), []byte("x"), 0, false, opts); err == nil {
+		t.Error("a staged write was installed in a table that closed meanwhile")
+	}
+	select {
+	case <-made:
+	default:
+		t.Fatal("the first chunk never reached its stage's installation")
+	}
+	if left := tempFiles(t, f.rw); len(left) != 0 || table.len() != 0 {
+		t.Fatalf("%d staged writes and temporary files %v after a stage was refused by a closed table", table.len(), left)
+	}
+
+	table = newStageTable(time.Minute)
 	table.close()
 	if _, _, err := table.write(ctx, f.sess.exec, target("late.bin"), []byte("x"), 0, false, opts); err == nil {
 		t.Error("a staged write started after the session ended")
