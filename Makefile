@@ -13,7 +13,8 @@ TEST_FUZZTIME ?= 3s
 # Every fuzz target as DIR:NAME, found in the _test.go files.
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
-.PHONY: demo-sdk all build test bench bench-e2e fuzz lint demo clean
+.PHONY: demo-sdk all build test bench bench-e2e fuzz lint demo clean \
+	release release-linux-amd64 release-check release-tools
 
 all: lint test
 
@@ -85,6 +86,86 @@ lint:
 	GOOS=darwin  GOARCH=arm64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 
+## release: the release of the commit checked out (HEAD; uncommitted changes
+## are left out), into DIST (dist/): for linux/amd64, linux/arm64,
+## darwin/amd64, darwin/arm64 (.tar.gz) and windows/amd64 (.zip) an archive
+## of fsbroker, LICENSE and README.md; .deb and .rpm packages for both linux
+## platforms; a CycloneDX SBOM of the Go modules in each binary; and a SHA-256
+## checksums file of them all. GoReleaser (.goreleaser.yaml) builds it, with
+## nfpm for the packages and cyclonedx-gomod for the SBOMs, in a fresh clone
+## of the commit: the go command stamps the commit into the binary (it cannot
+## in a git worktree, golang/go#58218), and the version is the one it stamps:
+## the commit's tag (vX.Y.Z) or a Go pseudo-version of it. Reproducible: see
+## release-check. docs/release.md has the details.
+DIST ?= dist
+release: release-tools
+	@only=; $(RELEASE_FROM_COMMIT)
+
+## release-linux-amd64: the same release for linux/amd64 alone (its archive,
+## .deb, .rpm, SBOM and checksums file)
+release-linux-amd64: release-tools
+	@only=linux-amd64; $(RELEASE_FROM_COMMIT)
+
+## release-check: make release twice, the second time in another clone at
+## another path and time, and compare the checksums files: every archive,
+## package and SBOM must be the same byte for byte
+release-check: release
+	@set -e; again=$$(mktemp -d); trap 'rm -rf "$$again"' EXIT; \
+	$(MAKE) --no-print-directory release DIST="$$again/dist"; \
+	if diff $(DIST)/*_checksums.txt "$$again"/dist/*_checksums.txt; then \
+		echo "release-check: both builds are the same byte for byte:"; cat $(DIST)/*_checksums.txt; \
+	else \
+		echo "release-check: the two builds differ (above)"; exit 1; \
+	fi
+
+## release-tools: the pinned release tools, installed with go install from
+## the Go module proxy into RELEASE_TOOLS (~/.cache/fsbroker-release-tools),
+## once per version. They are not in go.mod: their dependencies would join
+## the module graph fsbroker is built from.
+GORELEASER_VERSION      ?= v2.15.1
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
+RELEASE_TOOLS   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/fsbroker-release-tools
+GORELEASER      := $(RELEASE_TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX_GOMOD := $(RELEASE_TOOLS)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)/cyclonedx-gomod
+release-tools: $(GORELEASER) $(CYCLONEDX_GOMOD)
+$(GORELEASER):
+	GOBIN=$(@D) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
+# RELEASE_FROM_COMMIT runs GoReleaser in a fresh clone of HEAD, with
+# FSBROKER_VERSION set to the version the go command stamps (read from a
+# linux/amd64 build that shares GoReleaser's compiled packages), and moves the
+# clone's dist/ to DIST. With only=linux-amd64, .goreleaser.yaml builds that
+# platform alone.
+RELEASE_FROM_COMMIT = set -e; \
+	if [ "$$only" = linux-amd64 ]; then export FSBROKER_RELEASE_LINUX_AMD64_ONLY=1; \
+	else unset FSBROKER_RELEASE_LINUX_AMD64_ONLY; fi; \
+	dist="$(abspath $(DIST))"; \
+	if [ -e "$$dist" ] && [ -n "$$(ls -A "$$dist")" ] && [ ! -f "$$dist/artifacts.json" ]; then \
+		echo "release: DIST=$(DIST) holds something other than a release: not replacing it"; exit 1; \
+	fi; \
+	rev=$$(git rev-parse HEAD); \
+	if [ -n "$$(git status --porcelain)" ]; then \
+		echo "release: uncommitted changes are left out: releasing commit $$rev"; \
+	fi; \
+	work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	git clone --quiet --no-checkout . "$$work/src"; \
+	git -C "$$work/src" checkout --quiet --detach "$$rev"; \
+	cd "$$work/src"; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOAMD64=v1 $(GO) build -trimpath -buildvcs=true -ldflags='-s -w' \
+		-o "$$work/version-probe" ./cmd/fsbroker; \
+	version=$$($(GO) version -m "$$work/version-probe" | awk '$$1 == "mod" { print $$3 }'); \
+	case $$version in \
+		v*) echo "release: fsbroker $$version (commit $$rev)";; \
+		*) echo "release: the go command stamped no version into the build ($$version)"; exit 1;; \
+	esac; \
+	PATH="$(dir $(CYCLONEDX_GOMOD)):$$PATH" FSBROKER_VERSION=$$version \
+		$(GORELEASER) release --config .goreleaser.yaml --snapshot --clean; \
+	rm -rf "$$dist"; mkdir -p "$$(dirname "$$dist")"; mv "$$work/src/dist" "$$dist"; \
+	cd "$$dist"; echo "release: in $(DIST):"; \
+	ls -l *_checksums.txt *.cdx.json *.tar.gz *.deb *.rpm $$(ls *.zip 2>/dev/null)
+
 ## demo: a guided session on built-in defaults: the example MCP server
 ## (bin/example-server -script demo), a separate process under fsbroker, sends
 ## files/* requests that are allowed and denied, one line each; then the audit
@@ -97,5 +178,6 @@ demo: build
 demo-sdk: build
 	$(BIN)/fsbroker connect --root . --log-level debug -- $(BIN)/example-server -exit-after-roots
 
+## clean: remove bin/ and DIST (dist/)
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
