@@ -102,7 +102,7 @@ release: release-tools
 	@only=; $(RELEASE_FROM_COMMIT)
 
 ## release-linux-amd64: the same release for linux/amd64 alone (its archive,
-## .deb, .rpm, SBOM and checksums file)
+## .deb, .rpm, SBOM and checksums file): what the tests build
 release-linux-amd64: release-tools
 	@only=linux-amd64; $(RELEASE_FROM_COMMIT)
 
