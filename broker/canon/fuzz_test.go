@@ -136,7 +136,7 @@ func TestFuzzSeeds(t *testing.T) {
 		"mount_relative":                   "project src/main.py",
 		"mount_relative_nested_via_parent": "vendored x",
 		"nested_mount_dotdot":              "PERMISSION_DENIED",
-		"nul":                              "INVALID_PATH",
+		"nul_byte":                         "INVALID_PATH",
 		"path_4096":                        "project ",
 		"path_4097":                        "INVALID_PATH",
 		"segment_255_multibyte":            "project " + strings.Repeat("世", 85),
