@@ -2,16 +2,17 @@
 
 package main
 
-// The release test builds fsbroker's release for linux/amd64 exactly as
-// `make release` builds every platform (`make release-linux-amd64`:
-// GoReleaser, nfpm and cyclonedx-gomod in a fresh clone of HEAD; see
-// docs/release.md), twice, and checks what a user downloading it would:
-// the checksums, the archive, the binary's version, the SBOM, and the .deb
-// installed with dpkg. It releases the commit checked out: uncommitted
-// changes are not in it.
+// The release tests. TestRelease builds fsbroker's release for linux/amd64
+// exactly as `make release` builds every platform (`make
+// release-linux-amd64`: GoReleaser, nfpm and cyclonedx-gomod in a fresh
+// clone of HEAD; see docs/release.md), twice, and checks what a user
+// downloading it would: the checksums, the archive, the binary's version,
+// the SBOM, and the .deb installed with dpkg. TestGoInstall installs the
+// module with go install, the install path for Go users. Both test the
+// commit checked out: uncommitted changes are not in it.
 //
 // Without the release tools (no Go module proxy to install them from), or
-// for the .deb without root and dpkg, it skips and says why; with
+// for the .deb without root and dpkg, TestRelease skips and says why; with
 // FSBROKER_REQUIRE_RELEASE=1 (as CI sets it) it fails instead.
 
 import (
@@ -64,16 +65,7 @@ func TestRelease(t *testing.T) {
 		t.Skip("builds the linux/amd64 release three times")
 	}
 	t.Parallel()
-	root := gitOutput(t, "", "rev-parse", "--show-toplevel")
-	head := gitOutput(t, root, "rev-parse", "HEAD")
-	commitUnix, err := strconv.ParseInt(gitOutput(t, root, "log", "-1", "--format=%ct", "HEAD"), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commitTime := time.Unix(commitUnix, 0).UTC()
-	if out := gitOutput(t, root, "status", "--porcelain"); out != "" {
-		t.Logf("uncommitted changes are not released; testing the release of %s", head)
-	}
+	root, head, commitTime := headCommit(t)
 	if out, err := runMake(root, "release-tools"); err != nil {
 		releaseSkip(t, "the release tools cannot be installed: "+err.Error()+"\n"+tsTail(out, 2000))
 	}
@@ -95,18 +87,97 @@ func TestRelease(t *testing.T) {
 
 	t.Run("tagged", func(t *testing.T) {
 		// A clone whose HEAD has one tag: the release is that version.
-		clone := filepath.Join(t.TempDir(), "src")
-		gitOutput(t, "", "clone", "--quiet", "--no-checkout", root, clone)
-		gitOutput(t, clone, "checkout", "--quiet", "--detach", head)
-		if tags := gitOutput(t, clone, "tag", "--list"); tags != "" {
-			gitOutput(t, clone, append([]string{"tag", "--delete"}, strings.Fields(tags)...)...)
-		}
+		clone := untaggedClone(t, root, head)
 		gitOutput(t, clone, "tag", releaseTestTag)
 		if version, _ := checkRelease(t, buildRelease(t, clone, false), head, commitTime); "v"+version != releaseTestTag {
 			t.Errorf("HEAD tagged %s released as %s", releaseTestTag, version)
 		}
 	})
 	t.Run("deb", func(t *testing.T) { installDeb(t, deb, version, head, commitTime) })
+}
+
+// TestGoInstall: `go install github.com/fsbroker/fsbroker/cmd/fsbroker@V`,
+// the install path for Go users, works for the commit checked out, by its
+// hash (its pseudo-version) and by a tag, and the binary's `fsbroker version`
+// names that version. The go command fetches the module with git, as it
+// would from GitHub, from a clone of this repository that git's
+// url.insteadOf puts in GitHub's place, and makes the module's zip from it
+// with the checks the module proxy applies (a file that could not be
+// written on Windows fails it); every other module comes from this
+// machine's module cache, served as a file:// proxy.
+func TestGoInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds fsbroker from its module twice")
+	}
+	t.Parallel()
+	root, head, commitTime := headCommit(t)
+	clone := untaggedClone(t, root, head)
+	modcache, err := exec.Command(goTool(), "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	work := t.TempDir()
+	env := append(os.Environ(),
+		"GOBIN="+filepath.Join(work, "bin"),
+		"GOMODCACHE="+filepath.Join(work, "modcache"),
+		"GOPROXY=file://"+filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"),
+		"GOPRIVATE="+modulePath,
+		// The other modules were checked against the checksum database when
+		// they entered the module cache; it is not reached here.
+		"GOSUMDB=off",
+		// -trimpath and no cgo, as the release builds: their compiled
+		// packages serve this build too. -modcacherw: t.TempDir removes it.
+		"GOFLAGS=-trimpath -modcacherw",
+		"CGO_ENABLED=0",
+		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=url."+clone+".insteadOf",
+		"GIT_CONFIG_VALUE_0=https://"+modulePath,
+	)
+	install := func(query, want string) {
+		t.Helper()
+		cmd := exec.Command(goTool(), "install", modulePath+"/cmd/fsbroker@"+query)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go install %s/cmd/fsbroker@%s: %v\n%s", modulePath, query, err, tsTail(string(out), 4000))
+		}
+		r := releasedVersion(t, filepath.Join(work, "bin", "fsbroker"))
+		if r.Version != want || r.Platform != "linux/amd64" || !strings.HasPrefix(r.OPA, "v1.") {
+			t.Errorf("go install ...@%s: version --json = %+v, want version %s", query, r, want)
+		}
+	}
+	install(head, "v0.0.0-"+commitTime.Format("20060102150405")+"-"+head[:12])
+	gitOutput(t, clone, "tag", releaseTestTag)
+	install(releaseTestTag, releaseTestTag)
+}
+
+// headCommit returns the repository's top directory, the commit checked out
+// and its time (UTC), which is what the release tests release; they say so
+// when the work tree has changes, which are not in the release.
+func headCommit(t *testing.T) (root, head string, commitTime time.Time) {
+	t.Helper()
+	root = gitOutput(t, "", "rev-parse", "--show-toplevel")
+	head = gitOutput(t, root, "rev-parse", "HEAD")
+	commitUnix, err := strconv.ParseInt(gitOutput(t, root, "log", "-1", "--format=%ct", "HEAD"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := gitOutput(t, root, "status", "--porcelain"); out != "" {
+		t.Logf("uncommitted changes are not released; testing the release of %s", head)
+	}
+	return root, head, time.Unix(commitUnix, 0).UTC()
+}
+
+// untaggedClone clones the repository at root into a new directory, checks
+// out commit head and deletes every tag, and returns the clone's path.
+func untaggedClone(t *testing.T, root, head string) string {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "src")
+	gitOutput(t, "", "clone", "--quiet", "--no-checkout", root, clone)
+	gitOutput(t, clone, "checkout", "--quiet", "--detach", head)
+	if tags := gitOutput(t, clone, "tag", "--list"); tags != "" {
+		gitOutput(t, clone, append([]string{"tag", "--delete"}, strings.Fields(tags)...)...)
+	}
+	return clone
 }
 
 // buildRelease runs make release-linux-amd64 in dir into a new directory,
