@@ -518,11 +518,13 @@ func (s *Session) filesDelete(ctx context.Context, params json.RawMessage) (any,
 	if err := s.decide(ctx, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path, Params: params}); err != nil {
 		return nil, err
 	}
-	if err := s.guardSubtree(ctx, t, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path,
-		Params: params}); err != nil {
+	checked, err := s.guardSubtree(ctx, t, Request{Method: "files/delete", Operation: OpDelete, Path: t, Requested: p.Path,
+		Params: params})
+	if err != nil {
 		return nil, err
 	}
-	if err := s.exec.Delete(ctx, t, p.Recursive); err != nil {
+	// A recursive delete removes the entries decided on, and only those.
+	if err := s.exec.Delete(ctx, t, p.Recursive, checked); err != nil {
 		return nil, err
 	}
 	return map[string]any{"path": t.Path.MountPath(), "deleted": true}, nil
@@ -556,11 +558,11 @@ func (s *Session) filesRename(ctx context.Context, params json.RawMessage) (any,
 	if err := s.decide(ctx, Request{Method: "files/rename", Operation: OpWrite, Path: to, Requested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
-	if err := s.guardSubtree(ctx, from, Request{Method: "files/rename", Operation: OpRename, Path: from,
+	if _, err := s.guardSubtree(ctx, from, Request{Method: "files/rename", Operation: OpRename, Path: from,
 		Requested: p.OldPath, NewPath: &to, NewRequested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
-	if err := s.guardSubtree(ctx, to, Request{Method: "files/rename", Operation: OpWrite, Path: to,
+	if _, err := s.guardSubtree(ctx, to, Request{Method: "files/rename", Operation: OpWrite, Path: to,
 		Requested: p.NewPath, Params: params}); err != nil {
 		return nil, err
 	}
@@ -668,10 +670,11 @@ const maxGuardedEntries = 10000
 // destroyed), or more entries than can be checked, or when the policy
 // refuses the operation on those entries as a whole (Decider.Carried: with
 // the default policies, a directory holding a .git below it); that verdict
-// is recorded as a decision.
-func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Request) error {
+// is recorded as a decision. It returns the entries checked (none when t is
+// not a directory): a recursive delete removes those and nothing else.
+func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Request) ([]executor.Entry, error) {
 	if !t.Exists || t.Info.Type != executor.TypeDirectory {
-		return nil
+		return nil, nil
 	}
 	dir := t.Path.Root.Path
 	if t.Path.Rel != "" {
@@ -679,29 +682,31 @@ func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Reque
 	}
 	for _, r := range s.roots().All() {
 		if r.Path != t.Path.Root.Path && strings.HasPrefix(r.Path+"/", dir+"/") {
-			return errcode.New(errcode.PermissionDenied, "the directory holds another root, "+r.Mount)
+			return nil, errcode.New(errcode.PermissionDenied, "the directory holds another root, "+r.Mount)
 		}
 	}
-	page, err := s.exec.List(ctx, t, executor.ListOptions{Recursive: true, IncludeHidden: true, MaxDepth: -1,
-		Limit: maxGuardedEntries, RefuseRoots: true})
+	page, err := s.exec.ListSubtree(ctx, t, maxGuardedEntries)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if page.NextCursor != "" {
-		return errcode.New(errcode.PermissionDenied,
+		return nil, errcode.New(errcode.PermissionDenied,
 			fmt.Sprintf("the directory holds more than %d entries, too many to check", maxGuardedEntries))
 	}
 	batch := entryInputPaths(page.Entries)
 	visible := s.visibleBatch(ctx, req, batch)
 	for _, e := range page.Entries {
 		if !visible[e.Path.MountPath()] {
-			return errcode.New(errcode.PermissionDenied, "the directory holds entries this server may not see")
+			return nil, errcode.New(errcode.PermissionDenied, "the directory holds entries this server may not see")
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
 	req.Input = s.policyInput(req)
-	return s.recordDecision(ctx, req, s.decider.Carried(ctx, req, batch), time.Since(start))
+	if err := s.recordDecision(ctx, req, s.decider.Carried(ctx, req, batch), time.Since(start)); err != nil {
+		return nil, err
+	}
+	return page.Entries, nil
 }

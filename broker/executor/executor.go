@@ -25,6 +25,11 @@
 //     directories goes by path from the root), and missing parents are made
 //     one level at a time through the handle of the level above, never
 //     through a link.
+//   - A recursive delete removes the entries it was decided on (the listing
+//     given to Delete) and nothing else: it verifies through directory
+//     handles that the tree holds exactly those objects, then removes them
+//     bottom-up by name, a directory only once empty, so an entry moved in
+//     meanwhile is never removed (on Windows, the tree as it is then).
 //   - With the operator's roots known (WithRoots), nothing is made, written,
 //     deleted or renamed in or beneath a root's directory reached through
 //     another root's path (a nested root moved into its outer root, found

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -168,6 +169,25 @@ func (f *fixture) write(tb testing.TB, raw, data string) executor.WriteResult {
 	return res
 }
 
+// delete deletes tg as the broker does: a recursive delete of a directory
+// is given the listing it was decided on (ListSubtree), whose refusal it
+// returns.
+func (f *fixture) delete(ctx context.Context, tg executor.Target, recursive bool) error {
+	var checked []executor.Entry
+	if recursive && tg.Exists && tg.Info.Type == executor.TypeDirectory {
+		page, err := f.x.ListSubtree(ctx, tg, maxChecked)
+		if err != nil {
+			return err
+		}
+		checked = page.Entries
+	}
+	return f.x.Delete(ctx, tg, recursive, checked)
+}
+
+// maxChecked is the most entries the tests check for a recursive delete (the
+// broker's limit).
+const maxChecked = 10000
+
 // wantCode fails unless err is an *errcode.Error with code; with errno set,
 // data.errno must match too. It returns the error for further checks.
 func wantCode(tb testing.TB, err error, code errcode.Code, errno string) *errcode.Error {
@@ -262,4 +282,41 @@ func ctxT(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	tb.Cleanup(cancel)
 	return ctx
+}
+
+// hostTree describes every entry under dir (links not followed), by path.
+func hostTree(t *testing.T, dir string) map[string]fs.FileInfo {
+	t.Helper()
+	out := map[string]fs.FileInfo{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fi
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameTree fails unless two descriptions of a tree hold the same paths, each
+// the same object.
+func sameTree(t *testing.T, before, after map[string]fs.FileInfo) {
+	t.Helper()
+	for p, fi := range before {
+		if now, ok := after[p]; !ok || !os.SameFile(fi, now) {
+			t.Errorf("%s was removed or replaced", p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("%s appeared", p)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/canon"
 	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // ListOptions shape a listing.
@@ -43,6 +44,11 @@ type Entry struct {
 	Type     string
 	Size     int64
 	Modified time.Time
+
+	// id is the object's device and inode as listed (zero where the
+	// platform has none): what a recursive Delete given the listing checks
+	// each entry against.
+	id roots.FileID
 }
 
 // ListResult is one page of a listing.
@@ -126,6 +132,17 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 		res.NextCursor = x.encodeCursor(cur.start, last)
 	}
 	return res, nil
+}
+
+// ListSubtree lists everything below the directory at t, for an operation
+// that acts on all of it (a recursive delete, a rename of a directory): List
+// recursively, hidden entries included, at most limit entries (NextCursor is
+// set when there are more), and a directory on the way that is another
+// root's is PERMISSION_DENIED (RefuseRoots). Each entry carries the identity
+// it was listed with, so that a recursive Delete given the listing removes
+// those very objects and nothing else.
+func (x *Executor) ListSubtree(ctx context.Context, t Target, limit int) (ListResult, error) {
+	return x.List(ctx, t, ListOptions{Recursive: true, IncludeHidden: true, MaxDepth: -1, Limit: limit, RefuseRoots: true})
 }
 
 // now is the time on the executor's own clock (monotonic, in nanoseconds),
@@ -263,35 +280,54 @@ func (w *walker) descend(depth int, prefix, name string, after []string) error {
 			return inOtherRoot(r)
 		}
 	}
-	w.levels = append(w.levels, &level{d: c, name: name, id: snapKey{st.dev, st.ino}})
-	if depth >= maxOpenDirs {
-		_ = parent.d.Close() // opened again when the walk comes back to it
-		parent.d = nil
-	}
+	w.levels = pushLevel(w.levels, depth, &level{d: c, name: name, id: snapKey{st.dev, st.ino}})
 	err = w.walk(depth+1, prefix+name+"/", st, after)
-	if lv := w.levels[depth+1]; lv.d != nil {
-		_ = lv.d.Close()
-	}
-	w.levels = w.levels[:depth+1]
+	w.levels = popLevel(w.levels, depth)
 	return err
 }
 
-// dir returns the open directory at depth, opening it again when it was
-// closed while its subdirectories were walked: name by name from the
+// dir returns the open directory at depth (see openLevel).
+func (w *walker) dir(depth int) (*dirFile, error) { return openLevel(w.levels, depth) }
+
+// pushLevel adds lv, a subdirectory of the directory at depth just opened,
+// to a walk's path (levels, the walked directory first), and closes the
+// directory at depth when the walk is more than maxOpenDirs deep (openLevel
+// opens it again when the walk comes back to it).
+func pushLevel(levels []*level, depth int, lv *level) []*level {
+	if depth >= maxOpenDirs {
+		if parent := levels[depth]; parent.d != nil {
+			_ = parent.d.Close()
+			parent.d = nil
+		}
+	}
+	return append(levels, lv)
+}
+
+// popLevel closes the directory below depth on a walk's path and drops it.
+func popLevel(levels []*level, depth int) []*level {
+	if lv := levels[depth+1]; lv.d != nil {
+		_ = lv.d.Close()
+	}
+	return levels[:depth+1]
+}
+
+// openLevel returns the open directory at depth of a walk's path (levels,
+// the walked directory first, which is never closed), opening it again when
+// it was closed while its subdirectories were walked: name by name from the
 // deepest directory still open, and checked to be the same directory. It
 // returns nil when it is no longer there.
-func (w *walker) dir(depth int) (*dirFile, error) {
-	lv := w.levels[depth]
+func openLevel(levels []*level, depth int) (*dirFile, error) {
+	lv := levels[depth]
 	if lv.d != nil {
 		return lv.d, nil
 	}
 	anchor := depth - 1
-	for w.levels[anchor].d == nil {
+	for levels[anchor].d == nil {
 		anchor--
 	}
-	d := w.levels[anchor].d
+	d := levels[anchor].d
 	for i := anchor + 1; i <= depth; i++ {
-		next, err := d.openChild(w.levels[i].name)
+		next, err := d.openChild(levels[i].name)
 		if i > anchor+1 {
 			_ = d.Close()
 		}
@@ -315,8 +351,11 @@ func (w *walker) dir(depth int) (*dirFile, error) {
 	return d, nil
 }
 
-func (w *walker) closeAll() {
-	for _, lv := range w.levels {
+func (w *walker) closeAll() { closeLevels(w.levels) }
+
+// closeLevels closes the open directories of a walk's path.
+func closeLevels(levels []*level) {
+	for _, lv := range levels {
 		if lv.d != nil {
 			_ = lv.d.Close()
 			lv.d = nil
@@ -342,7 +381,7 @@ func (w *walker) emit(prefix, name string, es entryStat) {
 	w.rels = append(w.rels, prefix...)
 	w.rels = append(w.rels, name...)
 	w.spans = append(w.spans, span{start: start, name: len(w.rels) - len(name), end: len(w.rels)})
-	w.out = append(w.out, Entry{Path: canon.Path{Root: w.root.Root}, Type: es.typ, Size: es.size, Modified: es.mtime})
+	w.out = append(w.out, Entry{Path: canon.Path{Root: w.root.Root}, Type: es.typ, Size: es.size, Modified: es.mtime, id: es.id})
 }
 
 // entries returns the page, its paths and names made strings (all carved

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // dirFile is an open directory that a listing reads, through an os.Root
@@ -81,8 +83,14 @@ func (d *dirFile) lstat(name string) (entryStat, error) {
 	if err != nil {
 		return entryStat{}, err
 	}
-	return entryStat{typ: typeOf(fi.Mode()), size: fi.Size(), mtime: fi.ModTime().UTC()}, nil
+	id := identityOf(fi)
+	return entryStat{typ: typeOf(fi.Mode()), size: fi.Size(), mtime: fi.ModTime().UTC(),
+		id: roots.FileID{Dev: id.dev, Ino: id.ino}}, nil
 }
+
+// remove removes the entry name of d by name, through d's handle (os.Root:
+// a file or an empty directory, whatever dir says). No link is followed.
+func (d *dirFile) remove(name string, _ bool) error { return d.r.Remove(name) }
 
 // readNames returns up to n more names of d (io.EOF at the end).
 func (d *dirFile) readNames(n int) ([]string, error) { return d.f.Readdirnames(n) }

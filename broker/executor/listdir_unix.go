@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // dirFile is an open directory that a listing reads. Its names come from
@@ -137,7 +139,22 @@ func (d *dirFile) lstat(name string) (entryStat, error) {
 		typ = TypeSymlink
 	}
 	sec, nsec := st.Mtim.Unix()
-	return entryStat{typ: typ, size: st.Size, mtime: time.Unix(sec, nsec).UTC()}, nil
+	return entryStat{typ: typ, size: st.Size, mtime: time.Unix(sec, nsec).UTC(),
+		id: roots.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}}, nil
+}
+
+// remove removes the entry name of d by name (unlinkat(2)): a directory
+// (dir) only when it is empty, anything else only when it is not a
+// directory. No link is followed.
+func (d *dirFile) remove(name string, dir bool) error {
+	flags := 0
+	if dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.fd, name, flags) }); err != nil {
+		return &fs.PathError{Op: "unlinkat", Path: name, Err: err}
+	}
+	return nil
 }
 
 // readNames returns up to n more names of d (io.EOF at the end).

@@ -40,7 +40,7 @@ func TestLockHeldIsConflict(t *testing.T) {
 	ctx := ctxT(t)
 	_, err := f.x.Write(ctx, f.resolve(t, "proj/f", true), []byte("new"), executor.WriteOptions{Create: true})
 	wantCode(t, err, errcode.ConcurrencyConflict, "")
-	wantCode(t, f.x.Delete(ctx, f.resolve(t, "proj/f", false), false), errcode.ConcurrencyConflict, "")
+	wantCode(t, f.delete(ctx, f.resolve(t, "proj/f", false), false), errcode.ConcurrencyConflict, "")
 	wantCode(t, f.x.Rename(ctx, f.resolve(t, "proj/g", false), f.resolve(t, "proj/f", false), true), errcode.ConcurrencyConflict, "")
 	wantCode(t, f.x.Rename(ctx, f.resolve(t, "proj/f", false), f.resolve(t, "proj/h", false), false), errcode.ConcurrencyConflict, "")
 	// Create locks the path it creates.

@@ -42,8 +42,8 @@ func TestNestedRootMovedDeepIsNotChanged(t *testing.T) {
 		}
 		_, err := f.x.Write(ctx, f.resolve(t, "proj/d/a/b/keep.txt", true), []byte("w"), executor.WriteOptions{Create: true})
 		denied("write over a file", err)
-		denied("delete a file", f.x.Delete(ctx, f.resolve(t, "proj/d/a/b/keep.txt", false), false))
-		denied("delete a directory", f.x.Delete(ctx, f.resolve(t, "proj/d/a/b", false), true))
+		denied("delete a file", f.delete(ctx, f.resolve(t, "proj/d/a/b/keep.txt", false), false))
+		denied("delete a directory", f.delete(ctx, f.resolve(t, "proj/d/a/b", false), true))
 		denied("rename out", f.x.Rename(ctx, f.resolve(t, "proj/d/a/b/keep.txt", false), f.resolve(t, "proj/out.txt", false), false))
 		if got := f.readHost(t, "d/a/b/keep.txt"); got != "nested" {
 			t.Fatalf("the nested root's file = %q", got)

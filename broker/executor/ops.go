@@ -94,7 +94,17 @@ func (x *Executor) lockResolved(ctx context.Context, p canon.Path) (Target, func
 // removed, not its target). A non-empty directory needs recursive; a
 // recursive delete never follows links and stays inside the root. A root is
 // never deleted.
-func (x *Executor) Delete(ctx context.Context, t Target, recursive bool) error {
+//
+// A recursive delete of a directory removes what was checked and nothing
+// else: checked is the directory's listing that the request was decided on
+// (ListSubtree; nil for an empty directory). The tree must hold exactly
+// those entries, the same objects under the same names, else
+// CONCURRENCY_CONFLICT before anything is removed; it is then removed
+// bottom-up by name through directory handles, and an entry moved in
+// meanwhile makes the delete stop with CONCURRENCY_CONFLICT, what was
+// removed until then staying removed (see removeChecked). On Windows the
+// tree is removed as it is (os.Root.RemoveAll), checked is not used.
+func (x *Executor) Delete(ctx context.Context, t Target, recursive bool, checked []Entry) error {
 	if err := deadline(ctx); err != nil {
 		return err
 	}
@@ -126,6 +136,8 @@ func (x *Executor) Delete(ctx context.Context, t Target, recursive bool) error {
 	}
 	defer dir.Close()
 	switch {
+	case cur.Info.Type == TypeDirectory && recursive && checkedRemoval:
+		err = x.removeChecked(ctx, dir, name, cur.Info, t.Path, checked)
 	case cur.Info.Type == TypeDirectory && recursive:
 		err = dir.RemoveAll(name)
 	case cur.Info.Type == TypeDirectory:

@@ -715,7 +715,7 @@ func TestDelete(t *testing.T) {
 	f := newFixture(t)
 	ctx := ctxT(t)
 	del := func(raw string, recursive bool) error {
-		return f.x.Delete(ctx, f.resolve(t, raw, false), recursive)
+		return f.delete(ctx, f.resolve(t, raw, false), recursive)
 	}
 	f.writeFile(t, "file", "x")
 	f.mkdir(t, "empty")
@@ -752,7 +752,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.writeFile(t, "g", "another")
-	wantCode(t, f.x.Delete(ctx, tg, false), errcode.ConcurrencyConflict, "")
+	wantCode(t, f.delete(ctx, tg, false), errcode.ConcurrencyConflict, "")
 	if f.readHost(t, "g") != "another" {
 		t.Fatal("a conflicting delete removed the new file")
 	}
@@ -781,7 +781,7 @@ func TestDeleteRecursiveNeverLeavesTheRoot(t *testing.T) {
 	f.symlink(t, "../keep", "tree/in")
 	f.symlink(t, "..", "tree/up")
 	f.symlink(t, f.outside+"/a", "tree/d/file")
-	if err := f.x.Delete(ctxT(t), f.resolve(t, "proj/tree", false), true); err != nil {
+	if err := f.delete(ctxT(t), f.resolve(t, "proj/tree", false), true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(f.host("tree")); !os.IsNotExist(err) {

@@ -234,7 +234,7 @@ func TestLinkLoopIsELOOP(t *testing.T) {
 	}
 	// follow false stops at the link, and delete removes it.
 	tg := f.resolve(t, "proj/self", false)
-	if err := f.x.Delete(ctxT(t), tg, false); err != nil {
+	if err := f.delete(ctxT(t), tg, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(f.host("self")); !os.IsNotExist(err) {
@@ -273,7 +273,7 @@ func TestNoFollowDeletesTheLinkNotTheTarget(t *testing.T) {
 				f.symlink(t, map[string]string{"lf": "target.txt", "ld": "tdir", "lo": f.outside}[l], l)
 				tg = f.resolve(t, "proj/"+l, false)
 			}
-			if err := f.x.Delete(ctxT(t), tg, recursive); err != nil {
+			if err := f.delete(ctxT(t), tg, recursive); err != nil {
 				t.Fatalf("Delete(%s, recursive %v): %v", l, recursive, err)
 			}
 			if _, err := os.Lstat(f.host(l)); !os.IsNotExist(err) {
@@ -329,7 +329,7 @@ func TestLinkToTheRoot(t *testing.T) {
 		wantCode(t, err, errcode.IOError, "EISDIR")
 		_, err = f.x.Write(ctxT(t), tg, []byte("x"), executor.WriteOptions{Create: true})
 		wantCode(t, err, errcode.IOError, "EISDIR")
-		wantCode(t, f.x.Delete(ctxT(t), tg, true), errcode.PermissionDenied, "")
+		wantCode(t, f.delete(ctxT(t), tg, true), errcode.PermissionDenied, "")
 		other := f.resolve(t, "proj/elsewhere", false)
 		wantCode(t, f.x.Rename(ctxT(t), tg, other, true), errcode.PermissionDenied, "")
 		wantCode(t, f.x.Rename(ctxT(t), f.resolve(t, "proj/file", false), tg, true), errcode.PermissionDenied, "")
@@ -344,7 +344,7 @@ func TestLinkToTheRoot(t *testing.T) {
 	_, err := f.x.Resolve(context.Background(), f.path(t, "proj/sub/up2"), true)
 	wantCode(t, err, errcode.PermissionDenied, "")
 	// The link itself is an ordinary object.
-	if err := f.x.Delete(ctxT(t), f.resolve(t, "proj/top", false), false); err != nil {
+	if err := f.delete(ctxT(t), f.resolve(t, "proj/top", false), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(f.dir); err != nil {

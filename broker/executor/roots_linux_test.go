@@ -140,8 +140,8 @@ func TestNestedRootReachedThroughItsOuterRoot(t *testing.T) {
 		denied("create in it", f.x.Create(ctx, f.resolve(t, "proj/d/c", false), false, false))
 		_, err = f.x.Write(ctx, f.resolve(t, "proj/d/keep.txt", true), []byte("w"), executor.WriteOptions{Create: true})
 		denied("write in it", err)
-		denied("delete in it", f.x.Delete(ctx, f.resolve(t, "proj/d/keep.txt", false), false))
-		denied("delete it", f.x.Delete(ctx, f.resolve(t, "proj/d", false), true))
+		denied("delete in it", f.delete(ctx, f.resolve(t, "proj/d/keep.txt", false), false))
+		denied("delete it", f.delete(ctx, f.resolve(t, "proj/d", false), true))
 		ren := func(from, to string, overwrite bool) error {
 			return f.x.Rename(ctx, f.resolve(t, from, false), f.resolve(t, to, false), overwrite)
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // A listing reads a directory's names once and keeps them, sorted, as a
@@ -88,6 +90,7 @@ type entryStat struct {
 	typ   string
 	size  int64
 	mtime time.Time
+	id    roots.FileID // device and inode (zero where the platform has none)
 }
 
 // snapKey identifies a directory.

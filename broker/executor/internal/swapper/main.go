@@ -19,6 +19,11 @@
 //	          (-name + ".link"), and each round renames it to -name and back;
 //	          a directory found at -name (made by the executor between two
 //	          rounds) is moved into -junk.
+//	move      -name is an entry (a .git directory, say). Each round renames
+//	          it to -target (a host path, in another directory of the root)
+//	          and back; a round whose first rename fails (-target's
+//	          directory is missing) moves nothing, so that the entry is at
+//	          -name between rounds and at the end.
 package main
 
 import (
@@ -32,7 +37,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "", "exchange or missing")
+	mode := flag.String("mode", "", "exchange, missing or move")
 	name := flag.String("name", "", "the entry to swap (a host path)")
 	target := flag.String("target", "", "the target of the link put at -name")
 	junk := flag.String("junk", "", "mode missing: where a directory found at -name is moved")
@@ -77,6 +82,14 @@ func main() {
 			}
 		}
 		defer func() { _ = os.Remove(link) }()
+	case "move":
+		round = func(int) {
+			if os.Rename(*name, *target) == nil {
+				// Fails only when the entry was destroyed meanwhile,
+				// which the test sees.
+				_ = os.Rename(*target, *name)
+			}
+		}
 	default:
 		fail(fmt.Sprintf("unknown -mode %q", *mode))
 	}
