@@ -230,6 +230,11 @@ func (x *Executor) Rename(ctx context.Context, from, to Target, overwrite bool) 
 		return conflict("a directory changed while the request was decided")
 	case dst.Exists && !overwrite:
 		return errTargetExists()
+	case to.Exists != dst.Exists || (dst.Exists && !sameObject(dst.Info, to.Info)):
+		// The target was decided on as missing (or as another object):
+		// replacing what appeared (or what replaced it) would act on a state
+		// nobody decided on, as a write's commit refuses.
+		return conflict("the target changed while the request was decided")
 	case src.Path == dst.Path:
 		return nil
 	}

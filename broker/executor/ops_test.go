@@ -871,6 +871,59 @@ func TestRename(t *testing.T) {
 	}
 }
 
+// TestRenameOverwriteConflictsWhenTheTargetChanged: a rename with overwrite
+// replaces only the target it was decided on. A file created at a target
+// decided on as missing, another object (a file, a directory) put in the
+// place of the target decided on, or that target removed: each is
+// CONCURRENCY_CONFLICT, with nothing moved or replaced, as for a write's
+// commit.
+func TestRenameOverwriteConflictsWhenTheTargetChanged(t *testing.T) {
+	changes := map[string]func(t *testing.T, f *fixture){
+		"created": func(t *testing.T, f *fixture) { f.writeFile(t, "to.txt", "theirs") },
+		"replaced": func(t *testing.T, f *fixture) {
+			f.writeFile(t, "theirs", "theirs")
+			if err := os.Rename(f.host("theirs"), f.host("to.txt")); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"replaced by a directory": func(t *testing.T, f *fixture) {
+			if err := os.Remove(f.host("to.txt")); err != nil {
+				t.Fatal(err)
+			}
+			f.mkdir(t, "to.txt")
+		},
+		"removed": func(t *testing.T, f *fixture) {
+			if err := os.Remove(f.host("to.txt")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.writeFile(t, "from.txt", "mine")
+			if name != "created" {
+				f.writeFile(t, "to.txt", "decided")
+			}
+			from, to := f.resolve(t, "proj/from.txt", false), f.resolve(t, "proj/to.txt", false)
+			change(t, f)
+			before := hostTree(t, f.dir)
+			wantCode(t, f.x.Rename(ctxT(t), from, to, true), errcode.ConcurrencyConflict, "")
+			sameTree(t, before, hostTree(t, f.dir))
+		})
+	}
+	// Unchanged, the target decided on is replaced.
+	f := newFixture(t)
+	f.writeFile(t, "from.txt", "mine")
+	f.writeFile(t, "to.txt", "decided")
+	if err := f.x.Rename(ctxT(t), f.resolve(t, "proj/from.txt", false), f.resolve(t, "proj/to.txt", false), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.readHost(t, "to.txt"); got != "mine" {
+		t.Fatalf("to.txt = %q", got)
+	}
+}
+
 // ---- List ----
 
 // listAll pages through a listing with limit and returns the paths.
