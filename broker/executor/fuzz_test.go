@@ -170,8 +170,7 @@ func FuzzResolve(f *testing.F) {
 			if last == nil {
 				t.Fatalf("Resolve(%q) = %q exists, but the host has nothing there", p.Rel, tg.Path.Rel)
 			}
-			st := last.Sys().(*syscall.Stat_t)
-			if uint64(st.Ino) != tg.Info.Ino || uint64(st.Dev) != tg.Info.Dev {
+			if dev, ino := hostIdentity(last); ino != tg.Info.Ino || dev != tg.Info.Dev {
 				t.Fatalf("Resolve(%q) = %q: another object than the host's", p.Rel, tg.Path.Rel)
 			}
 			if follow && tg.Info.Type == executor.TypeSymlink {
@@ -183,8 +182,7 @@ func FuzzResolve(f *testing.F) {
 				t.Fatalf("Resolve(%q, %v) = %q, but os.Root fails: %v", p.Rel, follow, tg.Path.Rel, kerr)
 			}
 			if kerr == nil {
-				kst := kernel.Sys().(*syscall.Stat_t)
-				if kst.Ino != st.Ino || kst.Dev != st.Dev {
+				if !os.SameFile(kernel, last) {
 					t.Fatalf("Resolve(%q, %v) = %q, but os.Root reaches another object", p.Rel, follow, tg.Path.Rel)
 				}
 			}
