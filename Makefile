@@ -38,7 +38,7 @@ bench:
 
 ## bench-e2e: cmd/fsbench drives fsbroker, the raw baseline (cmd/fsbaseline)
 ## and the reference TypeScript server over stdio, side by side, and prints
-## the table and DESIGN.md's budgets (about two minutes). The TypeScript server
+## the table and the budgets of docs/performance.md (about two minutes). The TypeScript server
 ## is installed into a cache directory outside the repo when missing
 ## (bench/install-ts-server.sh), and skipped, saying why, when it cannot be.
 ## BENCHFLAGS: more fsbench flags (-format markdown|json, -duration 5s, ...)

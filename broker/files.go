@@ -17,7 +17,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
-// Limits are the configurable bounds of PROTOCOL.md section 6 that the
+// Limits are the configurable bounds of docs/protocol.md section 6 that the
 // session enforces.
 type Limits struct {
 	// MaxReadBytes is the largest length a files/read may ask for.
@@ -30,7 +30,7 @@ type Limits struct {
 	StageIdle time.Duration
 }
 
-// Default limits (PROTOCOL.md section 6).
+// Default limits (docs/protocol.md section 6).
 const (
 	DefaultReadLength       = 1 << 20
 	DefaultMaxReadBytes     = 16 << 20
@@ -39,7 +39,7 @@ const (
 	DefaultStageIdle        = 60 * time.Second
 )
 
-// DefaultLimits returns the limits of PROTOCOL.md section 6.
+// DefaultLimits returns the limits of docs/protocol.md section 6.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxReadBytes:     DefaultMaxReadBytes,
@@ -168,7 +168,7 @@ type readParams struct {
 
 // readAttempts bounds how often a read that raced a replace of its file
 // (another writer's atomic rename) is resolved and decided again: the reader
-// gets the old or the new file, whole (PROTOCOL.md section 5, files/read).
+// gets the old or the new file, whole (docs/protocol.md section 5, files/read).
 const readAttempts = 16
 
 func (s *Session) filesRead(ctx context.Context, params json.RawMessage) (any, error) {
@@ -351,7 +351,7 @@ type nestedRoot struct {
 }
 
 // nestedRoots are the roots held strictly inside one root. A path belongs to
-// the deepest root that holds it (docs/protocol.md, "Roots"): a listing or a
+// the deepest root that holds it (docs/protocol.md section 3): a listing or a
 // watch of the outer root never reports what a nested root holds, which is
 // named, decided and consented under the nested root's own mount.
 type nestedRoots []nestedRoot

@@ -68,7 +68,7 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 			"the session is not initialized yet: only ping is answered before notifications/initialized"), "")
 	}
 	if s.limiter != nil && name != "ping" {
-		// Every request but ping counts, unknown methods too (PROTOCOL.md section 6):
+		// Every request but ping counts, unknown methods too (docs/protocol.md section 6):
 		// a flood of them is held back like any other.
 		release, refusal, record, suppressed := s.limiter.admit(s.StateKey())
 		if refusal != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/errcode"
 )
 
-// Rate limit defaults (PROTOCOL.md section 6).
+// Rate limit defaults (docs/protocol.md section 6).
 const (
 	DefaultRate              = 200 // requests per second per server
 	DefaultBurst             = 400

@@ -1,7 +1,7 @@
 // Package broker runs fsbroker's MCP sessions: the broker is the MCP client,
 // the program that wants files is the MCP server. A Session negotiates the
 // protocol with the server, answers its roots/list (and, as capabilities land,
-// files/*) requests through the pipeline of PROTOCOL.md section 1, and sends
+// files/*) requests through the pipeline of docs/protocol.md section 1, and sends
 // it notifications.
 //
 // A Session runs over any jsonrpc.Stream, so the same code serves a server on

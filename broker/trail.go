@@ -15,7 +15,7 @@ import (
 )
 
 // reasonAuditUnavailable is data.reason of a request refused because its
-// decision record could not be written (PROTOCOL.md, the audit stage).
+// decision record could not be written (docs/protocol.md section 1, the audit stage).
 const reasonAuditUnavailable = "audit unavailable"
 
 // WithAudit writes the session's audit trail to w: its start and end, a

@@ -14,7 +14,7 @@ var pathMembers = map[string]bool{"path": true, "oldPath": true, "newPath": true
 // checkText refuses params whose strings are not valid Unicode text: invalid
 // UTF-8 bytes, or a \u escape of an unpaired UTF-16 surrogate. Go's JSON
 // decoder would turn either into U+FFFD without a word, so a path with a bad
-// byte would name another file (PROTOCOL.md section 3: INVALID_PATH) and
+// byte would name another file (docs/protocol.md section 3: INVALID_PATH) and
 // content would be changed. A path member gets INVALID_PATH, any other
 // INVALID_PARAMS. Well-formed params (the usual case) cost one scan.
 func checkText(params json.RawMessage) error {

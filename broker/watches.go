@@ -15,7 +15,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/watch"
 )
 
-// DefaultMaxWatches is the per-server watch limit (PROTOCOL.md section 6).
+// DefaultMaxWatches is the per-server watch limit (docs/protocol.md section 6).
 const DefaultMaxWatches = 64
 
 // WithWatchHub enables files/watch and files/unwatch, backed by hub (one per

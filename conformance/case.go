@@ -40,7 +40,7 @@ type Case struct {
 	Name string `json:"name"`
 	// Description says what the case proves.
 	Description string `json:"description"`
-	// Tags name the PROTOCOL.md sections checked ("s2-lifecycle", "s5-read", ...).
+	// Tags name the docs/protocol.md sections checked ("s2-lifecycle", "s5-read", ...).
 	Tags []string `json:"tags"`
 	// Requires lists conditions without which the case is skipped: "non-root" (the runner's
 	// user is not root), "linux".
@@ -50,7 +50,7 @@ type Case struct {
 	// Roots are the broker's roots, directories of the fixture.
 	Roots []Root `json:"roots"`
 	// Consent is the broker's consent mode: "auto" (the default), "deny", or "command:PROG ARGS"
-	// (PROTOCOL.md section 7; ${area} may appear in it).
+	// (docs/protocol.md section 7; ${area} may appear in it).
 	Consent string `json:"consent,omitempty"`
 	// Flags are extra broker arguments, after the roots, state directory and consent.
 	Flags []string `json:"flags,omitempty"`
@@ -239,7 +239,7 @@ type Expect struct {
 	Result any `json:"result,omitempty"`
 	// Error is matched against the reply's error; its presence requires an error.
 	Error any `json:"error,omitempty"`
-	// Fail is a shorthand for an error with data.code = Fail and the code of PROTOCOL.md's
+	// Fail is a shorthand for an error with data.code = Fail and the code of docs/protocol.md's
 	// table ("FILE_NOT_FOUND" means code -32001 and data.code "FILE_NOT_FOUND").
 	Fail string `json:"fail,omitempty"`
 	// Any accepts any reply, success or error.
@@ -352,7 +352,7 @@ type After struct {
 	OutsideUnchanged *bool `json:"outsideUnchanged,omitempty"`
 }
 
-// failCodes maps PROTOCOL.md section 4's data.code to the JSON-RPC error code.
+// failCodes maps docs/protocol.md section 4's data.code to the JSON-RPC error code.
 var failCodes = map[string]int{
 	"FILE_NOT_FOUND":       -32001,
 	"PERMISSION_DENIED":    -32002,

@@ -54,7 +54,7 @@ const (
 // broker command ([Runner.Broker][0]). {area} and {statedir} are replaced there too.
 const PlaceholderBrokerBin = "{broker-bin}"
 
-// ToolGrantsRevoke is the tool a run step names as {grants-revoke}: PROTOCOL.md section 5's
+// ToolGrantsRevoke is the tool a run step names as {grants-revoke}: docs/protocol.md section 5's
 // `fsbroker grants revoke` for the case's state directory. The case appends the selectors
 // (--server ID, --path P); the command must revoke the grants they match, so that the running
 // broker refuses new requests under them within 1 second.

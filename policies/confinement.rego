@@ -7,7 +7,7 @@
 #   - path.relative must be clean (no "", "." or ".." segment) and agree with
 #     canonical and mountPath, because grants and secrets are matched on
 #     those fields;
-#   - a root itself is never deleted or renamed (PROTOCOL.md section 3).
+#   - a root itself is never deleted or renamed (docs/protocol.md section 3).
 #
 # The same holds for newPath (the rename target). For operation "visible",
 # an entry whose mountPath disagrees with its mount and relative is hidden.

@@ -401,7 +401,7 @@ func benchEval(b *testing.B, query string, in map[string]any, check func(rego.Re
 	}
 }
 
-// BenchmarkDecision is one allowed files/read (DESIGN.md budget: p50 <= 15
+// BenchmarkDecision is one allowed files/read (docs/performance.md budget: p50 <= 15
 // us, p99 <= 60 us for the decision).
 func BenchmarkDecision(b *testing.B) {
 	benchEval(b, "data.fsbroker.authz.decision", benchInput(0), func(rs rego.ResultSet) bool {

@@ -1,5 +1,5 @@
 // Package canon turns a path as a server wrote it into a root and a clean,
-// mount-relative path, or refuses it, following the rules of PROTOCOL.md
+// mount-relative path, or refuses it, following the rules of docs/protocol.md
 // section 3. It is pure (no file system access), so that every rule can be
 // fuzzed: a path it accepts always lies inside its root.
 //
@@ -23,7 +23,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
-// Limits of PROTOCOL.md section 3.
+// Limits of docs/protocol.md section 3.
 const (
 	MaxPathBytes    = 4096
 	MaxSegmentBytes = 255

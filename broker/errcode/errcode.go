@@ -1,5 +1,5 @@
 // Package errcode is the vocabulary of brokered failures: the string codes of
-// the MCP filesystem draft (PROTOCOL.md section 4), their JSON-RPC numbers,
+// the MCP filesystem draft (docs/protocol.md section 4), their JSON-RPC numbers,
 // and a typed error that every stage returns so that the broker can turn it
 // into a JSON-RPC error without knowing which stage failed.
 package errcode
@@ -12,7 +12,7 @@ import (
 // Code is a brokered failure's string code, sent in the error's data.code.
 type Code string
 
-// The codes of PROTOCOL.md section 4.
+// The codes of docs/protocol.md section 4.
 const (
 	FileNotFound        Code = "FILE_NOT_FOUND"
 	PermissionDenied    Code = "PERMISSION_DENIED"
@@ -38,7 +38,7 @@ var rpcCodes = map[Code]int{
 	NotInitialized:      -32600,
 }
 
-// Codes returns every code, in the order of PROTOCOL.md section 4.
+// Codes returns every code, in the order of docs/protocol.md section 4.
 func Codes() []Code {
 	return []Code{FileNotFound, PermissionDenied, InvalidPath, IOError, Timeout,
 		ConcurrencyConflict, QuotaExceeded, InvalidParams, NotInitialized}

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRPCNumbers holds the table of PROTOCOL.md section 4.
+// TestRPCNumbers holds the table of docs/protocol.md section 4.
 func TestRPCNumbers(t *testing.T) {
 	want := map[Code]int{
 		FileNotFound:        -32001,

@@ -11,7 +11,7 @@ import (
 )
 
 // The benchmarks compare the executor with the plain os calls on the same
-// file in the same run; the ratio of their ns/op is what DESIGN.md's
+// file in the same run; the ratio of their ns/op is what docs/performance.md's
 // budgets are about. Speed is measured here only, never asserted in tests.
 
 // benchRead resolves and reads the file rel of size bytes: through the

@@ -206,7 +206,7 @@ func wantCode(tb testing.TB, err error, code errcode.Code, errno string) *errcod
 }
 
 // wantKnownCode fails unless err is an *errcode.Error with one of the codes
-// of PROTOCOL.md section 4, and its reason names no host directory.
+// of docs/protocol.md section 4, and its reason names no host directory.
 func wantKnownCode(tb testing.TB, err error, hostDir string) {
 	tb.Helper()
 	var e *errcode.Error

@@ -144,7 +144,7 @@ func newFreshExecutor(b *testing.B, state string) *executor.Executor {
 }
 
 // BenchmarkListPage100k: one page of 1,000 entries of a 100,000-entry
-// directory, page after page (DESIGN.md: under 50 ms a page).
+// directory, page after page (docs/performance.md's budget: under 50 ms a page).
 func BenchmarkListPage100k(b *testing.B) {
 	f := newFixture(b)
 	makeFlatDir(b, f, "big", 100_000)
@@ -152,7 +152,7 @@ func BenchmarkListPage100k(b *testing.B) {
 }
 
 // BenchmarkList1000: the whole listing of a 1,000-entry directory, one page
-// (DESIGN.md: files/list of 1,000 entries).
+// (docs/performance.md's budget: files/list of 1,000 entries).
 func BenchmarkList1000(b *testing.B) {
 	f := newFixture(b)
 	makeFlatDir(b, f, "l1000", 1000)

@@ -10,7 +10,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor"
 )
 
-// Each test here attacks one rule of PROTOCOL.md section 3 through Resolve
+// Each test here attacks one rule of docs/protocol.md section 3 through Resolve
 // and then through the operation itself, on real files.
 
 // TestLinksOutOfTheRootAreDenied: a link that leaves the root, whatever its
@@ -432,9 +432,8 @@ func TestReadSymlinkSwappedInIsConflict(t *testing.T) {
 
 // TestLinkTextDotDotFollowsTheLinkBeforeIt: in a link's text, ".." after a
 // component that is itself a link applies to that link's target, as the
-// kernel and os.Root do it (PROTOCOL.md section 3: "Go's os.Root
-// semantics"), so that the broker reads and writes the file the link names
-// on the host.
+// kernel and os.Root do it (docs/protocol.md section 3), so that the broker
+// reads and writes the file the link names on the host.
 func TestLinkTextDotDotFollowsTheLinkBeforeIt(t *testing.T) {
 	f := newFixture(t)
 	f.writeFile(t, "releases/v2/app", "app")

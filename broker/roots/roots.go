@@ -1,7 +1,7 @@
 // Package roots turns the operator's root settings into an immutable set of
 // roots: absolute, symlink-resolved directories, each with a file:// URI, a
 // display name and a mount (the short handle that starts a mount-relative
-// path), as PROTOCOL.md section 3 defines them.
+// path), as docs/protocol.md section 3 defines them.
 package roots
 
 import (

@@ -1,5 +1,5 @@
 // Package watch watches files and directory trees for the broker's
-// files/watch (PROTOCOL.md section 5).
+// files/watch (docs/protocol.md section 5).
 //
 // A Hub owns one kernel watcher for the whole process (inotify instances are
 // scarce: 128 per user by default) and dispatches its events to
@@ -52,7 +52,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
-// defaultCoalesce is the default coalescing window: PROTOCOL.md allows at
+// defaultCoalesce is the default coalescing window: docs/protocol.md allows at
 // most one event per path per 100 ms.
 const defaultCoalesce = 100 * time.Millisecond
 

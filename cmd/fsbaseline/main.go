@@ -8,9 +8,9 @@
 // sends notifications/initialized, and then answers the server's requests:
 //
 //   - files/read: the whole file or a chunk (offset, length), utf-8 or
-//     base64, with the result fields of PROTOCOL.md;
+//     base64, with the result fields of docs/protocol.md;
 //   - files/write: a whole file, replaced atomically (temporary file, fsync,
-//     rename, fsync of the directory, as PROTOCOL.md requires; -fsync=false
+//     rename, fsync of the directory, as docs/protocol.md requires; -fsync=false
 //     leaves the fsyncs out); or in chunks (offset, final false until the
 //     last), staged as fsbroker stages them: appended to a temporary file
 //     beside the target, which the final chunk syncs and renames over it the
@@ -52,7 +52,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits and defaults of PROTOCOL.md that the baseline keeps too.
+// Limits and defaults of docs/protocol.md that the baseline keeps too.
 const (
 	defaultReadLength = 1 << 20  // files/read length when absent
 	maxReadLength     = 16 << 20 // a longer length is QUOTA_EXCEEDED
@@ -66,7 +66,7 @@ const (
 func main() {
 	var roots rootsFlag
 	flag.Var(&roots, "root", "a root `DIR[:rw]`, mounted under its base name (repeatable; read-only without :rw)")
-	doSync := flag.Bool("fsync", true, "fsync written files and their directory (files/write), as PROTOCOL.md requires")
+	doSync := flag.Bool("fsync", true, "fsync written files and their directory (files/write), as docs/protocol.md requires")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline --root DIR[:rw] ... [-fsync=false]\n\n"+
 			"The raw baseline of cmd/fsbench: fsbroker's wire (files/read, files/write, files/list)\n"+
@@ -149,7 +149,7 @@ type message struct {
 	Error  json.RawMessage `json:"error"`
 }
 
-// rpcError is a JSON-RPC error with PROTOCOL.md's data.code.
+// rpcError is a JSON-RPC error with docs/protocol.md's data.code.
 type rpcError struct {
 	Code    int        `json:"code"`
 	Message string     `json:"message"`

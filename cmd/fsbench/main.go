@@ -5,7 +5,7 @@
 // The targets, each started as a child from a command-line template:
 //
 //   - baseline: cmd/fsbaseline, fsbroker's wire with plain OS calls and no
-//     checks (the reference the budgets of DESIGN.md are ratios against);
+//     checks (the reference the budgets of docs/performance.md are ratios against);
 //   - fsbroker: `fsbroker stdio` with its defaults (built-in policies, audit
 //     trail in batch mode), --consent auto, a fresh --state-dir and
 //     --rate-limit 0: the per-server rate limit (200 requests/s by default)
@@ -42,7 +42,7 @@
 // the measured part (user and system, every thread, from /proc/PID/stat; it
 // holds better than requests per second on a shared machine), the child's
 // peak RSS (VmHWM when the run ends; n/a off Linux), and ratios against the baseline and the
-// TypeScript server; then DESIGN.md's budgets, met or not, as ratios; and the
+// TypeScript server; then the budgets of docs/performance.md, met or not, as ratios; and the
 // machine with its load average before and after. -format markdown prints
 // tables for docs/performance.md, -format json the same as JSON.
 //
@@ -161,7 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: fsbench [flags]\n\n"+
 			"Drives fsbaseline, fsbroker and the TypeScript filesystem MCP server over stdio and\n"+
-			"reports latency, throughput and peak RSS side by side, with DESIGN.md's budgets.\n"+
+			"reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md).\n"+
 			"Templates: {root} served dir, {state} fresh state dir, {bin} fsbench's dir, {tscache}.\n\n")
 		fs.PrintDefaults()
 	}

@@ -183,7 +183,7 @@ func (p filesProto) readOp(paths []string, size int) op {
 	}}
 }
 
-// filesReadResult is the result of files/read (PROTOCOL.md), as fsbench checks it.
+// filesReadResult is the result of files/read (docs/protocol.md), as fsbench checks it.
 type filesReadResult struct {
 	Content  *string `json:"content"`
 	Encoding string  `json:"encoding"`

@@ -113,7 +113,7 @@ type result struct {
 	P50vsTS       float64 `json:"p50VsTs,omitempty"`
 }
 
-// budget is one of DESIGN.md's budgets as this run measured it.
+// budget is one of fsbroker's budgets (docs/performance.md) as this run measured it.
 type budget struct {
 	Budget   string `json:"budget"`
 	Measured string `json:"measured"`
@@ -230,7 +230,7 @@ func (rep *Report) finish() {
 	rep.Budgets = rep.budgets()
 }
 
-// budgets checks fsbroker's figures against DESIGN.md's budgets.
+// budgets checks fsbroker's figures against its budgets (docs/performance.md).
 func (rep *Report) budgets() []budget {
 	var out []budget
 	add := func(name, measured string, met *bool) {
@@ -436,7 +436,7 @@ func (rep *Report) writeText(w io.Writer) error {
 		fmt.Fprintln(w, n)
 	}
 	if len(rep.Budgets) > 0 {
-		fmt.Fprintln(w, "\nfsbroker against DESIGN.md's budgets, in this run:")
+		fmt.Fprintln(w, "\nfsbroker against its budgets (docs/performance.md), in this run:")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, b := range rep.Budgets {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Budget, b.Measured, fmtMet(b.Met))
@@ -463,7 +463,7 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 		}
 	}
 	if len(rep.Budgets) > 0 {
-		fmt.Fprintln(w, "\n| budget (DESIGN.md) | measured | met |\n| --- | --- | --- |")
+		fmt.Fprintln(w, "\n| budget (docs/performance.md) | measured | met |\n| --- | --- | --- |")
 		for _, b := range rep.Budgets {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", b.Budget, b.Measured, fmtMet(b.Met))
 		}
