@@ -47,37 +47,68 @@
 // them. Policies should make persistent or broad grants only to pinned
 // servers (input.server.pinned).
 //
+// # Blocks
+//
+// An operator may pre-approve a root for every server (the broker's
+// configuration, not this package). A pre-approval is revocable like a
+// grant: a Block takes it away from one server, or from every server
+// (AllServers, those never seen included), on a path and beneath it or on
+// every path, until Restore removes the block. A block takes away nothing a
+// grant covers: a server that asks again and is approved holds a grant, and
+// the grant covers, block or not. The broker's rule is thus: a live grant
+// covers the path, or the path's root is pre-approved and Blocked reports no
+// block for the server. A block records the Root of its path's mount when
+// its maker knew it, to say which directory was meant, but applies to the
+// path whatever directory the mount names later: a block holds until it is
+// removed.
+//
 // # Files
 //
 // The store is one directory, by convention <state-dir>/grants (DirName),
 // created 0700. Each server identity has its own files there, named by the
 // lowercase hex SHA-256 of the identity, so no identity ("../x", "a/b", a
 // name with control characters, a very long or non-ASCII one) can name a
-// file outside the directory or collide with another identity's:
+// file outside the directory or collide with another identity's. The blocks
+// for every server are kept under the name of the empty identity, which no
+// server can have (e3b0c442...b855, the SHA-256 of nothing; Path(AllServers)):
 //
-//	<sha256>.json   the server's grants (absent when it has none)
+//	<sha256>.json   the server's grants and blocks (absent when it has none)
 //	<sha256>.lock   an empty sidecar lock file, never deleted
 //	.tmp-<sha256>-* a replacement being written (left only by a crash)
 //
-// A grants file is one JSON object, written indented (0600):
+// A server's file is one JSON object, written indented (0600):
 //
 //	{
-//	  "version": 2,
+//	  "version": 3,
 //	  "server": "notes",
 //	  "grants": [
 //	    {"id": "6f1c...", "access": "write", "path": "proj/docs",
 //	     "root": {"path": "/home/user/proj", "dev": 2049, "ino": 1311233},
 //	     "granted": "2026-03-01T09:00:00Z", "expires": "2026-03-01T17:00:00Z", "by": "prompt"}
+//	  ],
+//	  "blocks": [
+//	    {"id": "9d2e...", "path": "proj/secret",
+//	     "root": {"path": "/home/user/proj", "dev": 2049, "ino": 1311233},
+//	     "blocked": "2026-03-02T10:00:00Z", "by": "fsbroker grants revoke by ann (uid 1000)"}
 //	  ]
 //	}
 //
 // "server" is the identity, for a person reading the file and to check that
 // the file is the one of its name; "expires" is left out for a grant that
 // never expires; times are RFC 3339 in UTC with nanoseconds. "root" is the
-// grant's Root (below). Version 1 files, written before grants carried their
-// root, are read (their grants have no root, and so cover nothing); every
-// file is written as version 2. A file of another version, with unknown
-// members, or with any invalid grant is corrupt.
+// grant's Root (below), or the block's when known; a block without "path"
+// blocks every path. The file of the blocks for every server holds
+// {"version": 3, "allServers": true, "blocks": [...]} and nothing else.
+//
+// Version 3 came with blocks. A server's file is written as version 3 while
+// it holds blocks and as version 2 otherwise, so that an fsbroker from before
+// blocks reads every file it can honour and refuses (as corrupt: that server
+// is granted nothing) a file whose blocks it would ignore. (Such an fsbroker
+// never reads the every-server file: brokers sharing a state directory
+// should be of one version.) Version 1 files, written before grants carried
+// their root, are read (their grants have no root, and so cover nothing). A
+// file of another version, with unknown members, or with any invalid grant
+// or block is corrupt.
 //
 // # Roots
 //
@@ -103,8 +134,8 @@
 // # Concurrency
 //
 // A Store is safe for use by many goroutines, and any number of Stores, in
-// one process or many, may share a directory. Every change (Grant, Revoke)
-// is a read-modify-write under the server's exclusive sidecar lock
+// one process or many, may share a directory. Every change (Grant, Revoke,
+// Block, Restore) is a read-modify-write under the file's exclusive sidecar lock
 // (github.com/gofrs/flock: flock(2) on unix, LockFileEx on Windows; the
 // kernel releases it when its process dies), so concurrent changes from any
 // process are serialised and none is lost. The new file is written to a
@@ -118,13 +149,15 @@
 //
 // # Staleness and revocation latency
 //
-// Covers is on the path of every request, so each Store keeps each server's
-// grants in memory and answers from there. The cached grants are
-// re-validated when any of these happens, whichever is first:
+// Covers (and Blocked, for a pre-approved root) is on the path of every
+// request, so each Store keeps each file's grants and blocks in memory and
+// answers from there. The cache is re-validated when any of these happens,
+// whichever is first:
 //
 //   - Watch (fsnotify on the directory) sees the server's file change, in
 //     any process: the cache is invalidated at once and the next Covers
-//     rereads the file; Watch then tells the caller which server changed.
+//     rereads the file; Watch then tells the caller which server changed
+//     (AnyServer for the blocks for every server).
 //     This is the normal path, and takes milliseconds.
 //   - The cache was last checked WithMaxStale ago (default 500ms): one stat(2)
 //     of the file (identity, size, modification time) decides whether to
@@ -137,8 +170,8 @@
 //     modification time (within the file system's timestamp granularity)
 //     cannot be told apart by a stat.
 //
-// A change by the same Store is visible to it at once. A revocation by
-// another process is thus seen by a Store with a running Watch within
+// A change by the same Store is visible to it at once. A revocation or a
+// block by another process is thus seen by a Store with a running Watch within
 // milliseconds, and by any Store within the maximum staleness (500ms by
 // default, plus one stat and one read), which is within PROTOCOL.md's bound:
 // "a revocation takes effect for new requests within 1 second".
@@ -156,11 +189,14 @@
 // named in the error and restores it, or removes it, which revokes every
 // grant of that server. ListAll, and Revoke across servers, go on past a
 // corrupt file: they return what they could do and an error naming each file
-// they could not read.
+// they could not read. A corrupt file of blocks (a server's, or the one for
+// every server) makes Blocked fail, and the broker then treats the path as
+// blocked.
 //
-// A server holds at most WithMaxGrants grants (default 4096): a Grant that
-// would exceed it fails with ErrTooMany, so that a server approved
-// automatically cannot grow its file without bound.
+// A server holds at most WithMaxGrants grants (default 4096), and as many
+// blocks (the every-server file too): a Grant or Block that would exceed it
+// fails with ErrTooMany, so that a server approved automatically cannot
+// grow its file without bound.
 package grants
 
 import (
@@ -178,9 +214,14 @@ import (
 // directory: Open(filepath.Join(stateDir, grants.DirName)).
 const DirName = "grants"
 
-// FormatVersion is the version of the grants files this package writes. It
-// also reads version 1 files (grants without a Root).
-const FormatVersion = 2
+// FormatVersion is the version of the files that hold blocks (version 3):
+// the every-server file, and a server's file while it holds blocks. A
+// server's file without blocks is written as version 2, which fsbroker
+// before blocks reads too; version 1 files (grants without a Root) are read.
+const FormatVersion = 3
+
+// formatVersionNoBlocks is the version of a server's file without blocks.
+const formatVersionNoBlocks = 2
 
 // formatVersionNoRoots is the version of the files written before grants
 // carried their Root.

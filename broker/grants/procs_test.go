@@ -32,6 +32,8 @@ const deadline = 5 * time.Second
 //
 //	revoke PATH   prints "start NANOS" just before Revoke (Unix nanoseconds), then "done N"
 //	grant PATH    prints "done"
+//	block PATH    blocks PATH for every server; prints "start NANOS", then "done"
+//	restore PATH  restores the blocks on PATH; prints "done N"
 const (
 	helperEnv = "FSBROKER_GRANTS_HELPER"
 	dirEnv    = "FSBROKER_GRANTS_DIR"
@@ -73,6 +75,18 @@ func helper() error {
 				return err
 			}
 			fmt.Println("done")
+		case "block":
+			fmt.Printf("start %d\n", time.Now().UnixNano())
+			if _, _, err := s.Block(grants.Block{Server: grants.AllServers, Path: path, By: "helper"}); err != nil {
+				return err
+			}
+			fmt.Println("done")
+		case "restore":
+			r, err := s.Restore(grants.RevokeFilter{Path: path})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("done %d\n", len(r))
 		default:
 			return fmt.Errorf("unknown command %q", sc.Text())
 		}

@@ -1,14 +1,11 @@
 package grants
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -112,12 +109,15 @@ type Store struct {
 	mu      sync.RWMutex
 	closed  bool
 	servers map[string]*entry // by server identity
-	byHash  map[string]*entry // by file name (hex SHA-256 of the identity)
+	byHash  map[string]*entry // by file name (hex SHA-256 of the identity), every-server entry included
+	every   *entry            // the blocks for every server (AllServers)
 }
 
-// entry is one server's grants as this Store knows them.
+// entry is one server's grants and blocks as this Store knows them, or,
+// with every set, the blocks for every server.
 type entry struct {
-	server string
+	server string // AllServers when every is set
+	every  bool
 	name   string // hex SHA-256 of server
 	path   string
 
@@ -137,20 +137,28 @@ type entry struct {
 	err       error // the last read's error, kept with its stamp
 }
 
-// snapshot is an immutable set of one server's grants, indexed by path.
-type snapshot struct {
+// contents is what one file holds: a server's grants and blocks, or the
+// blocks for every server.
+type contents struct {
 	grants []Grant // sorted (sortGrants)
+	blocks []Block // sorted (sortBlocks)
+}
+
+// snapshot is an immutable copy of one file's contents, the grants indexed
+// by path.
+type snapshot struct {
+	contents
 	byPath map[string][]int
 }
 
 var emptySnapshot = &snapshot{}
 
-func newSnapshot(gs []Grant) *snapshot {
-	if len(gs) == 0 {
+func newSnapshot(c contents) *snapshot {
+	if len(c.grants) == 0 && len(c.blocks) == 0 {
 		return emptySnapshot
 	}
-	s := &snapshot{grants: gs, byPath: make(map[string][]int, len(gs))}
-	for i, g := range gs {
+	s := &snapshot{contents: c, byPath: make(map[string][]int, len(c.grants))}
+	for i, g := range c.grants {
 		s.byPath[g.Path] = append(s.byPath[g.Path], i)
 	}
 	return s
@@ -203,6 +211,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("grants: %w", err)
 	}
 	s.files = files
+	name := keyfile.Name(AllServers)
+	s.every = &entry{server: AllServers, every: true, name: name, path: files.DataPath(name)}
+	s.byHash[name] = s.every
 	return s, nil
 }
 
@@ -222,7 +233,8 @@ func (s *Store) Close() error {
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Path returns the file that holds server's grants (which may not exist).
+// Path returns the file that holds server's grants and blocks (which may not
+// exist); with AllServers, the file of the blocks for every server.
 func (s *Store) Path(server string) string {
 	return s.files.DataPath(keyfile.Name(server))
 }
@@ -273,23 +285,12 @@ func (s *Store) List(server string) ([]Grant, error) {
 // each such file (an *Error for each, joined), and the grants are those of
 // the other files.
 func (s *Store) ListAll() ([]Grant, error) {
-	hashes, err := s.scan()
+	targets, errs, err := s.targets("")
 	if err != nil {
 		return nil, err
 	}
-	var (
-		all  []Grant
-		errs []error
-	)
-	for _, h := range hashes {
-		e, err := s.resolve(h)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if e == nil {
-			continue // removed meanwhile
-		}
+	var all []Grant
+	for _, e := range targets {
 		snap, err := s.current(e)
 		if err != nil {
 			errs = append(errs, e.fail("list", err))
@@ -325,28 +326,29 @@ func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
 		return nil, nil
 	}
 	var stored []Grant
-	err = s.update(e, func(cur []Grant) ([]Grant, bool, error) {
-		next := slices.DeleteFunc(slices.Clone(cur), func(g Grant) bool { return !g.Live(now) })
+	err = s.update(e, func(c contents) (contents, bool, error) {
+		next := slices.DeleteFunc(slices.Clone(c.grants), func(g Grant) bool { return !g.Live(now) })
 		at := make([]int, len(add))
 		for i, a := range add {
 			j := slices.IndexFunc(next, func(g Grant) bool { return g.Path == a.Path && g.Access == a.Access && g.Root == a.Root })
 			if j >= 0 {
 				next[j].Expires, next[j].Granted, next[j].By = a.Expires, a.Granted, a.By
 			} else {
-				a.ID = newID(next)
+				a.ID = newID(func(id string) bool { return slices.ContainsFunc(next, func(g Grant) bool { return g.ID == id }) })
 				j = len(next)
 				next = append(next, a)
 			}
 			at[i] = j
 		}
 		if len(next) > s.maxGrants {
-			return nil, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next), s.maxGrants)
+			return contents{}, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next), s.maxGrants)
 		}
 		stored = make([]Grant, len(add))
 		for i, j := range at {
 			stored[i] = next[j]
 		}
-		return next, true, nil
+		c.grants = next
+		return c, true, nil
 	})
 	if err != nil {
 		return nil, e.fail("grant", err)
@@ -387,13 +389,13 @@ func checkNew(g *Grant, server string, now time.Time) error {
 	return nil
 }
 
-// newID returns a random grant ID that no grant in gs has.
-func newID(gs []Grant) string {
+// newID returns a random ID (of a grant or a block) for which taken is
+// false.
+func newID(taken func(id string) bool) string {
 	for {
 		var b [idBytes]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		id := hex.EncodeToString(b[:])
-		if !slices.ContainsFunc(gs, func(g Grant) bool { return g.ID == id }) {
+		if id := hex.EncodeToString(b[:]); !taken(id) {
 			return id
 		}
 	}
@@ -409,36 +411,16 @@ func (s *Store) Revoke(f RevokeFilter) ([]Grant, error) {
 	if err := f.validate(); err != nil {
 		return nil, &Error{Op: "revoke", Server: f.Server, Err: err}
 	}
-	var (
-		targets []*entry
-		errs    []error
-	)
-	if f.Server != "" {
-		e, err := s.entry(f.Server)
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, e)
-	} else {
-		hashes, err := s.scan()
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range hashes {
-			e, err := s.resolve(h)
-			if err != nil {
-				errs = append(errs, err)
-			} else if e != nil {
-				targets = append(targets, e)
-			}
-		}
+	targets, errs, err := s.targets(f.Server)
+	if err != nil {
+		return nil, err
 	}
 	var revoked []Grant
 	for _, e := range targets {
 		var gone []Grant
-		err := s.update(e, func(cur []Grant) ([]Grant, bool, error) {
+		err := s.update(e, func(c contents) (contents, bool, error) {
 			var keep []Grant
-			for _, g := range cur {
+			for _, g := range c.grants {
 				if f.matches(g) {
 					gone = append(gone, g)
 				} else {
@@ -446,11 +428,11 @@ func (s *Store) Revoke(f RevokeFilter) ([]Grant, error) {
 				}
 			}
 			if len(gone) == 0 {
-				return nil, false, nil
+				return c, false, nil
 			}
 			now := s.now()
-			keep = slices.DeleteFunc(keep, func(g Grant) bool { return !g.Live(now) })
-			return keep, true, nil
+			c.grants = slices.DeleteFunc(keep, func(g Grant) bool { return !g.Live(now) })
+			return c, true, nil
 		})
 		if err != nil {
 			errs = append(errs, e.fail("revoke", err))
@@ -460,6 +442,36 @@ func (s *Store) Revoke(f RevokeFilter) ([]Grant, error) {
 	}
 	slices.SortFunc(revoked, func(a, b Grant) int { return cmp.Or(strings.Compare(a.Server, b.Server), compareGrants(a, b)) })
 	return revoked, errors.Join(errs...)
+}
+
+// targets returns the entry of server, or with no server the entries of
+// every server that has a file (not the every-server entry), and an error for
+// each file whose server cannot be read.
+func (s *Store) targets(server string) ([]*entry, []error, error) {
+	if server != "" {
+		e, err := s.entry(server)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []*entry{e}, nil, nil
+	}
+	hashes, err := s.scan()
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		out  []*entry
+		errs []error
+	)
+	for _, h := range hashes {
+		e, err := s.resolve(h)
+		if err != nil {
+			errs = append(errs, err)
+		} else if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out, errs, nil
 }
 
 // entry returns server's entry, creating it on first use.
@@ -510,7 +522,7 @@ func (s *Store) resolve(hash string) (*entry, error) {
 		return e, nil
 	}
 	path := s.files.DataPath(hash)
-	server, _, _, err := readFile(path, "")
+	server, _, _, err := readFile(path, "", false)
 	if err == nil && server != "" && keyfile.Name(server) != hash {
 		err = fmt.Errorf("%w: it holds the grants of server %q, whose file is %s%s", ErrCorrupt, server, keyfile.Name(server), keyfile.DataExt)
 	}
@@ -523,8 +535,8 @@ func (s *Store) resolve(hash string) (*entry, error) {
 	return s.entry(server)
 }
 
-// scan returns the file names (hashes) of the grants files in the
-// directory.
+// scan returns the file names (hashes) of the servers' files in the
+// directory (not the every-server file).
 func (s *Store) scan() ([]string, error) {
 	s.mu.RLock()
 	closed := s.closed
@@ -538,7 +550,7 @@ func (s *Store) scan() ([]string, error) {
 	}
 	var hashes []string
 	for _, de := range des {
-		if h, ok := dataHash(de.Name()); ok {
+		if h, ok := dataHash(de.Name()); ok && h != s.every.name {
 			hashes = append(hashes, h)
 		}
 	}
@@ -614,20 +626,20 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 			return e.snap, e.err
 		}
 	}
-	_, gs, st, err := readFile(e.path, e.server)
+	_, c, st, err := readFile(e.path, e.server, e.every)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.install(gen, gs, st, err)
+	e.install(gen, c, st, err)
 	return e.snap, e.err
 }
 
 // install records what a read or a write found, under e.mu. A read that
 // began before the last invalidation (gen) leaves the cache dirty.
-func (e *entry) install(gen uint64, gs []Grant, st stamp, err error) {
+func (e *entry) install(gen uint64, c contents, st stamp, err error) {
 	now := time.Now()
 	e.loaded, e.checkedAt, e.readAt, e.stamp, e.err = true, now, now, st, err
 	if err == nil {
-		e.snap = newSnapshot(gs)
+		e.snap = newSnapshot(c)
 	} else {
 		e.snap = emptySnapshot
 	}
@@ -636,10 +648,10 @@ func (e *entry) install(gen uint64, gs []Grant, st stamp, err error) {
 	}
 }
 
-// update runs a read-modify-write of server's grants under its exclusive
-// lock: change gets the grants on disk and returns the new ones and whether
-// to write them.
-func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write bool, err error)) error {
+// update runs a read-modify-write of an entry's file under its exclusive
+// lock: change gets the contents on disk and returns the new ones and
+// whether to write them.
+func (s *Store) update(e *entry, change func(cur contents) (next contents, write bool, err error)) error {
 	e.io.Lock()
 	defer e.io.Unlock()
 	unlock, err := s.files.Lock(e.name, true)
@@ -650,7 +662,7 @@ func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write b
 	e.mu.Lock()
 	gen := e.gen
 	e.mu.Unlock()
-	_, cur, st, err := readFile(e.path, e.server)
+	_, cur, st, err := readFile(e.path, e.server, e.every)
 	e.mu.Lock()
 	e.install(gen, cur, st, err)
 	e.mu.Unlock()
@@ -661,7 +673,8 @@ func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write b
 	if err != nil || !write {
 		return err
 	}
-	sortGrants(next)
+	sortGrants(next.grants)
+	sortBlocks(next.blocks)
 	nst, err := s.write(e, next)
 	if err != nil {
 		return err
@@ -670,192 +683,6 @@ func (s *Store) update(e *entry, change func(cur []Grant) (next []Grant, write b
 	e.install(gen, next, nst, nil)
 	e.mu.Unlock()
 	return nil
-}
-
-// fileIn is a grants file as read: every member must be present.
-type fileIn struct {
-	Version *int       `json:"version"`
-	Server  *string    `json:"server"`
-	Grants  *[]grantIn `json:"grants"`
-}
-
-type grantIn struct {
-	ID      *string    `json:"id"`
-	Access  *Access    `json:"access"`
-	Path    *string    `json:"path"`
-	Root    *rootIn    `json:"root"`
-	Granted *time.Time `json:"granted"`
-	Expires *time.Time `json:"expires"`
-	By      *string    `json:"by"`
-}
-
-// fileOut is a grants file as written.
-type fileOut struct {
-	Version int        `json:"version"`
-	Server  string     `json:"server"`
-	Grants  []grantOut `json:"grants"`
-}
-
-// rootIn is a grant's root as read: every member must be present.
-type rootIn struct {
-	Path *string `json:"path"`
-	Dev  *uint64 `json:"dev"`
-	Ino  *uint64 `json:"ino"`
-}
-
-type grantOut struct {
-	ID      string    `json:"id"`
-	Access  Access    `json:"access"`
-	Path    string    `json:"path"`
-	Root    Root      `json:"root,omitzero"`
-	Granted time.Time `json:"granted"`
-	Expires time.Time `json:"expires,omitzero"`
-	By      string    `json:"by"`
-}
-
-// readFile reads and checks a grants file. want is the server the file must
-// belong to ("": any; the server is returned). A missing file is no grants
-// and the server "".
-func readFile(path, want string) (server string, gs []Grant, st stamp, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, stamp{}, nil
-	}
-	if err != nil {
-		return "", nil, stamp{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", nil, stamp{}, err
-	}
-	st = keyfile.StampOf(fi)
-	if !fi.Mode().IsRegular() {
-		return "", nil, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return "", nil, st, err
-	}
-	if len(b) > maxFileSize {
-		return "", nil, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
-	}
-	server, gs, err = parse(b, want)
-	if err != nil {
-		return "", nil, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	return server, gs, st, nil
-}
-
-// parse decodes and checks a grants file's content.
-func parse(b []byte, want string) (string, []Grant, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var in fileIn
-	if err := dec.Decode(&in); err != nil {
-		return "", nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", nil, errors.New("data after the JSON object")
-	}
-	switch {
-	case in.Version == nil || in.Server == nil || in.Grants == nil:
-		return "", nil, errors.New(`"version", "server" and "grants" are required`)
-	case *in.Version != FormatVersion && *in.Version != formatVersionNoRoots:
-		return "", nil, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d and %d; a newer one may have written it)",
-			*in.Version, formatVersionNoRoots, FormatVersion)
-	case want != "" && *in.Server != want:
-		return "", nil, fmt.Errorf("it holds the grants of server %q", *in.Server)
-	}
-	server := *in.Server
-	if err := validServer(server); err != nil {
-		return "", nil, err
-	}
-	gs := make([]Grant, 0, len(*in.Grants))
-	ids := make(map[string]bool, len(*in.Grants))
-	type key struct {
-		path   string
-		access Access
-		root   Root
-	}
-	seen := make(map[key]bool, len(*in.Grants))
-	for i, g := range *in.Grants {
-		if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
-			return "", nil, fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
-		}
-		out := Grant{ID: *g.ID, Server: server, Access: *g.Access, Path: *g.Path, Granted: g.Granted.UTC(), By: *g.By}
-		if g.Expires != nil {
-			out.Expires = g.Expires.UTC()
-		}
-		err := validID(out.ID)
-		if err == nil && g.Root != nil {
-			out.Root, err = readRoot(*g.Root, *in.Version)
-		}
-		switch {
-		case err != nil:
-		case !out.Access.Valid():
-			err = fmt.Errorf("access %q: want read or write", out.Access)
-		case out.Granted.IsZero():
-			err = errors.New("no granted time")
-		case ids[out.ID]:
-			err = fmt.Errorf("a second grant with id %q", out.ID)
-		case seen[key{out.Path, out.Access, out.Root}]:
-			err = fmt.Errorf("a second %s grant on %q under one root", out.Access, out.Path)
-		}
-		if err == nil {
-			err = ValidPath(out.Path)
-		}
-		if err == nil {
-			err = validBy(out.By)
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("grant %d: %v", i, err)
-		}
-		ids[out.ID], seen[key{out.Path, out.Access, out.Root}] = true, true
-		gs = append(gs, out)
-	}
-	sortGrants(gs)
-	return server, gs, nil
-}
-
-// readRoot checks a grant's root read from a file of version: every member
-// present, a valid root, and none in a version 1 file.
-func readRoot(r rootIn, version int) (Root, error) {
-	switch {
-	case version == formatVersionNoRoots:
-		return Root{}, errors.New(`"root" in a version 1 file`)
-	case r.Path == nil || r.Dev == nil || r.Ino == nil:
-		return Root{}, errors.New(`root: "path", "dev" and "ino" are required`)
-	}
-	out := Root{Path: *r.Path, Dev: *r.Dev, Ino: *r.Ino}
-	if err := validRoot(out); err != nil {
-		return Root{}, err
-	}
-	return out, nil
-}
-
-// write replaces the server's grants file with gs, atomically and durably,
-// under the server's exclusive lock, and returns the new file's stamp. No
-// grants removes the file.
-func (s *Store) write(e *entry, gs []Grant) (stamp, error) {
-	if len(gs) == 0 {
-		return stamp{}, s.files.Remove(e.name)
-	}
-	out := fileOut{Version: FormatVersion, Server: e.server, Grants: make([]grantOut, len(gs))}
-	for i, g := range gs {
-		out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Root: g.Root, Granted: g.Granted, Expires: g.Expires, By: g.By}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return stamp{}, err
-	}
-	if buf.Len() > maxFileSize {
-		return stamp{}, fmt.Errorf("%w: the grants take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
-	}
-	return s.files.Replace(e.name, buf.Bytes())
 }
 
 // sortGrants orders one server's grants by path, then access, then time

@@ -9,11 +9,12 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// AnyServer is what Watch reports when it cannot tell whose grants changed:
-// the watcher's queue overflowed or failed, the directory itself was removed
-// or renamed, or a grants file of a server this Store never saw was removed
-// or is corrupt. The caller then re-checks the grants of every server it
-// serves. (No server identity is empty, so this never names one.)
+// AnyServer is what Watch reports when a change concerns every server (the
+// blocks for every server changed), or when it cannot tell whose grants
+// changed: the watcher's queue overflowed or failed, the directory itself
+// was removed or renamed, or a grants file of a server this Store never saw
+// was removed or is corrupt. The caller then re-checks the grants of every
+// server it serves. (No server identity is empty, so this never names one.)
 const AnyServer = ""
 
 // Watch watches the store's directory for changes to grants files made by
@@ -138,10 +139,11 @@ func (s *Store) note(ev fsnotify.Event, ch *changes) {
 func (s *Store) deliver(ch changes, fn func(string)) {
 	if ch.all {
 		s.mu.RLock()
-		es := make([]*entry, 0, len(s.servers))
+		es := make([]*entry, 0, len(s.servers)+1)
 		for _, e := range s.servers {
 			es = append(es, e)
 		}
+		es = append(es, s.every)
 		s.mu.RUnlock()
 		for _, e := range es {
 			e.invalidate()

@@ -1,0 +1,326 @@
+package grants
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/internal/keyfile"
+)
+
+// fileIn is a grants file as read. Versions 1 and 2 hold "version",
+// "server" and "grants"; version 3 adds "blocks". The every-server file is
+// version 3 with "allServers": true and "blocks", and nothing else.
+type fileIn struct {
+	Version    *int       `json:"version"`
+	Server     *string    `json:"server"`
+	AllServers *bool      `json:"allServers"`
+	Grants     *[]grantIn `json:"grants"`
+	Blocks     *[]blockIn `json:"blocks"`
+}
+
+type grantIn struct {
+	ID      *string    `json:"id"`
+	Access  *Access    `json:"access"`
+	Path    *string    `json:"path"`
+	Root    *rootIn    `json:"root"`
+	Granted *time.Time `json:"granted"`
+	Expires *time.Time `json:"expires"`
+	By      *string    `json:"by"`
+}
+
+type blockIn struct {
+	ID      *string    `json:"id"`
+	Path    *string    `json:"path"`
+	Root    *rootIn    `json:"root"`
+	Blocked *time.Time `json:"blocked"`
+	By      *string    `json:"by"`
+}
+
+// fileOut is a server's file as written: version 2 without blocks, 3 with
+// them.
+type fileOut struct {
+	Version int        `json:"version"`
+	Server  string     `json:"server"`
+	Grants  []grantOut `json:"grants"`
+	Blocks  []blockOut `json:"blocks,omitempty"`
+}
+
+// everyOut is the every-server file as written.
+type everyOut struct {
+	Version    int        `json:"version"`
+	AllServers bool       `json:"allServers"`
+	Blocks     []blockOut `json:"blocks"`
+}
+
+// rootIn is a grant's or a block's root as read: every member must be
+// present.
+type rootIn struct {
+	Path *string `json:"path"`
+	Dev  *uint64 `json:"dev"`
+	Ino  *uint64 `json:"ino"`
+}
+
+type grantOut struct {
+	ID      string    `json:"id"`
+	Access  Access    `json:"access"`
+	Path    string    `json:"path"`
+	Root    Root      `json:"root,omitzero"`
+	Granted time.Time `json:"granted"`
+	Expires time.Time `json:"expires,omitzero"`
+	By      string    `json:"by"`
+}
+
+type blockOut struct {
+	ID      string    `json:"id"`
+	Path    string    `json:"path,omitempty"`
+	Root    Root      `json:"root,omitzero"`
+	Blocked time.Time `json:"blocked"`
+	By      string    `json:"by"`
+}
+
+// readFile reads and checks a file: a server's (want is the server it must
+// belong to; "": any, and the server is returned), or with every the
+// every-server file. A missing file is empty, and its server "".
+func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", contents{}, stamp{}, nil
+	}
+	if err != nil {
+		return "", contents{}, stamp{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", contents{}, stamp{}, err
+	}
+	st = keyfile.StampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return "", contents{}, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return "", contents{}, st, err
+	}
+	if len(b) > maxFileSize {
+		return "", contents{}, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+	}
+	server, c, err = parse(b, want, every)
+	if err != nil {
+		return "", contents{}, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return server, c, st, nil
+}
+
+// parse decodes and checks a file's content.
+func parse(b []byte, want string, every bool) (string, contents, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var in fileIn
+	if err := dec.Decode(&in); err != nil {
+		return "", contents{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", contents{}, errors.New("data after the JSON object")
+	}
+	if in.Version == nil {
+		return "", contents{}, errors.New(`"version" is required`)
+	}
+	version := *in.Version
+	if version != formatVersionNoRoots && version != formatVersionNoBlocks && version != FormatVersion {
+		return "", contents{}, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d to %d; a newer one may have written it)",
+			version, formatVersionNoRoots, FormatVersion)
+	}
+	if every {
+		if version != FormatVersion || in.AllServers == nil || !*in.AllServers || in.Blocks == nil || in.Server != nil || in.Grants != nil {
+			return "", contents{}, fmt.Errorf(`the blocks for every server are a version %d object with "allServers": true and "blocks", and nothing else`, FormatVersion)
+		}
+		bs, err := parseBlocks(*in.Blocks)
+		return AllServers, contents{blocks: bs}, err
+	}
+	switch {
+	case in.AllServers != nil:
+		return "", contents{}, errors.New(`"allServers" belongs in the file of the blocks for every server only`)
+	case in.Server == nil || in.Grants == nil:
+		return "", contents{}, errors.New(`"version", "server" and "grants" are required`)
+	case version == FormatVersion && in.Blocks == nil:
+		return "", contents{}, fmt.Errorf(`"blocks" is required in version %d`, FormatVersion)
+	case version != FormatVersion && in.Blocks != nil:
+		return "", contents{}, fmt.Errorf(`"blocks" in a version %d file (blocks came with version %d)`, version, FormatVersion)
+	case want != "" && *in.Server != want:
+		return "", contents{}, fmt.Errorf("it holds the grants of server %q", *in.Server)
+	}
+	server := *in.Server
+	if err := validServer(server); err != nil {
+		return "", contents{}, err
+	}
+	gs, err := parseGrants(*in.Grants, server, version)
+	if err != nil {
+		return "", contents{}, err
+	}
+	var bs []Block
+	if in.Blocks != nil {
+		if bs, err = parseBlocks(*in.Blocks); err != nil {
+			return "", contents{}, err
+		}
+		for i := range bs {
+			bs[i].Server = server
+		}
+	}
+	return server, contents{grants: gs, blocks: bs}, nil
+}
+
+// parseGrants checks the grants of a file of version.
+func parseGrants(in []grantIn, server string, version int) ([]Grant, error) {
+	gs := make([]Grant, 0, len(in))
+	ids := make(map[string]bool, len(in))
+	type key struct {
+		path   string
+		access Access
+		root   Root
+	}
+	seen := make(map[key]bool, len(in))
+	for i, g := range in {
+		if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
+			return nil, fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
+		}
+		out := Grant{ID: *g.ID, Server: server, Access: *g.Access, Path: *g.Path, Granted: g.Granted.UTC(), By: *g.By}
+		if g.Expires != nil {
+			out.Expires = g.Expires.UTC()
+		}
+		err := validID(out.ID)
+		if err == nil && g.Root != nil {
+			if version == formatVersionNoRoots {
+				err = errors.New(`"root" in a version 1 file`)
+			} else {
+				out.Root, err = readRoot(*g.Root)
+			}
+		}
+		switch {
+		case err != nil:
+		case !out.Access.Valid():
+			err = fmt.Errorf("access %q: want read or write", out.Access)
+		case out.Granted.IsZero():
+			err = errors.New("no granted time")
+		case ids[out.ID]:
+			err = fmt.Errorf("a second grant with id %q", out.ID)
+		case seen[key{out.Path, out.Access, out.Root}]:
+			err = fmt.Errorf("a second %s grant on %q under one root", out.Access, out.Path)
+		}
+		if err == nil {
+			err = ValidPath(out.Path)
+		}
+		if err == nil {
+			err = validBy(out.By)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("grant %d: %v", i, err)
+		}
+		ids[out.ID], seen[key{out.Path, out.Access, out.Root}] = true, true
+		gs = append(gs, out)
+	}
+	sortGrants(gs)
+	return gs, nil
+}
+
+// parseBlocks checks the blocks of a file (their Server is the caller's to
+// set).
+func parseBlocks(in []blockIn) ([]Block, error) {
+	bs := make([]Block, 0, len(in))
+	ids := make(map[string]bool, len(in))
+	paths := make(map[string]bool, len(in))
+	for i, b := range in {
+		if b.ID == nil || b.Blocked == nil || b.By == nil {
+			return nil, fmt.Errorf(`block %d: "id", "blocked" and "by" are required`, i)
+		}
+		out := Block{ID: *b.ID, Blocked: b.Blocked.UTC(), By: *b.By}
+		err := validID(out.ID)
+		if err == nil && b.Path != nil {
+			out.Path = *b.Path
+			err = ValidPath(out.Path)
+		}
+		if err == nil && b.Root != nil {
+			out.Root, err = readRoot(*b.Root)
+		}
+		switch {
+		case err != nil:
+		case b.Path == nil && b.Root != nil:
+			err = errors.New(`a "root" without a "path"`)
+		case out.Blocked.IsZero():
+			err = errors.New("no blocked time")
+		case ids[out.ID]:
+			err = fmt.Errorf("a second block with id %q", out.ID)
+		case paths[out.Path]:
+			err = fmt.Errorf("a second block on %q", out.Path)
+		}
+		if err == nil {
+			err = validBy(out.By)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("block %d: %v", i, err)
+		}
+		ids[out.ID], paths[out.Path] = true, true
+		bs = append(bs, out)
+	}
+	sortBlocks(bs)
+	return bs, nil
+}
+
+// readRoot checks a root read from a file: every member present, and a
+// valid root.
+func readRoot(r rootIn) (Root, error) {
+	if r.Path == nil || r.Dev == nil || r.Ino == nil {
+		return Root{}, errors.New(`root: "path", "dev" and "ino" are required`)
+	}
+	out := Root{Path: *r.Path, Dev: *r.Dev, Ino: *r.Ino}
+	if err := validRoot(out); err != nil {
+		return Root{}, err
+	}
+	return out, nil
+}
+
+// write replaces an entry's file with c, atomically and durably, under its
+// exclusive lock, and returns the new file's stamp. A server's file is
+// written as version 2 when it holds no blocks (so that an fsbroker from
+// before blocks still reads it) and as version 3 when it does (which such an
+// fsbroker refuses, granting that server nothing rather than ignoring the
+// blocks). Nothing to keep removes the file.
+func (s *Store) write(e *entry, c contents) (stamp, error) {
+	if len(c.grants) == 0 && len(c.blocks) == 0 {
+		return stamp{}, s.files.Remove(e.name)
+	}
+	blocks := make([]blockOut, len(c.blocks))
+	for i, b := range c.blocks {
+		blocks[i] = blockOut{ID: b.ID, Path: b.Path, Root: b.Root, Blocked: b.Blocked, By: b.By}
+	}
+	var doc any
+	if e.every {
+		doc = everyOut{Version: FormatVersion, AllServers: true, Blocks: blocks}
+	} else {
+		out := fileOut{Version: formatVersionNoBlocks, Server: e.server, Grants: make([]grantOut, len(c.grants))}
+		for i, g := range c.grants {
+			out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Root: g.Root, Granted: g.Granted, Expires: g.Expires, By: g.By}
+		}
+		if len(blocks) > 0 {
+			out.Version, out.Blocks = FormatVersion, blocks
+		}
+		doc = out
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return stamp{}, err
+	}
+	if buf.Len() > maxFileSize {
+		return stamp{}, fmt.Errorf("%w: the grants and blocks take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
+	}
+	return s.files.Replace(e.name, buf.Bytes())
+}
