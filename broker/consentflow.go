@@ -19,9 +19,10 @@ import (
 
 // WithConsent sets how consent is given: provider answers files/consent
 // (after the policy's consentable query narrowed the request), and store
-// keeps the grants it approves, shared by every session and broker process
-// on the state directory. Without it no grant is ever given, and only the
-// roots the operator pre-approved (roots.Spec.Preapproved) can be used.
+// keeps the grants it approves and the operator's blocks of pre-approved
+// roots, shared by every session and broker process on the state directory.
+// Without it no grant is ever given, and only the roots the operator
+// pre-approved (roots.Spec.Preapproved) can be used, every path of them.
 func WithConsent(provider consent.Provider, store *grants.Store) Option {
 	return func(s *Session) { s.consent, s.grantStore = provider, store }
 }
@@ -38,21 +39,45 @@ func accessOf(op string) grants.Access {
 	return grants.Write
 }
 
-// consentCovers reports whether the server may use a path with access: its
-// root is pre-approved, or a live grant given under the same root covers it
-// (a grant made when its mount named another directory covers nothing). (A
-// write under a pre-approved read-only root passes here and is refused by
-// the decision stage, which says the root is read-only.) An unreadable grant
-// store covers nothing (the error says why).
+// consentCovers reports whether the server may use a path with access: a
+// live grant given under the same root covers it (a grant made when its
+// mount named another directory covers nothing), or its root is
+// pre-approved and no block of the operator (fsbroker grants revoke) covers
+// the path for this server. (A write under a pre-approved read-only root
+// passes here and is refused by the decision stage, which says the root is
+// read-only.) An unreadable grant store covers nothing, and a block that
+// cannot be read blocks (the error says why).
 func (s *Session) consentCovers(t executor.Target, access grants.Access, now time.Time) (bool, error) {
-	if t.Path.Root.Preapproved {
-		return true, nil
-	}
 	if s.grantStore == nil {
-		return false, nil
+		return t.Path.Root.Preapproved, nil
 	}
-	_, ok, err := s.grantStore.Covers(s.StateKey(), access, t.Path.MountPath(), grants.RootOf(t.Path.Root), now)
+	mp := t.Path.MountPath()
+	if t.Path.Root.Preapproved {
+		_, blocked, err := s.grantStore.Blocked(s.StateKey(), mp)
+		if err != nil {
+			return false, err
+		}
+		if !blocked {
+			return true, nil
+		}
+	}
+	_, ok, err := s.grantStore.Covers(s.StateKey(), access, mp, grants.RootOf(t.Path.Root), now)
 	return ok, err
+}
+
+// blocksUnder returns the operator's blocks of the server that may cover a
+// path under root: none unless root is pre-approved (a block takes away
+// pre-approval only); those on every path or under root's mount otherwise.
+// Blocks that cannot be read are an error.
+func (s *Session) blocksUnder(root roots.Root) ([]grants.Block, error) {
+	if !root.Preapproved || s.grantStore == nil {
+		return nil, nil
+	}
+	bs, err := s.grantStore.BlocksOf(s.StateKey())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(bs, func(b grants.Block) bool { return b.Path != "" && b.Mount() != root.Mount }), nil
 }
 
 // checkConsent refuses a request whose paths no grant or pre-approval covers:
@@ -84,17 +109,28 @@ func (s *Session) checkConsent(req Request) *Verdict {
 	return nil
 }
 
-// inputGrants lists what the server holds for the policy input: a grant per
-// pre-approved root (write for a writable one), then its live consent grants
-// whose mount still names the root they were given under (grantCounts), so
-// that no policy can honour a grant the consent check would not.
-func (s *Session) inputGrants(now time.Time) []InputGrant {
+// inputGrants lists what the server holds for the policy input of req: a
+// grant per pre-approved root (write for a writable one) that no block of
+// the server covers, neither on its mount nor on a path of req (a block
+// beneath the mount leaves the root's grant in the input of requests
+// elsewhere in the root), then its live consent grants whose mount still
+// names the root they were given under (grantCounts), so that no policy can
+// honour a grant or a pre-approval the consent check would not.
+func (s *Session) inputGrants(req Request, now time.Time) []InputGrant {
 	set := s.roots()
 	all := set.All()
 	out := make([]InputGrant, 0, len(all))
 	granted := s.started.UTC().Format(time.RFC3339)
 	for _, r := range all {
 		if !r.Preapproved {
+			continue
+		}
+		blocks, err := s.blocksUnder(r)
+		if err != nil {
+			s.log.Error("cannot read the blocks of pre-approved roots for the policy input", "error", err)
+			continue // the consent check refuses the request anyway
+		}
+		if blockedIn(blocks, r, &req.Path, req.NewPath) {
 			continue
 		}
 		access := "read"
@@ -120,6 +156,52 @@ func (s *Session) inputGrants(now time.Time) []InputGrant {
 			in.Expires = g.Expires.UTC().Format(time.RFC3339Nano)
 		}
 		out = append(out, in)
+	}
+	return out
+}
+
+// blockedIn reports whether one of blocks (under the pre-approved root r)
+// covers r's mount, or the path of one of the targets that lies in r (a
+// target of another root, or none, is passed over).
+func blockedIn(blocks []grants.Block, r roots.Root, targets ...*executor.Target) bool {
+	for _, b := range blocks {
+		if b.CoversPath(r.Mount) {
+			return true
+		}
+		for _, t := range targets {
+			if t != nil && t.Path.Root.Mount == r.Mount && b.CoversPath(t.Path.MountPath()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unblocked returns the entries (of one listing page or change event, all
+// under one root) that no block of the server covers, or that a grant
+// covers: a block beneath a pre-approved root hides what it covers from the
+// listings and watches of the paths above it, as it refuses reading it. When
+// the blocks cannot be read, nothing is returned.
+func (s *Session) unblocked(entries []executor.Entry) []executor.Entry {
+	root := entries[0].Path.Root
+	blocks, err := s.blocksUnder(root)
+	if err != nil {
+		s.log.Error("cannot read the blocks of a pre-approved root; reporting no entry", "error", err)
+		return nil
+	}
+	if len(blocks) == 0 {
+		return entries
+	}
+	now := time.Now()
+	out := make([]executor.Entry, 0, len(entries))
+	for _, e := range entries {
+		mp := e.Path.MountPath()
+		if slices.ContainsFunc(blocks, func(b grants.Block) bool { return b.CoversPath(mp) }) {
+			if _, granted, err := s.grantStore.Covers(s.StateKey(), grants.Read, mp, grants.RootOf(root), now); err != nil || !granted {
+				continue
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -278,10 +360,12 @@ func (s *Session) consentRoots() []consent.Root {
 	return out
 }
 
-// GrantsChanged takes a change of the server's grants (a revocation by
-// another process, say): watches no longer covered end, and the server is
+// GrantsChanged takes a change of the server's grants or blocks (a
+// revocation by another process, say): watches no longer covered (by a
+// grant, or by a pre-approval no block takes away) end, and the server is
 // told its roots may have changed. The caller (the grant store's watcher)
-// calls it for the sessions of the server whose grants changed.
+// calls it for the sessions of the server whose grants changed, and for
+// every session when the blocks for every server changed.
 func (s *Session) GrantsChanged() {
 	if !s.initialized.Load() {
 		return

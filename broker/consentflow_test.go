@@ -37,6 +37,13 @@ func startConsent(t *testing.T, provider consent.Provider, store *grants.Store) 
 // they are when they exist).
 func startConsentIn(t *testing.T, base string, provider consent.Provider, store *grants.Store) *consentFixture {
 	t.Helper()
+	return startConsentRoots(t, base, provider, store, false)
+}
+
+// startConsentRoots is startConsentIn with both roots pre-approved by the
+// operator when preapproved.
+func startConsentRoots(t *testing.T, base string, provider consent.Provider, store *grants.Store, preapproved bool) *consentFixture {
+	t.Helper()
 	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
 	for _, d := range []string{ro, rw, filepath.Join(ro, "sub")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -48,7 +55,8 @@ func startConsentIn(t *testing.T, base string, provider consent.Provider, store 
 			t.Fatal(err)
 		}
 	}
-	set, err := roots.New([]roots.Spec{{Path: ro, Mount: "ro"}, {Path: rw, Mount: "rw", Writable: true}})
+	set, err := roots.New([]roots.Spec{{Path: ro, Mount: "ro", Preapproved: preapproved},
+		{Path: rw, Mount: "rw", Writable: true, Preapproved: preapproved}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,4 +282,126 @@ func TestGrantCountsOnlyUnderItsRoot(t *testing.T) {
 	}
 	recreated := startConsentIn(t, one, mustParse(t, "deny"), store)
 	recreated.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+}
+
+// inputGrantPaths are the paths of a request's input.grants.
+func inputGrantPaths(in *PolicyInput) []string {
+	var out []string
+	for _, g := range in.Grants {
+		out = append(out, g.Access+":"+g.Path)
+	}
+	return out
+}
+
+// TestBlockTakesAwayPreapproval: an operator's block of a path under a
+// pre-approved root refuses it for the server, ends the watches under it,
+// hides it from listings and change events of the root above, and leaves it
+// out of the policy input; a grant given after it covers again; a block of
+// every path for every server refuses everything until it is lifted.
+func TestBlockTakesAwayPreapproval(t *testing.T) {
+	f := startConsentRoots(t, t.TempDir(), mustParse(t, "auto"), nil, true)
+	key := f.sess.StateKey()
+	f.call("files/read", map[string]any{"path": "ro/sub/c.txt"}) // pre-approved: no consent round
+	if got := f.listPaths(map[string]any{"path": "ro", "recursive": true}); !slices.Contains(got, "ro/sub/c.txt") {
+		t.Fatalf("listing before the block: %q", got)
+	}
+	res, _, _ := f.call("files/watch", map[string]any{"path": "ro", "recursive": true})
+	outer := res["watchId"].(string)
+	res, _, _ = f.call("files/watch", map[string]any{"path": "ro/sub"})
+	inner := res["watchId"].(string)
+
+	if _, _, err := f.store.Block(grants.Block{Server: key, Path: "ro/sub", By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	f.sess.GrantsChanged()
+	if n := f.peer.next(); str(n["method"]) != "notifications/roots/list_changed" {
+		t.Fatalf("after the block got %v, want roots/list_changed", n)
+	}
+	data := f.mustFail("files/read", map[string]any{"path": "ro/sub/c.txt"}, -32002, "PERMISSION_DENIED")
+	if !strings.Contains(data["reason"].(string), reasonNoConsent) {
+		t.Errorf("reason %q does not name consent", data["reason"])
+	}
+	f.mustFail("files/list", map[string]any{"path": "ro/sub"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/unwatch", map[string]any{"watchId": inner}, -32602, "INVALID_PARAMS")
+	f.call("files/read", map[string]any{"path": "ro/a.txt"}) // beside the block
+	if got := f.listPaths(map[string]any{"path": "ro", "recursive": true}); slices.Contains(got, "ro/sub") || slices.Contains(got, "ro/sub/c.txt") || !slices.Contains(got, "ro/a.txt") {
+		t.Errorf("listing of the root above the block: %q", got)
+	}
+	// The policy input: no pre-approval of ro for a request under the
+	// block, the pre-approval for one beside it.
+	sub, err := f.sess.resolve(context.Background(), "ro/sub/c.txt", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beside, err := f.sess.resolve(context.Background(), "ro/a.txt", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inputGrantPaths(f.sess.policyInput(Request{Method: "files/read", Operation: OpRead, Path: sub})); !slices.Equal(got, []string{"write:rw"}) {
+		t.Errorf("input.grants of a read under the block: %q", got)
+	}
+	if got := inputGrantPaths(f.sess.policyInput(Request{Method: "files/read", Operation: OpRead, Path: beside})); !slices.Equal(got, []string{"read:ro", "write:rw"}) {
+		t.Errorf("input.grants of a read beside the block: %q", got)
+	}
+	// A change under the block is not reported by the watch of ro; one
+	// beside it is.
+	if err := os.WriteFile(filepath.Join(f.ro, "sub", "hidden.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the coalescing of the hub
+	if err := os.WriteFile(filepath.Join(f.ro, "seen.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.nextChange(); c.WatchID != outer || c.Path != "ro/seen.txt" {
+		t.Fatalf("the first change reported is %+v, want ro/seen.txt of the watch of ro", c)
+	}
+
+	// Asking again and being approved: the grant covers, block or not.
+	res, _, _ = f.call("files/consent", map[string]any{"message": "m", "requestedPaths": []string{"ro/sub"}})
+	if got := approved(t, res); !slices.Equal(got, []string{"ro/sub"}) {
+		t.Fatalf("consent = %v", res)
+	}
+	f.call("files/read", map[string]any{"path": "ro/sub/c.txt"})
+	if got := f.listPaths(map[string]any{"path": "ro", "recursive": true}); !slices.Contains(got, "ro/sub/c.txt") {
+		t.Errorf("listing after consent was given again: %q", got)
+	}
+
+	// Every server, every path: the writable root's pre-approval goes too.
+	every, _, err := f.store.Block(grants.Block{Server: grants.AllServers, By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mustFail("files/write", map[string]any{"path": "rw/x.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
+	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
+	f.call("files/read", map[string]any{"path": "ro/sub/c.txt"}) // the grant
+	if got := inputGrantPaths(f.sess.policyInput(Request{Method: "roots/list"})); !slices.Equal(got, []string{"read:ro/sub"}) {
+		t.Errorf("input.grants under a block of everything: %q", got)
+	}
+	if _, err := f.store.Restore(grants.RevokeFilter{ID: every.ID}); err != nil {
+		t.Fatal(err)
+	}
+	f.call("files/write", map[string]any{"path": "rw/x.txt", "content": "x"})
+}
+
+// TestUnreadableBlocksBlock: a file of blocks that cannot be read refuses the
+// pre-approved roots (fail closed), rather than ignoring the blocks.
+func TestUnreadableBlocksBlock(t *testing.T) {
+	f := startConsentRoots(t, t.TempDir(), mustParse(t, "deny"), nil, true)
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	if err := os.WriteFile(f.store.Path(grants.AllServers), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.sess.GrantsChanged() // as the store's watcher would, once it saw the file change
+	f.peer.next()          // roots/list_changed
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, code, data := f.call("files/read", map[string]any{"path": "ro/a.txt"})
+		if reason, _ := data["reason"].(string); code == -32002 && strings.Contains(reason, "cannot be read") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a corrupt file of blocks did not refuse the pre-approved root: %d %v", code, data)
+		}
+		time.Sleep(50 * time.Millisecond) // the store's staleness bound
+	}
 }

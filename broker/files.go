@@ -385,7 +385,8 @@ func (ns nestedRoots) of(rel string) (r roots.Root, own, inside bool) {
 }
 
 // reportable returns the entries of a listing page (all under one root) that
-// a listing may report, in their order, dropping: those whose path the
+// a listing may report, in their order, dropping: those a block of the
+// operator covers and no grant does (unblocked), those whose path the
 // server could not name back (canon.Returnable: over 4096 bytes from the
 // mount, or a name canonicalization refuses), those inside a root nested in
 // the listed one, and a nested root's own directory unless the server could
@@ -395,6 +396,9 @@ func (ns nestedRoots) of(rel string) (r roots.Root, own, inside bool) {
 // page may come out short, or empty with a nextCursor.
 func (s *Session) reportable(ctx context.Context, req Request, entries []executor.Entry) []executor.Entry {
 	if len(entries) == 0 {
+		return entries
+	}
+	if entries = s.unblocked(entries); len(entries) == 0 {
 		return entries
 	}
 	ns := nestedIn(s.roots(), entries[0].Path.Root)

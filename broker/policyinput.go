@@ -129,10 +129,9 @@ func NewInputTime(t time.Time) InputTime {
 	return InputTime{RFC3339: t.Format(time.RFC3339Nano), UnixNano: t.UnixNano()}
 }
 
-// policyInput builds the policy input of a request from the session's state.
-// Until consent lands, every root counts as pre-approved by the operator: the
-// server holds a grant on each mount, write for a writable root and read
-// otherwise.
+// policyInput builds the policy input of a request from the session's state:
+// input.grants holds the server's grants and its pre-approved roots
+// (inputGrants).
 func (s *Session) policyInput(req Request) *PolicyInput {
 	info := s.Server()
 	id, pinned := s.serverID()
@@ -144,7 +143,7 @@ func (s *Session) policyInput(req Request) *PolicyInput {
 		Session:   InputSession{ID: s.id, ProtocolVersion: info.ProtocolVersion, Transport: s.transport},
 		Params:    paramsWithoutContent(req.Params),
 		Bytes:     req.Bytes,
-		Grants:    s.inputGrants(time.Now()),
+		Grants:    s.inputGrants(req, time.Now()),
 		Usage:     InputUsage{BytesWrittenToday: s.writtenToday(time.Now()), Watches: s.watches.count()},
 		Time:      NewInputTime(time.Now()),
 	}

@@ -136,7 +136,8 @@ func (s *Session) filesWatch(ctx context.Context, params json.RawMessage) (any, 
 
 // deliverChange decides on one event and sends it: no event names a path the
 // server could not list. As in a listing (Session.reportable), an event is
-// dropped when its path cannot be named back, or lies inside a root nested
+// dropped when an operator's block covers its path and no grant does, when
+// its path cannot be named back, or lies inside a root nested
 // in the watched one (its changes are reported only to watches of that root),
 // and an event on a nested root's own directory is sent only when the server
 // could list that root itself.
@@ -147,7 +148,7 @@ func (s *Session) deliverChange(id string, ev watch.Event) {
 	req := Request{Method: "files/watch", Operation: OpWatch, Path: executor.Target{Path: ev.Path},
 		Requested: ev.Path.MountPath()}
 	if len(s.reportable(ctx, req, []executor.Entry{entry})) == 0 {
-		s.log.Debug("a change event was left out: its path is in a nested root or cannot be named back", "watchId", id)
+		s.log.Debug("a change event was left out: its path is blocked, in a nested root, or cannot be named back", "watchId", id)
 		return
 	}
 	vis := s.visible(ctx, req, []executor.Entry{entry})
