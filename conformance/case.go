@@ -52,6 +52,12 @@ type Case struct {
 	// Consent is the broker's consent mode: "auto" (the default), "deny", or "command:PROG ARGS"
 	// (docs/protocol.md section 7; ${area} may appear in it).
 	Consent string `json:"consent,omitempty"`
+	// Preapproved says whether the roots are pre-approved by the operator (PROTOCOL.md section
+	// 5): the runner then gives the broker a config file that lists them with consent
+	// preapproved, in place of --root flags. Unset, it is true when Consent is auto or unset
+	// (the runner's default: what a case may use at once, without a files/consent round), false
+	// otherwise. Cases about what consent means set it to false.
+	Preapproved *bool `json:"preapproved,omitempty"`
 	// Flags are extra broker arguments, after the roots, state directory and consent.
 	Flags []string `json:"flags,omitempty"`
 	// Initialize says how the runner answers the broker's initialize request.
@@ -202,6 +208,9 @@ type RunStep struct {
 type Restart struct {
 	// Consent is the new broker's consent mode; default the case's.
 	Consent string `json:"consent,omitempty"`
+	// Preapproved is the new broker's pre-approval of the roots; default the case's setting,
+	// else the runner's default for the new consent mode (Case.Preapproved).
+	Preapproved *bool `json:"preapproved,omitempty"`
 	// Flags, when given ([] included), replace the case's flags for the new broker.
 	Flags []string `json:"flags,omitempty"`
 	// Within bounds the old broker's exit after its stdin closes; default the runner's grace.

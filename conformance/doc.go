@@ -10,7 +10,8 @@
 //
 // A [Runner] runs cases: each one in a fresh temporary directory, against a fresh broker process
 // started from a command template (by default "fsbroker stdio", with --root, --state-dir and
-// --consent appended), in parallel up to a bound. The runner knows nothing of fsbroker's
+// --consent appended; --config FILE in place of --root when the case's roots are pre-approved,
+// the default under --consent auto), in parallel up to a bound. The runner knows nothing of fsbroker's
 // internals: it drives the command over its stdin and stdout only, so any implementation of the
 // protocol can be held to the same cases.
 package conformance

@@ -44,7 +44,7 @@ const (
 // this order. Inside any other argument, {area} and {statedir} are replaced by the case's area
 // and state directory.
 const (
-	PlaceholderRoots   = "{roots}"   // --root DIR[:rw], one pair per root
+	PlaceholderRoots   = "{roots}"   // --root DIR[:rw], one pair per root; --config FILE when pre-approved
 	PlaceholderState   = "{state}"   // --state-dir DIR
 	PlaceholderConsent = "{consent}" // --consent MODE
 	PlaceholderFlags   = "{flags}"   // the case's own flags
@@ -228,9 +228,11 @@ type caseRun struct {
 	tmp      string
 	area     string
 	state    string
-	roots    []string // absolute root directories
-	rootArgs []string // --root DIR[:rw] ...
-	env      []string // the broker's and the tools' environment
+	roots    []string     // absolute root directories
+	rootArgs []string     // --root DIR[:rw] ...
+	rootCfg  []configRoot // the roots as a config file lists them
+	config   string       // the config file that pre-approves the roots, once written
+	env      []string     // the broker's and the tools' environment
 	v        *vars
 	s        *session          // the broker running now (set by the case's goroutine only)
 	prev     []*session        // brokers that ran before a restart, in order
@@ -376,11 +378,12 @@ func (cr *caseRun) setUp() error {
 			arg += ":rw"
 		}
 		cr.rootArgs = append(cr.rootArgs, "--root", arg)
+		cr.rootCfg = append(cr.rootCfg, configRoot{Path: dir, Mount: rt.Mount, Writable: rt.Writable, Consent: "preapproved"})
 	}
 	if cr.outside, err = snapshot(cr.area, cr.roots); err != nil {
 		return err
 	}
-	argv, err := cr.brokerArgv(cr.c.Consent, cr.c.Flags)
+	argv, err := cr.brokerArgv(cr.c.Consent, cr.c.Preapproved, cr.c.Flags)
 	if err != nil {
 		return err
 	}
@@ -401,10 +404,21 @@ func (cr *caseRun) setSession(s *session) {
 	cr.s = s
 }
 
-// brokerArgv builds the broker command for a consent mode ("" is auto) and flags, ${...}
-// references expanded in both.
-func (cr *caseRun) brokerArgv(consent string, rawFlags []string) ([]string, error) {
-	consent, err := cr.v.str(orDefault(consent, "auto"))
+// brokerArgv builds the broker command for a consent mode ("" is auto), a pre-approval of the
+// roots (nil: the runner's default, see [Case.Preapproved]) and flags, ${...} references
+// expanded in both. Pre-approved roots are given as a config file (preapprovedConfig), others
+// as --root flags.
+func (cr *caseRun) brokerArgv(consent string, preapproved *bool, rawFlags []string) ([]string, error) {
+	consent = orDefault(consent, "auto")
+	rootArgs := cr.rootArgs
+	if preapproved == nil && consent == "auto" || preapproved != nil && *preapproved {
+		cfg, err := cr.preapprovedConfig()
+		if err != nil {
+			return nil, err
+		}
+		rootArgs = []string{"--config", cfg}
+	}
+	consent, err := cr.v.str(consent)
 	if err != nil {
 		return nil, fmt.Errorf("consent: %w", err)
 	}
@@ -417,11 +431,38 @@ func (cr *caseRun) brokerArgv(consent string, rawFlags []string) ([]string, erro
 		flags = append(flags, x)
 	}
 	return buildArgv(cr.r.Broker, map[string][]string{
-		PlaceholderRoots:   cr.rootArgs,
+		PlaceholderRoots:   rootArgs,
 		PlaceholderState:   {"--state-dir", cr.state},
 		PlaceholderConsent: {"--consent", consent},
 		PlaceholderFlags:   flags,
 	}, cr.replacer()), nil
+}
+
+// configRoot is a root as the broker's config file lists it (schema/config.json).
+type configRoot struct {
+	Path     string `json:"path"`
+	Mount    string `json:"mount,omitempty"`
+	Writable bool   `json:"writable,omitempty"`
+	Consent  string `json:"consent"`
+}
+
+// preapprovedConfig returns the config file that lists the case's roots, each with consent
+// preapproved (the operator's pre-approval of PROTOCOL.md section 5), writing it on first use.
+// It lies in the case's directory, outside the area and the state directory.
+func (cr *caseRun) preapprovedConfig() (string, error) {
+	if cr.config != "" {
+		return cr.config, nil
+	}
+	b, err := json.MarshalIndent(map[string]any{"version": 1, "roots": cr.rootCfg}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(cr.tmp, "preapproved.yaml") // JSON is YAML
+	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("pre-approving config: %w", err)
+	}
+	cr.config = p
+	return p, nil
 }
 
 // replacer replaces {area} and {statedir} inside template arguments.
@@ -861,14 +902,17 @@ func (cr *caseRun) restart(rs *Restart) string {
 	case code != 0 && old.sent("notifications/initialized"):
 		return fmt.Sprintf("restart: exit status %d after the server closed its output, want 0", code)
 	}
-	consent, flags := cr.c.Consent, cr.c.Flags
+	consent, preapproved, flags := cr.c.Consent, cr.c.Preapproved, cr.c.Flags
 	if rs.Consent != "" {
 		consent = rs.Consent
+	}
+	if rs.Preapproved != nil {
+		preapproved = rs.Preapproved
 	}
 	if rs.Flags != nil {
 		flags = rs.Flags
 	}
-	argv, err := cr.brokerArgv(consent, flags)
+	argv, err := cr.brokerArgv(consent, preapproved, flags)
 	if err != nil {
 		return "restart: " + err.Error()
 	}
