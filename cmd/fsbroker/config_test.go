@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,7 +75,9 @@ func TestUsageAndConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := startBroker(t, dir, tc.args...)
+			cmd := exec.Command(brokerBin, tc.args...) // as given (not withConsent): the errors name the flags
+			cmd.Dir = dir
+			p := startProc(t, cmd)
 			p.closeStdin()
 			if code := p.waitExit(); code != 2 {
 				t.Errorf("exit status = %d, want 2", code)

@@ -20,12 +20,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
@@ -66,7 +69,7 @@ func execWithFileSizeLimit(limit string) {
 // bytes.
 func startLimited(t *testing.T, limit int, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{brokerBin}, withConsent(args)...)...)
+	cmd := exec.Command(os.Args[0], append([]string{brokerBin}, withConsent(t, "", args)...)...)
 	p := startProcEnv(t, cmd, fileSizeLimitEnv+"="+strconv.Itoa(limit))
 	return p
 }
@@ -234,19 +237,90 @@ type proc struct {
 // when empty).
 func startBroker(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(brokerBin, withConsent(args)...)
+	cmd := exec.Command(brokerBin, withConsent(t, dir, args)...)
 	cmd.Dir = dir
 	return startProc(t, cmd)
 }
 
-// withConsent puts --consent auto right after a session command, so that the
-// roots a test names are usable without a files/consent round first; a test
-// that gives its own --consent later on the line overrides it.
-func withConsent(args []string) []string {
+// withConsent makes the roots a session test names usable without a
+// files/consent round first, the way an operator does (PROTOCOL.md section
+// 5): when the test gives no --consent and no --config of its own, its
+// --root DIR[:rw] flags go into a config file (in a directory of the test's)
+// that lists them with consent: preapproved, passed with --config in their
+// place, and --consent auto answers the files/consent requests the test
+// sends. A test that gives its own --consent or --config gets its roots as
+// it gave them (pre-approved only where its config file says so) and
+// --consent auto first on the line: a later --consent overrides it, and it
+// overrides the consent of the test's config file. dir is the broker's
+// working directory ("": the test's), against which relative roots are
+// resolved. Only stdio and connect are changed.
+func withConsent(t *testing.T, dir string, args []string) []string {
+	t.Helper()
 	if len(args) == 0 || (args[0] != "stdio" && args[0] != "connect") {
 		return args
 	}
-	return append([]string{args[0], "--consent", "auto"}, args[1:]...)
+	var (
+		rootFlags []string
+		rest      []string
+		own       bool // the test gives --consent or --config
+	)
+	flags, tail := args[1:], []string(nil)
+	if i := slices.Index(flags, "--"); i >= 0 {
+		flags, tail = flags[:i], flags[i:]
+	}
+	for i := 0; i < len(flags); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(flags[i], "-"), "=")
+		if !strings.HasPrefix(flags[i], "-") {
+			rest = append(rest, flags[i])
+			continue
+		}
+		switch name {
+		case "consent", "config":
+			own = true
+		case "root":
+			if !hasValue && i+1 < len(flags) {
+				i++
+				value = flags[i]
+			}
+			rootFlags = append(rootFlags, value)
+			continue
+		}
+		rest = append(rest, flags[i])
+	}
+	if own || len(rootFlags) == 0 {
+		return append([]string{args[0], "--consent", "auto"}, args[1:]...)
+	}
+	type configRoot struct {
+		Path     string `json:"path"`
+		Writable bool   `json:"writable"`
+		Consent  string `json:"consent"`
+	}
+	var list []configRoot
+	for _, f := range rootFlags {
+		spec, err := roots.ParseFlag(f)
+		if err != nil {
+			t.Fatalf("--root %q: %v", f, err)
+		}
+		if !filepath.IsAbs(spec.Path) {
+			base := dir
+			if base == "" {
+				var err error
+				if base, err = os.Getwd(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spec.Path = filepath.Join(base, spec.Path)
+		}
+		list = append(list, configRoot{Path: spec.Path, Writable: spec.Writable, Consent: "preapproved"})
+	}
+	b, err := json.Marshal(map[string]any{"version": 1, "roots": list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "preapproved.yaml") // JSON is YAML
+	writeFile(t, cfg, string(b))
+	out := append([]string{args[0], "--consent", "auto", "--config", cfg}, rest...)
+	return append(out, tail...)
 }
 
 // startProc starts cmd (fsbroker, possibly behind a wrapper that sets limits

@@ -172,7 +172,7 @@ func TestStateInsideARootIsRefused(t *testing.T) {
 // startBrokerEnv is startBroker with more environment variables.
 func startBrokerEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	return startProcEnv(t, exec.Command(brokerBin, withConsent(args)...), env...)
+	return startProcEnv(t, exec.Command(brokerBin, withConsent(t, "", args)...), env...)
 }
 
 // TestConfigReloadAddingARootOverTheStateIsRefused: a config edit that adds a

@@ -74,7 +74,7 @@ func waitText(t *testing.T, buf *lockedBuffer, re *regexp.Regexp) []string {
 // did not (closing its stdin does not end a remote session).
 func startRemoteBroker(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := startProcEnv(t, exec.Command(brokerBin, withConsent(append([]string{"connect"}, args...))...), env...)
+	p := startProcEnv(t, exec.Command(brokerBin, withConsent(t, "", append([]string{"connect"}, args...))...), env...)
 	t.Cleanup(func() {
 		select {
 		case <-p.exited:

@@ -19,7 +19,7 @@ import (
 // their flags during and after a session.
 func TestStdioLeavesInheritedPipesBlocking(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(brokerBin, withConsent([]string{"stdio", "--root", dir, "--state-dir", t.TempDir()})...)
+	cmd := exec.Command(brokerBin, withConsent(t, "", []string{"stdio", "--root", dir, "--state-dir", t.TempDir()})...)
 	p, inR, outW := startProcPipes(t, cmd, true) // exec puts both in blocking mode for the child
 	defer inR.Close()
 	defer outW.Close()
