@@ -7,10 +7,11 @@
 //   - baseline: cmd/fsbaseline, fsbroker's wire with plain OS calls and no
 //     checks (the reference the budgets of docs/performance.md are ratios against);
 //   - fsbroker: `fsbroker stdio` with its defaults (built-in policies, audit
-//     trail in batch mode), --consent auto, a fresh --state-dir and
-//     --rate-limit 0: the per-server rate limit (200 requests/s by default)
-//     is a throttle, not a cost, and left on it would be all a throughput
-//     figure measured;
+//     trail in batch mode), the served directory as a writable root the
+//     operator pre-approves (a config file, {config}: fsbench sends no
+//     files/consent), a fresh --state-dir and --rate-limit 0: the per-server
+//     rate limit (200 requests/s by default) is a throttle, not a cost, and
+//     left on it would be all a throughput figure measured;
 //   - ts: the reference TypeScript filesystem MCP server
 //     (@modelcontextprotocol/server-filesystem) under node, installed into a
 //     cache directory by bench/install-ts-server.sh; skipped, with the
@@ -51,12 +52,15 @@
 //	fsbench [flags]
 //
 // Templates are split at spaces; {root} is the served directory, {state} a
-// fresh state directory for each child, {bin} the directory of the fsbench
-// binary and {tscache} the TypeScript server's cache directory.
+// fresh state directory for each child, {config} an fsbroker config file
+// (beside the state directory) that lists {root} as a writable root with
+// consent: preapproved, {bin} the directory of the fsbench binary and
+// {tscache} the TypeScript server's cache directory.
 package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -77,7 +81,7 @@ const writeSize = 4 << 10
 // Default templates of the three targets.
 const (
 	defaultBaseline = "{bin}/fsbaseline --root {root}:rw"
-	defaultBroker   = "{bin}/fsbroker stdio --root {root}:rw --consent auto --state-dir {state} --rate-limit 0"
+	defaultBroker   = "{bin}/fsbroker stdio --config {config} --state-dir {state} --rate-limit 0"
 	defaultTS       = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
 )
 
@@ -162,7 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		fmt.Fprintf(fs.Output(), "usage: fsbench [flags]\n\n"+
 			"Drives fsbaseline, fsbroker and the TypeScript filesystem MCP server over stdio and\n"+
 			"reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md).\n"+
-			"Templates: {root} served dir, {state} fresh state dir, {bin} fsbench's dir, {tscache}.\n\n")
+			"Templates: {root} served dir, {state} fresh state dir, {config} fsbroker config pre-approving {root} (writable), {bin} fsbench's dir, {tscache}.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -335,12 +339,33 @@ func (b *bench) newState(tg *target) (string, error) {
 // argv expands tg's template for a child serving root with state as its
 // state directory.
 func (b *bench) argv(tg *target, root, state string) []string {
-	r := strings.NewReplacer("{root}", root, "{state}", state, "{bin}", b.bin, "{tscache}", b.cfg.tsCache)
+	r := strings.NewReplacer("{root}", root, "{state}", state, "{config}", configPath(state), "{bin}", b.bin, "{tscache}", b.cfg.tsCache)
 	fields := strings.Fields(tg.tmpl)
 	for i, f := range fields {
 		fields[i] = r.Replace(f)
 	}
 	return fields
+}
+
+// configPath is the {config} of a child whose state directory is state:
+// beside it, outside the served root and the state directory (fsbroker
+// refuses a config file inside either).
+func configPath(state string) string { return state + ".yaml" }
+
+// writeConfig writes {config} for a child serving root with state: root as
+// a writable root the operator pre-approves, which is how fsbroker serves a
+// root without a files/consent round (--consent auto approves only what a
+// server asks for).
+func writeConfig(root, state string) error {
+	doc, err := json.Marshal(map[string]any{"version": 1, "roots": []map[string]any{
+		{"path": root, "writable": true, "consent": "preapproved"}}}) // JSON is YAML
+	if err != nil {
+		return fmt.Errorf("fsbroker config: %w", err)
+	}
+	if err := os.WriteFile(configPath(state), doc, 0o600); err != nil {
+		return fmt.Errorf("fsbroker config: %w", err)
+	}
+	return nil
 }
 
 // start starts a child of tg serving root, with a fresh state directory
@@ -350,6 +375,11 @@ func (b *bench) start(tg *target, root, state string) (*child, time.Duration, er
 	if state == "" {
 		var err error
 		if state, err = b.newState(tg); err != nil {
+			return nil, 0, err
+		}
+	}
+	if strings.Contains(tg.tmpl, "{config}") {
+		if err := writeConfig(root, state); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -53,7 +53,7 @@ func tinyConfig(t *testing.T, targets string) *config {
 	cfg, err := parseFlags([]string{
 		"-targets", targets,
 		"-baseline", filepath.Join(binDir, "fsbaseline") + " --root {root}:rw",
-		"-fsbroker", filepath.Join(binDir, "fsbroker") + " stdio --root {root}:rw --consent auto --state-dir {state} --rate-limit 0",
+		"-fsbroker", filepath.Join(binDir, "fsbroker") + " stdio --config {config} --state-dir {state} --rate-limit 0",
 		"-ts", filepath.Join(binDir, "no-such-server") + " {root}",
 		"-duration", "150ms", "-warmup", "30ms", "-inflight", "4", "-starts", "2",
 		"-files", "4", "-list", "50", "-big", "250", "-page", "100",

@@ -163,6 +163,7 @@ func TestBundleServer(t *testing.T) {
 	writeFile(t, config, fmt.Sprintf(`version: 1
 roots:
   - path: %s
+    consent: preapproved
 opa:
   services:
     fleet:

@@ -95,12 +95,14 @@ func TestUsageAndConfigErrors(t *testing.T) {
 	}
 }
 
-// configOf returns a config file's content with the given root paths.
+// configOf returns a config file's content with the given root paths, each
+// pre-approved (consent: preapproved), as withConsent pre-approves the roots
+// of --root flags.
 func configOf(paths ...string) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nroots:\n")
 	for _, p := range paths {
-		fmt.Fprintf(&b, "  - path: %s\n", p)
+		fmt.Fprintf(&b, "  - path: %s\n    consent: preapproved\n", p)
 	}
 	return b.String()
 }
@@ -214,7 +216,7 @@ func TestConfigHotReload(t *testing.T) {
 		unchanged := p.countLog("roots unchanged")
 		// The same roots, written another way (relative path, explicit
 		// defaults), and another setting.
-		replaceFile(t, cfg, "roots:\n  - path: ./a\n    mount: a\n    name: a\n    writable: false\nlog:\n  level: info\n")
+		replaceFile(t, cfg, "roots:\n  - path: ./a\n    mount: a\n    name: a\n    writable: false\n    consent: preapproved\nlog:\n  level: info\n")
 		p.waitLogCount("roots unchanged", unchanged+1)
 		if m := p.tryAwait(quiet, isListChanged); m != nil {
 			t.Errorf("an edit that kept the roots sent %s", m.raw)

@@ -40,8 +40,7 @@ import (
 const csPeer = "cli-test-peer"
 
 // consentWorld is a state directory and two roots, neither pre-approved
-// unless the broker runs with --consent auto: proj (read-only) and rw
-// (writable).
+// (its args give them as --root flags): proj (read-only) and rw (writable).
 type consentWorld struct {
 	base, state, proj, rw string
 }
@@ -259,30 +258,73 @@ func csChangeOf(path string) func(*message) bool {
 	}
 }
 
-// TestConsentAuto: --consent auto pre-approves every root, so files/* work
-// without asking; a files/consent round still approves what the policy lets
-// be granted (never a path outside the roots) and records it.
+// TestConsentAutoApprovesOnlyWhatIsAsked: --consent auto approves what a
+// server asks for and nothing else (PROTOCOL.md section 5). Each attack on a
+// broker of its own: a server that never sent files/consent reads and
+// writes nothing; a read grant never allows a change; a grant on proj/docs
+// never covers proj/a.txt beside it, nor proj above it.
+func TestConsentAutoApprovesOnlyWhatIsAsked(t *testing.T) {
+	t.Parallel()
+	start := func(t *testing.T) (*consentWorld, *proc) {
+		t.Helper()
+		w := newConsentWorld(t)
+		p := startBroker(t, "", w.args("auto")...)
+		p.handshake("2025-11-25")
+		return w, p
+	}
+	t.Run("consent never given", func(t *testing.T) {
+		t.Parallel()
+		_, p := start(t)
+		csNoConsent(t, p, 1, "files/read", map[string]any{"path": "proj/a.txt"})
+		csNoConsent(t, p, 2, "files/list", map[string]any{"path": "proj"})
+		csNoConsent(t, p, 3, "files/write", map[string]any{"path": "rw/src/new.go", "content": "package new"})
+		csNoConsent(t, p, 4, "files/watch", map[string]any{"path": "rw"})
+	})
+	t.Run("read grant then write", func(t *testing.T) {
+		t.Parallel()
+		w, p := start(t)
+		if granted, approved := csConsent(t, p, 1, "read", "rw/src"); !granted || !slices.Equal(approved, []string{"rw/src"}) {
+			t.Fatalf("auto approved %q", approved)
+		}
+		csRead(t, p, 2, "rw/src/main.go", "package main")
+		csNoConsent(t, p, 3, "files/write", map[string]any{"path": "rw/src/main.go", "content": "package evil"})
+		csNoConsent(t, p, 4, "files/delete", map[string]any{"path": "rw/src/main.go"})
+		csNoConsent(t, p, 5, "files/create", map[string]any{"path": "rw/src/d", "type": "directory"})
+		if b, err := os.ReadFile(filepath.Join(w.rw, "src", "main.go")); err != nil || string(b) != "package main" {
+			t.Errorf("rw/src/main.go after the refused changes: %q, %v", b, err)
+		}
+	})
+	t.Run("sub-path grant then sibling", func(t *testing.T) {
+		t.Parallel()
+		_, p := start(t)
+		if granted, approved := csConsent(t, p, 1, "read", "proj/docs"); !granted || !slices.Equal(approved, []string{"proj/docs"}) {
+			t.Fatalf("auto approved %q", approved)
+		}
+		csRead(t, p, 2, "proj/docs/guide.md", "guide")
+		csNoConsent(t, p, 3, "files/read", map[string]any{"path": "proj/a.txt"})
+		csNoConsent(t, p, 4, "files/list", map[string]any{"path": "proj"})
+		csNoConsent(t, p, 5, "files/watch", map[string]any{"path": "proj/watched"})
+	})
+}
+
+// TestConsentAuto: a files/consent round under --consent auto approves what
+// the policy lets be granted (never a path outside the roots, never a
+// secret), the approved paths are usable, and the round is recorded: grants
+// by auto, a consent record and a grant record each.
 func TestConsentAuto(t *testing.T) {
 	t.Parallel()
 	w := newConsentWorld(t)
 	p := startBroker(t, "", w.args("auto")...)
 	p.handshake("2025-11-25")
 
-	csRead(t, p, 1, "proj/a.txt", "alpha")
-	csResult(t, p, 2, "files/write", map[string]any{"path": "rw/src/new.go", "content": "package new"})
-	csResult(t, p, 3, "files/list", map[string]any{"path": "proj/docs"})
-	// Pre-approval is consent, not permission: the policy still refuses a
-	// write in the read-only root, and secrets.
-	if d := csRefused(t, p, 4, "files/write", map[string]any{"path": "proj/a.txt", "content": "x"}, "PERMISSION_DENIED"); strings.Contains(d.Reason, "consent") {
-		t.Errorf("a write in the read-only root was refused for consent (%q), want the read-only rule", d.Reason)
-	}
-	csRefused(t, p, 5, "files/read", map[string]any{"path": "rw/.env"}, "PERMISSION_DENIED")
-
-	granted, approved := csConsent(t, p, 6, "read", "proj/docs", filepath.Join(w.proj, "b.txt"), "/etc/passwd",
+	granted, approved := csConsent(t, p, 1, "read", "proj/docs", filepath.Join(w.proj, "b.txt"), "/etc/passwd",
 		filepath.Join(w.base, "rw_evil", "x.txt"), "rw/.env", "proj/docs")
 	if !granted || !slices.Equal(approved, []string{"proj/docs", "proj/b.txt"}) {
 		t.Fatalf("auto approved %q (granted %v), want proj/docs and proj/b.txt", approved, granted)
 	}
+	csRead(t, p, 2, "proj/docs/guide.md", "guide")
+	csRead(t, p, 3, "proj/b.txt", "bravo")
+	csRefused(t, p, 4, "files/read", map[string]any{"path": "rw/.env"}, "PERMISSION_DENIED")
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Fatalf("exit status %d", code)
@@ -307,6 +349,33 @@ func TestConsentAuto(t *testing.T) {
 	}
 	if consents != 1 || grantRecs != 2 {
 		t.Errorf("%d consent and %d grant records, want 1 and 2", consents, grantRecs)
+	}
+}
+
+// TestConsentPreapprovedByConfig: the operator pre-approves a root with
+// roots[].consent: preapproved in the config file, the only way (PROTOCOL.md
+// section 5): files/* work there without a files/consent round, whatever the
+// provider, while a root the same file leaves to ask needs a grant.
+// Pre-approval is consent, not permission: the policy still refuses a write
+// in a read-only root, and secrets.
+func TestConsentPreapprovedByConfig(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	cfg := filepath.Join(t.TempDir(), "fsbroker.yaml")
+	writeFile(t, cfg, "version: 1\nroots:\n  - path: "+w.proj+"\n    consent: preapproved\n  - path: "+w.rw+"\n    writable: true\n")
+	p := startBroker(t, "", "stdio", "--config", cfg, "--state-dir", w.state, "--consent", "deny")
+	p.handshake("2025-11-25")
+
+	csRead(t, p, 1, "proj/a.txt", "alpha")
+	csResult(t, p, 2, "files/list", map[string]any{"path": "proj/docs"})
+	if d := csRefused(t, p, 3, "files/write", map[string]any{"path": "proj/a.txt", "content": "x"}, "PERMISSION_DENIED"); strings.Contains(d.Reason, "consent") {
+		t.Errorf("a write in the read-only root was refused for consent (%q), want the read-only rule", d.Reason)
+	}
+	csRefused(t, p, 4, "files/read", map[string]any{"path": "proj/.git/config"}, "PERMISSION_DENIED")
+	csNoConsent(t, p, 5, "files/read", map[string]any{"path": "rw/src/main.go"})
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }
 
@@ -1033,6 +1102,10 @@ func TestConsentRateLimitFlood(t *testing.T) {
 	w := newConsentWorld(t)
 	p := startBroker(t, "", w.args("auto")...)
 	p.handshake("2025-11-25")
+	// auto approves what is asked: the flood's reads are then covered.
+	if granted, _ := csConsent(t, p, "consent", "read", "proj"); !granted {
+		t.Fatal("auto did not approve proj")
+	}
 
 	const (
 		flood     = 5000

@@ -24,6 +24,7 @@ func decisionLogWorld(t *testing.T, url, reporting string) (dir, config string) 
 	writeFile(t, config, fmt.Sprintf(`version: 1
 roots:
   - path: %s
+    consent: preapproved
 opa:
   services:
     siem:

@@ -89,7 +89,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	o.askEvenIfAuto = true // show the consent round: auto answers it, but the server must ask
 	s, err := prepare(o, stderr)
 	if err != nil {
 		return err
@@ -97,9 +96,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer s.close()
 
 	fmt.Fprintf(stdout, "fsbroker demo: the project's example MCP server asks fsbroker for files.\n")
-	fmt.Fprintf(stdout, "  roots: %s (read-only), %s (writable); built-in policies; consent answered by\n", project, scratch)
-	fmt.Fprintf(stdout, "  the auto provider (the default is a prompt on your terminal); audit trail in %s\n",
-		filepath.Join(state, "audit"))
+	fmt.Fprintf(stdout, "  roots: %s (read-only), %s (writable), neither pre-approved; built-in policies;\n", project, scratch)
+	fmt.Fprintf(stdout, "  consent answered by the auto provider, which approves what the server asks for and nothing\n")
+	fmt.Fprintf(stdout, "  else (the default is a prompt on your terminal); audit trail in %s\n", filepath.Join(state, "audit"))
 	// The server's stderr is its report: package child logs each line of it
 	// at Info, and this logger writes those lines to the demo's output.
 	report := &serverReport{Logger: s.log.Named("server"), out: stdout}

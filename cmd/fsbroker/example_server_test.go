@@ -34,9 +34,10 @@ type wantOutcome struct {
 
 // demoOutcomes is what each request of the demo script gets from a broker
 // serving project read-only and scratch writable, consent answered by auto,
-// with a write limit of 1024 bytes. fsbroker demo makes the server ask for
-// consent first; connect --consent auto pre-approves the roots instead, so
-// that the first read is allowed and the README's write is refused by the
+// with a write limit of 1024 bytes. fsbroker demo pre-approves nothing, so
+// the first read is refused for want of consent; the connect sessions of
+// these tests pre-approve the roots in a config file (withConsent) instead,
+// so that the first read is allowed and the README's write is refused by the
 // read-only rule itself.
 func demoOutcomes(project, scratch string, preapproved bool) []wantOutcome {
 	firstRead := wantOutcome{"files/read", "project/src/main.go", "DENIED",

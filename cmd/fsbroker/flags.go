@@ -58,7 +58,6 @@ type options struct {
 	bundleKeyID     string
 	consentSpec     string
 	serverID        string
-	askEvenIfAuto   bool // --consent auto without pre-approving the roots (the demo shows the consent round)
 	rateLimit       float64
 	rateBurst       int
 	serverInFlight  int
@@ -158,7 +157,7 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
 	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent: auto (approves any path inside the roots; every root pre-approved), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent: auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
 	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
 	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
 	fs.IntVar(&o.serverInFlight, "max-in-flight-per-server", broker.DefaultMaxInFlightServer, "requests of one server handled at once, over all its sessions (`N`)")
@@ -455,12 +454,6 @@ func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
 		specs = cfg.rootSpecs(s.opts.configPath)
 	}
 	specs = append(specs, s.flagRoots...)
-	if s.opts.consentSpec == "auto" && !s.opts.askEvenIfAuto {
-		// auto approves any path inside the roots, asked for or not.
-		for i := range specs {
-			specs[i].Preapproved = true
-		}
-	}
 	set, err := roots.New(specs)
 	if err != nil {
 		return nil, err

@@ -376,7 +376,7 @@ func newTSFixture(t *testing.T) *tsFixture {
 
 // config is the config file's text with the one root dir (c or d).
 func (f *tsFixture) config(dir string) string {
-	return fmt.Sprintf("version: 1\nroots:\n  - path: %s\n    name: %s\n", dir, f.names[dir])
+	return fmt.Sprintf("version: 1\nroots:\n  - path: %s\n    name: %s\n    consent: preapproved\n", dir, f.names[dir])
 }
 
 // startTSWrap runs `fsbroker wrap --root a --root b --config cfg -- node
@@ -422,7 +422,7 @@ func TestWrapInteropTSSDKRoots(t *testing.T) {
 	t.Parallel()
 	node, script := tsServer(t)
 	f := newTSFixture(t)
-	writeFile(t, filepath.Join(f.a, "hello.txt"), "hello from a")
+	writeFile(t, filepath.Join(f.c, "hello.txt"), "hello from c")
 
 	p := f.startTSWrap(t, node, script)
 	tsCheckInitialize(t, hostInitialize(p, false))
@@ -439,12 +439,13 @@ func TestWrapInteropTSSDKRoots(t *testing.T) {
 		t.Errorf("the server saw the client's roots capability %s, want fsbroker's, with listChanged (%v)", s.RootsCapability, err)
 	}
 
-	// files/read, sent raw by the SDK server, is answered by fsbroker.
-	read := tsCallTool(p, "read", "read", map[string]any{"path": filepath.Base(f.a) + "/hello.txt"}, nil)
+	// files/read, sent raw by the SDK server, is answered by fsbroker (in
+	// the root the config file pre-approves).
+	read := tsCallTool(p, "read", "read", map[string]any{"path": filepath.Base(f.c) + "/hello.txt"}, nil)
 	var file struct {
 		Content string `json:"content"`
 	}
-	if text := read.text(t); read.IsError || json.Unmarshal([]byte(text), &file) != nil || file.Content != "hello from a" {
+	if text := read.text(t); read.IsError || json.Unmarshal([]byte(text), &file) != nil || file.Content != "hello from c" {
 		t.Errorf("the server's files/read got %q, want the file's content", text)
 	}
 

@@ -578,7 +578,7 @@ func TestAuditCommandsFindTheTrailByConfig(t *testing.T) {
 	confDir, work := t.TempDir(), t.TempDir()
 	root := realDir(t, filepath.Join(confDir, "proj"))
 	cfg := filepath.Join(confDir, "fsbroker.yaml")
-	writeFile(t, cfg, "version: 1\nroots:\n  - path: proj\n    writable: true\nstateDir: var/state\naudit:\n  dir: var/trail\n")
+	writeFile(t, cfg, "version: 1\nroots:\n  - path: proj\n    writable: true\n    consent: preapproved\nstateDir: var/state\naudit:\n  dir: var/trail\n")
 	p := startBroker(t, work, "stdio", "--config", cfg)
 	p.handshake("2025-11-25")
 	if r := p.call(1, "files/write", map[string]any{"path": "proj/a.txt", "content": "hello"}); r.Error != nil {

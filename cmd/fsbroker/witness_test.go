@@ -27,6 +27,11 @@ func witnessSession(t *testing.T, state, trail, root string, extra ...string) st
 	args := append([]string{"stdio", "--root", root + ":rw", "--state-dir", state, "--audit", trail}, extra...)
 	p := startBroker(t, "", args...)
 	p.handshake("2025-11-25")
+	// With --config (the second session), the root comes from --root, not
+	// pre-approved: --consent auto (withConsent) answers the round.
+	if r := p.call("consent", "files/consent", map[string]any{"message": "m", "requestedPaths": []string{"proj"}, "access": "write"}); r.Error != nil || !strings.Contains(string(r.Result), `"granted":true`) {
+		t.Fatalf("files/consent: %s", r.raw)
+	}
 	for i := range 4 {
 		if r := p.call(i+1, "files/write", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i), "content": "x"}); r.Error != nil {
 			t.Fatalf("write: %s", r.raw)
