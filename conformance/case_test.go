@@ -60,6 +60,7 @@ consent: "command:${area}/approve.sh"
 steps:
   - run: {argv: ["{grants-revoke}", --path, proj/dir], expectExit: {$any: true}, within: 5s}
   - restart: {consent: deny, flags: []}
+  - restart: {preapproved: true}
   - request: {method: files/read, params: {path: proj/a}, retryFor: 1s}
     expect: {fail: PERMISSION_DENIED}
   - run: {argv: ["{other-tool}"]}
@@ -72,11 +73,14 @@ steps:
 	if got := c.Tools(); !slices.Equal(got, []string{"grants-revoke", "other-tool"}) {
 		t.Errorf("Tools() = %q", got)
 	}
-	if r := c.Steps[1].Restart; r == nil || r.Consent != "deny" || r.Flags == nil || len(r.Flags) != 0 {
+	if r := c.Steps[1].Restart; r == nil || r.Consent != "deny" || r.Flags == nil || len(r.Flags) != 0 || r.Preapproved != nil {
 		t.Errorf("restart = %+v, want consent deny and flags [] (given, empty)", r)
 	}
-	if c.Steps[2].Request.RetryFor != "1s" {
-		t.Errorf("retryFor = %q", c.Steps[2].Request.RetryFor)
+	if r := c.Steps[2].Restart; r == nil || r.Preapproved == nil || !*r.Preapproved || r.Flags != nil {
+		t.Errorf("restart = %+v, want preapproved true", r)
+	}
+	if c.Steps[3].Request.RetryFor != "1s" {
+		t.Errorf("retryFor = %q", c.Steps[3].Request.RetryFor)
 	}
 }
 

@@ -56,15 +56,23 @@ const PlaceholderBrokerBin = "{broker-bin}"
 
 // ToolGrantsRevoke is the tool a run step names as {grants-revoke}: docs/protocol.md section 5's
 // `fsbroker grants revoke` for the case's state directory. The case appends the selectors
-// (--server ID, --path P); the command must revoke the grants they match, so that the running
-// broker refuses new requests under them within 1 second.
+// (--server ID, --path P, --all); the command must revoke the grants they match and block the
+// pre-approved access they name, so that the running broker refuses new requests there within
+// 1 second.
 const ToolGrantsRevoke = "grants-revoke"
+
+// ToolGrantsRestore is the tool a run step names as {grants-restore}: `fsbroker grants
+// restore` for the case's state directory. The case appends the selectors (--server ID, --path
+// P, --all); the command must lift the blocks of pre-approved access they match, so that the
+// running broker allows that access again within 1 second.
+const ToolGrantsRestore = "grants-restore"
 
 // DefaultTools returns the tools of a runner whose Tools is nil: fsbroker's own commands,
 // run as the broker command's program.
 func DefaultTools() map[string][]string {
 	return map[string][]string{
-		ToolGrantsRevoke: {PlaceholderBrokerBin, "grants", "revoke", "--state-dir", "{statedir}"},
+		ToolGrantsRevoke:  {PlaceholderBrokerBin, "grants", "revoke", "--state-dir", "{statedir}"},
+		ToolGrantsRestore: {PlaceholderBrokerBin, "grants", "restore", "--state-dir", "{statedir}"},
 	}
 }
 

@@ -59,7 +59,7 @@ func runConformance(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.BoolVar(&verbose, "verbose", false, "print every case's outcome, and the transcript and broker log of each failure")
 	fs.BoolVar(&list, "list", false, "list the selected cases and their tags instead of running them")
 	var toolSpecs []string
-	fs.Func("tool", "the command behind a tool cases run beside the broker, as `NAME=COMMAND ARGS` (grants-revoke: fsbroker's \"{broker-bin} grants revoke --state-dir {statedir}\"); repeatable; NAME= alone skips the cases that need it", func(v string) error {
+	fs.Func("tool", "the command behind a tool cases run beside the broker, as `NAME=COMMAND ARGS` (grants-revoke, grants-restore: fsbroker's \"{broker-bin} grants revoke --state-dir {statedir}\" and \"... grants restore ...\"); repeatable; NAME= alone skips the cases that need it", func(v string) error {
 		if _, err := conformance.ParseTools(v); err != nil {
 			return err
 		}

@@ -242,11 +242,11 @@ func csListGrants(t *testing.T, state, server string) []grantJSON {
 	if code != 0 {
 		t.Fatalf("grants list: exit status %d; stderr:\n%s", code, stderr)
 	}
-	var gs []grantJSON
-	if err := json.Unmarshal([]byte(stdout), &gs); err != nil {
+	var out listJSON
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("grants list --json: %v\n%s", err, stdout)
 	}
-	return gs
+	return out.Grants
 }
 
 func csIsListChanged(m *message) bool { return m.isNotification("notifications/roots/list_changed") }

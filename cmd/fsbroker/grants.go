@@ -9,7 +9,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,16 +25,19 @@ import (
 
 const grantsUsage = `Usage: fsbroker grants COMMAND [flags]
 
-Show and revoke the consent grants the broker keeps in <state-dir>/grants:
-which MCP server may read, or read and write, which paths (mount-relative, as
-"proj/docs"; a grant covers its path and everything beneath it). The state
-directory is --state-dir, else the stateDir of the --config FILE, else the
-default: the broker resolves it the same way, so --config FILE alone finds the
-grants of a broker started with that file.
+Show and take back the consent the broker keeps in <state-dir>/grants: grants
+(which MCP server may read, or read and write, which paths: mount-relative, as
+"proj/docs"; a grant covers its path and everything beneath it), and blocks of
+the operator's pre-approvals (roots[].consent: preapproved in the config file).
+The state directory is --state-dir, else the stateDir of the --config FILE,
+else the default: the broker resolves it the same way, so --config FILE alone
+finds the grants of a broker started with that file.
 
 Commands:
-  list   [--server S] [--root DIR] [--json]        the grants, by server and path
-  revoke [--server S] [--path P] [--id ID] [--all] take grants away, also from running brokers
+  list    [--server S] [--root DIR] [--json]        grants, pre-approvals and blocks
+  revoke  [--server S] [--path P] [--id ID] [--all] take grants away and block
+                                                    pre-approved access, also in running brokers
+  restore [--server S] [--path P] [--id ID] [--all] lift blocks
 
 Run "fsbroker help grants COMMAND" for a command's flags.
 `
@@ -45,32 +50,70 @@ when it expires, the consent provider that granted it, and its id (for
 fsbroker grants revoke --id). Expired grants are shown, marked expired, until
 the broker next changes that server's grants; they grant nothing.
 
+Then the roots the operator pre-approves (from --config FILE), which every
+server may use without a grant, and the blocks that take that pre-approved
+access away (fsbroker grants revoke): for one server or every server, on a
+path and beneath it or on every path, when and by whom, and the id for
+fsbroker grants restore --id. A grant covers its path, block or not.
+
 A grant counts only while its mount names the directory it was granted under
 (the same path, device and inode). Given the broker's roots (--config FILE,
 whose roots are read, and --root flags, as the broker takes them), list marks
 each grant whose root changed or whose mount is not configured; a grant from
 before grants recorded their root is marked too: it covers nothing.
 
-Exit status: 0 ok (no grants included); 1 a grants file could not be read (the
-others are printed; the broker grants nothing from such a file); 2 bad flags.
+--json prints one object: {"grants": [...], "preapprovals": [...], "blocks": [...]}.
+
+Exit status: 0 ok (nothing listed included); 1 a grants file could not be read
+(the others are printed; the broker grants nothing from such a file, and treats
+a file of blocks it cannot read as blocking); 2 bad flags.
 `
 
 const grantsRevokeHelp = `Usage: fsbroker grants revoke [flags]
 
-Revoke the grants that match every selector given: --server (one server's),
---path (those on PATH and beneath it), --id (one grant). --all, alone, revokes
-every grant of every server. A running broker refuses new requests under a
-revoked grant within 1 second, and ends the server's watches under it.
+Take consent away. The grants that match every selector given are revoked:
+--server (one server's), --path (those on PATH and beneath it), --id (one
+grant); --all, alone, revokes every grant of every server. And, unless --id is
+given, the operator's pre-approved access is blocked for the same selection:
+--server S blocks S (on --path P and beneath it, else everywhere), --path P
+alone blocks every server there (servers never seen included), --all blocks
+every server everywhere. A block is kept in the state directory, restarts
+included, until fsbroker grants restore lifts it; a server that asks again and
+is approved holds a grant, which covers, block or not.
+
+A running broker refuses new requests under a revoked grant or a block within
+1 second, and ends the server's watches there. Each revocation and each new
+block is recorded in the audit trail. --config FILE and --root DIR name the
+broker's roots, so that a block records which directory its path's mount
+named.
 
 A grant cannot be narrowed: revoking proj/dir leaves a grant on proj whole, and
-it still covers proj/dir. When --path matches no grant but a broader one covers
-the path, revoke names it; revoke that one (--id) to take the path away.
+it still covers proj/dir. When such a broader grant remains, revoke names it;
+revoke that one (--id) to take the path away.
 
-Exit status: 0 revoked; 1 nothing matched, or a grants file could not be read
-or changed; 2 bad flags.
+Exit status: 0 revoked or blocked; 1 nothing matched (--id), a broader grant
+still covers the path, a grants file could not be read or changed, or the audit
+trail could not record it; 2 bad flags.
 `
 
-// grantsCommands is `fsbroker grants list|revoke`.
+const grantsRestoreHelp = `Usage: fsbroker grants restore [flags]
+
+Lift the blocks of pre-approved access (made by fsbroker grants revoke) that
+match every selector given: --server (the blocks of one server, not those for
+every server), --path (the blocks on PATH and beneath it, not a broader one),
+--id (one block); --all, alone, lifts every block. Running brokers allow the
+pre-approved access again within 1 second. Each lifted block is recorded in the
+audit trail.
+
+When a block that was not selected still applies to the server or path (a
+block for every server, a broader path), restore names it; lift that one
+(--id) too.
+
+Exit status: 0 lifted; 1 nothing matched, a grants file could not be read or
+changed, or the audit trail could not record it; 2 bad flags.
+`
+
+// grantsCommands is `fsbroker grants list|revoke|restore`.
 var grantsCommands = &commandGroup{name: "grants", usage: grantsUsage, cmds: []subcommand{
 	{"list", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return grantsList(args, stdout, stderr)
@@ -78,9 +121,12 @@ var grantsCommands = &commandGroup{name: "grants", usage: grantsUsage, cmds: []s
 	{"revoke", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return grantsRevoke(args, stdout, stderr)
 	}},
+	{"restore", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return grantsRestore(args, stdout, stderr)
+	}},
 }}
 
-// runGrants runs `fsbroker grants list|revoke`.
+// runGrants runs `fsbroker grants list|revoke|restore`.
 func runGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return grantsCommands.run(ctx, args, stdout, stderr)
 }
@@ -96,8 +142,16 @@ func newGrantsFlagSet(name, help string, out io.Writer, tf *trailFlags) *flag.Fl
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&tf.stateDir, "state-dir", "", "the broker's state `DIR` (the grants are in DIR/grants); default the config file's stateDir, else $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
-	fs.StringVar(&tf.configPath, "config", "", "the broker's config `FILE`: its stateDir stands in for --state-dir when that is not given (nothing else in it is used)")
+	fs.StringVar(&tf.configPath, "config", "", "the broker's config `FILE`: its stateDir stands in for --state-dir when that is not given, and its roots are the broker's roots")
 	return fs
+}
+
+// rootFlag registers --root on a grants command: the broker's roots besides the config file's.
+func rootFlag(fs *flag.FlagSet, dst *[]string, use string) {
+	fs.Func("root", "a root `DIR` of the broker, as its --root (DIR:rw allowed); repeatable: "+use, func(v string) error {
+		*dst = append(*dst, v)
+		return nil
+	})
 }
 
 // parseGrantsFlags parses a grants command's flags (it takes no arguments) and returns the
@@ -122,6 +176,27 @@ func parseGrantsFlags(fs *flag.FlagSet, args []string, tf *trailFlags) (string, 
 	return filepath.Join(state, grants.DirName), nil
 }
 
+// selectors checks the selectors of revoke and restore (what names the verb's objects): --all
+// alone, or at least one of --server, --path and --id; a path with a trailing "/" is the path.
+func selectors(verb, what string, f *grants.RevokeFilter) error {
+	if f.Path != "" && strings.Trim(f.Path, "/") != "" {
+		f.Path = strings.TrimRight(f.Path, "/") // "proj/dir/" is proj/dir
+	}
+	switch {
+	case f.All && (f.Server != "" || f.Path != "" || f.ID != ""):
+		return configErrorf("grants %s: --all %s every %s; it cannot be combined with --server, --path or --id", verb, verb+"s", what)
+	case !f.All && f.Server == "" && f.Path == "" && f.ID == "":
+		return configErrorf("grants %s: give --server, --path or --id (or --all, alone, for every %s)", verb, what)
+	}
+	if f.Path != "" {
+		if err := grants.ValidPath(f.Path); err != nil {
+			return configErrorf("--path %q: want a mount-relative path such as proj/dir: %v", f.Path,
+				strings.TrimPrefix(err.Error(), grants.ErrInvalid.Error()+": "))
+		}
+	}
+	return nil
+}
+
 // openGrants opens the grants directory, or returns nil when it does not exist (no grants;
 // a read-only command does not create it).
 func openGrants(dir string) (*grants.Store, error) {
@@ -139,13 +214,10 @@ func openGrants(dir string) (*grants.Store, error) {
 func grantsList(args []string, stdout, stderr io.Writer) error {
 	var tf trailFlags
 	fs := newGrantsFlagSet("list", grantsListHelp, stderr, &tf)
-	server := fs.String("server", "", "only the grants of the server `ID` (its pinned id, else its declared name)")
-	asJSON := fs.Bool("json", false, "print a JSON array of grants (id, server, access, path, root when known, rootStatus, granted, expires when set, by, expired)")
+	server := fs.String("server", "", "only the grants and blocks of the server `ID` (its pinned id, else its declared name), and the blocks for every server")
+	asJSON := fs.Bool("json", false, `print one JSON object: "grants" (id, server, access, path, root when known, rootStatus, granted, expires when set, by, expired), "preapprovals" (mount, path, access) and "blocks" (id, server, everyServer, path when not every path, root when known, blocked, by)`)
 	var rootFlags []string
-	fs.Func("root", "a root `DIR` of the broker, as its --root (DIR:rw allowed); repeatable: grants whose root changed are marked", func(v string) error {
-		rootFlags = append(rootFlags, v)
-		return nil
-	})
+	rootFlag(fs, &rootFlags, "grants whose root changed are marked")
 	dir, err := parseGrantsFlags(fs, args, &tf)
 	if err != nil {
 		return err
@@ -160,24 +232,30 @@ func grantsList(args []string, stdout, stderr io.Writer) error {
 	}
 	var (
 		gs      []grants.Grant
+		bs      []grants.Block
 		readErr error
 	)
 	if s != nil {
 		defer s.Close()
+		var gErr, bErr error
 		if *server != "" {
-			gs, readErr = listBoth(s, *server)
+			gs, gErr = listBoth(s, *server)
+			bs, bErr = blocksBoth(s, *server)
 		} else {
-			gs, readErr = s.ListAll()
+			gs, gErr = s.ListAll()
+			bs, bErr = s.ListBlocks()
 		}
+		readErr = errors.Join(gErr, bErr)
 		if errors.Is(readErr, grants.ErrInvalid) {
 			return configErrorf("--server: %v", readErr)
 		}
 	}
+	pre := preapprovals(current)
 	now := time.Now()
 	if *asJSON {
-		err = printGrantsJSON(stdout, gs, current, now)
-	} else if len(gs) > 0 {
-		err = printGrants(stdout, gs, current, now)
+		err = printListJSON(stdout, gs, pre, bs, current, now)
+	} else {
+		err = printList(stdout, gs, pre, bs, current, now)
 	}
 	if err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -185,8 +263,8 @@ func grantsList(args []string, stdout, stderr io.Writer) error {
 	if readErr != nil {
 		return grantsReadFailure(stderr, readErr)
 	}
-	if len(gs) == 0 && !*asJSON {
-		fmt.Fprintln(stderr, "fsbroker: no grants in", dir)
+	if len(gs) == 0 && len(pre) == 0 && len(bs) == 0 && !*asJSON {
+		fmt.Fprintln(stderr, "fsbroker: no grants, pre-approvals or blocks in", dir)
 	}
 	return nil
 }
@@ -198,44 +276,50 @@ func grantsReadFailure(stderr io.Writer, err error) error {
 		fmt.Fprintln(stderr, "fsbroker:", line)
 	}
 	if errors.Is(err, grants.ErrCorrupt) {
-		fmt.Fprintln(stderr, "fsbroker: the broker grants nothing from a corrupt file: restore it, or remove it to revoke all of that server's grants")
+		fmt.Fprintln(stderr, "fsbroker: the broker grants nothing from a corrupt file, and treats a corrupt file of blocks as blocking: restore it, or remove it to revoke all of that server's grants and lift its blocks")
 	}
 	return &exitCodeError{code: exitFailure}
 }
 
-// grantsRevoke runs `fsbroker grants revoke`.
+// grantsRevoke runs `fsbroker grants revoke`: it blocks the pre-approved access the selectors
+// name (not with --id), then revokes the grants they match, so that at no moment does the
+// server hold more than before; then it records both in the audit trail.
 func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 	var (
-		tf trailFlags
-		f  grants.RevokeFilter
+		tf        trailFlags
+		f         grants.RevokeFilter
+		rootFlags []string
 	)
 	fs := newGrantsFlagSet("revoke", grantsRevokeHelp, stderr, &tf)
-	fs.StringVar(&f.Server, "server", "", "the grants of the server `ID` (its pinned id, else its declared name)")
-	fs.StringVar(&f.Path, "path", "", "the grants on the mount-relative `PATH` (proj/dir) and beneath it; not a broader grant")
-	fs.StringVar(&f.ID, "id", "", "the grant `ID` (from fsbroker grants list)")
-	fs.BoolVar(&f.All, "all", false, "every grant of every server (alone: not with another selector)")
-	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the revocations in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
+	fs.StringVar(&f.Server, "server", "", "the grants of the server `ID` (its pinned id, else its declared name), and its pre-approved access")
+	fs.StringVar(&f.Path, "path", "", "the grants on the mount-relative `PATH` (proj/dir) and beneath it, not a broader grant; and pre-approved access there")
+	fs.StringVar(&f.ID, "id", "", "the grant `ID` (from fsbroker grants list); no block is made")
+	fs.BoolVar(&f.All, "all", false, "every grant of every server, and every server's pre-approved access (alone: not with another selector)")
+	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the revocations and blocks in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
+	rootFlag(fs, &rootFlags, "a block records the directory its path's mount names")
 	dir, err := parseGrantsFlags(fs, args, &tf)
 	if err != nil {
 		return err
 	}
-	if f.Path != "" && strings.Trim(f.Path, "/") != "" {
-		f.Path = strings.TrimRight(f.Path, "/") // "proj/dir/" is proj/dir
+	if err := selectors("revoke", "grant", &f); err != nil {
+		return err
 	}
-	switch {
-	case f.All && (f.Server != "" || f.Path != "" || f.ID != ""):
-		return configErrorf("grants revoke: --all revokes every grant; it cannot be combined with --server, --path or --id")
-	case !f.All && f.Server == "" && f.Path == "" && f.ID == "":
-		return configErrorf("grants revoke: give --server, --path or --id (or --all, alone, for every grant)")
-	}
-	if f.Path != "" {
-		if err := grants.ValidPath(f.Path); err != nil {
-			return configErrorf("--path %q: want a mount-relative path such as proj/dir: %v", f.Path,
-				strings.TrimPrefix(err.Error(), grants.ErrInvalid.Error()+": "))
-		}
-	}
-	s, err := openGrants(dir)
+	current, err := brokerRoots(tf.configPath, rootFlags)
 	if err != nil {
+		return err
+	}
+	blocks := blocksOf(f, current, "fsbroker grants revoke by "+operator())
+	var s *grants.Store
+	if len(blocks) > 0 {
+		// A block needs the grants directory: made in an existing state directory only, so
+		// that a mistyped --state-dir is not taken for a new one.
+		if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+			return configErrorf("--state-dir %s: %v", filepath.Dir(dir), err)
+		}
+		if s, err = grants.Open(dir); err != nil {
+			return configErrorf("--state-dir: %v", err)
+		}
+	} else if s, err = openGrants(dir); err != nil {
 		return err
 	}
 	if s == nil {
@@ -243,6 +327,21 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 		return &exitCodeError{code: exitFailure}
 	}
 	defer s.Close()
+	var (
+		added, kept []grants.Block
+		errs        []error
+	)
+	for _, b := range blocks {
+		stored, isNew, err := s.Block(b)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case isNew:
+			added = append(added, stored)
+		default:
+			kept = append(kept, stored)
+		}
+	}
 	revoked, revokeErr := revokeBoth(s, f)
 	if errors.Is(revokeErr, grants.ErrInvalid) {
 		return &configError{msg: revokeErr.Error()}
@@ -253,45 +352,178 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
-	if len(revoked) > 0 {
-		if err := recordRevocations(&tf, revoked); err != nil {
-			fmt.Fprintln(stderr, "fsbroker: the grants are revoked, but the audit trail does not show it:", err)
+	for _, part := range []struct {
+		title string
+		bs    []grants.Block
+	}{{"blocked pre-approved access", added}, {"already blocked", kept}} {
+		if len(part.bs) > 0 {
+			fmt.Fprintf(stdout, "%s (fsbroker grants restore lifts a block):\n", part.title)
+			if err := printBlocks(stdout, part.bs); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+	}
+	if recs := append(revocationRecords(revoked), blockRecords("grants/revoke", false, added)...); len(recs) > 0 {
+		if err := recordGrantChanges(&tf, recs); err != nil {
+			fmt.Fprintln(stderr, "fsbroker: the grants are revoked and the blocks in place, but the audit trail does not show it:", err)
 			return &exitCodeError{code: exitFailure}
 		}
 	}
-	if revokeErr != nil {
-		return grantsReadFailure(stderr, revokeErr)
+	if err := errors.Join(append(errs, revokeErr)...); err != nil {
+		return grantsReadFailure(stderr, err)
 	}
-	if len(revoked) > 0 {
+	broader := f.Path != "" && explainBroader(s, f, stderr)
+	switch {
+	case len(revoked) == 0 && len(added) == 0 && len(kept) == 0:
+		fmt.Fprintln(stderr, "fsbroker: no grant matches")
+		return &exitCodeError{code: exitFailure}
+	case broader:
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
+}
+
+// blocksOf returns the blocks a revocation with f makes: none for --id (it names one grant);
+// for --all one for every server on every path; for --server S one for each identity S
+// names (the pinned id and the declared name), on --path or every path; for --path alone one
+// for every server there. A path's block records the root its mount names in current (the
+// broker's roots, nil when not given).
+func blocksOf(f grants.RevokeFilter, current *roots.Set, by string) []grants.Block {
+	if f.ID != "" {
 		return nil
 	}
-	fmt.Fprintln(stderr, "fsbroker: no grant matches")
-	if f.Path != "" {
-		explainBroader(s, f, stderr)
+	b := grants.Block{Server: grants.AllServers, By: by}
+	if !f.All {
+		b.Path = f.Path
 	}
-	return &exitCodeError{code: exitFailure}
+	if current != nil && b.Path != "" {
+		if r, ok := current.ByMount(b.Mount()); ok {
+			b.Root = grants.RootOf(r)
+		}
+	}
+	if f.Server == "" {
+		return []grants.Block{b}
+	}
+	var out []grants.Block
+	for _, key := range serverKeys(f.Server) {
+		b.Server = key
+		out = append(out, b)
+	}
+	return out
+}
+
+// operator names who runs the command, for a block's By and the audit trail: the user name
+// and uid.
+func operator() string {
+	u, err := user.Current()
+	if err != nil {
+		return fmt.Sprintf("uid %d", os.Getuid())
+	}
+	return fmt.Sprintf("%s (uid %s)", u.Username, u.Uid)
+}
+
+// grantsRestore runs `fsbroker grants restore`.
+func grantsRestore(args []string, stdout, stderr io.Writer) error {
+	var (
+		tf trailFlags
+		f  grants.RevokeFilter
+	)
+	fs := newGrantsFlagSet("restore", grantsRestoreHelp, stderr, &tf)
+	fs.StringVar(&f.Server, "server", "", "the blocks of the server `ID` (its pinned id, else its declared name); not those for every server")
+	fs.StringVar(&f.Path, "path", "", "the blocks on the mount-relative `PATH` (proj/dir) and beneath it; not a broader block")
+	fs.StringVar(&f.ID, "id", "", "the block `ID` (from fsbroker grants list)")
+	fs.BoolVar(&f.All, "all", false, "every block (alone: not with another selector)")
+	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the restores in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
+	dir, err := parseGrantsFlags(fs, args, &tf)
+	if err != nil {
+		return err
+	}
+	if err := selectors("restore", "block", &f); err != nil {
+		return err
+	}
+	s, err := openGrants(dir)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		fmt.Fprintln(stderr, "fsbroker: no block matches: there are no grants or blocks in", dir)
+		return &exitCodeError{code: exitFailure}
+	}
+	defer s.Close()
+	restored, restoreErr := restoreBoth(s, f)
+	if errors.Is(restoreErr, grants.ErrInvalid) {
+		return &configError{msg: restoreErr.Error()}
+	}
+	if len(restored) > 0 {
+		fmt.Fprintf(stdout, "lifted %d block(s):\n", len(restored))
+		if err := printBlocks(stdout, restored); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		if err := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored)); err != nil {
+			fmt.Fprintln(stderr, "fsbroker: the blocks are lifted, but the audit trail does not show it:", err)
+			return &exitCodeError{code: exitFailure}
+		}
+	}
+	if restoreErr != nil {
+		return grantsReadFailure(stderr, restoreErr)
+	}
+	if len(restored) == 0 {
+		fmt.Fprintln(stderr, "fsbroker: no block matches")
+	}
+	explainRemainingBlocks(s, f, stderr) // what is left blocks, which errs on the safe side: a note
+	if len(restored) == 0 {
+		return &exitCodeError{code: exitFailure}
+	}
+	return nil
 }
 
 // explainBroader names the grants that cover f.Path from above, which a revocation of the
-// path does not touch.
-func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) {
+// path does not touch, and reports whether there are any.
+func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) bool {
 	var gs []grants.Grant
 	if f.Server != "" {
 		gs, _ = listBoth(s, f.Server)
 	} else {
 		gs, _ = s.ListAll()
 	}
+	found := false
 	for _, g := range gs {
 		if g.Path == f.Path || !g.CoversPath(f.Path) || f.ID != "" && g.ID != f.ID {
 			continue
 		}
+		found = true
 		fmt.Fprintf(stderr, "fsbroker: but the %s grant %s of server %s on %s covers %s and everything beneath it; a grant cannot be narrowed: to take %s away, revoke that grant (fsbroker grants revoke --id %s)\n",
 			g.Access, g.ID, cell(g.Server), cell(g.Path), cell(f.Path), cell(f.Path), g.ID)
 	}
+	return found
 }
 
-// brokerRoots resolves the roots of the broker a grants command is told of: the config
-// file's, then the --root flags; nil when neither gives any (the roots are then unknown).
+// explainRemainingBlocks names the blocks left after a restore with f that still apply to what
+// it named: for the server (its own, and those for every server) or any server, on the path
+// (above it, on it or beneath it) or anywhere. A restore of one --id, or of --all, names
+// nothing.
+func explainRemainingBlocks(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) {
+	if f.All || f.Server == "" && f.Path == "" {
+		return
+	}
+	var bs []grants.Block
+	if f.Server != "" {
+		bs, _ = blocksBoth(s, f.Server)
+	} else {
+		bs, _ = s.ListBlocks()
+	}
+	area := grants.Block{Path: f.Path} // every path when no --path
+	for _, b := range bs {
+		if !b.CoversPath(f.Path) && (b.Path == "" || !area.CoversPath(b.Path)) {
+			continue // elsewhere
+		}
+		fmt.Fprintf(stderr, "fsbroker: but the block %s of %s on %s still applies there; lift it with fsbroker grants restore --id %s\n",
+			b.ID, blockServer(b), blockPath(b), b.ID)
+	}
+}
+
+// brokerRoots resolves the roots of the broker a grants command is told of: the config file's,
+// then the --root flags; nil when neither gives any (the roots are then unknown).
 func brokerRoots(configPath string, flags []string) (*roots.Set, error) {
 	var specs []roots.Spec
 	if configPath != "" {
@@ -372,6 +604,96 @@ func printGrants(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Ti
 	return tw.Flush()
 }
 
+// preapproval is a root the operator pre-approves, as list shows it.
+type preapproval struct {
+	Mount  string `json:"mount"`
+	Path   string `json:"path"`
+	Access string `json:"access"`
+}
+
+// preapprovals returns the pre-approved roots of current (nil: none known).
+func preapprovals(current *roots.Set) []preapproval {
+	var out []preapproval
+	if current == nil {
+		return out
+	}
+	for _, r := range current.All() {
+		if !r.Preapproved {
+			continue
+		}
+		access := string(grants.Read)
+		if r.Writable {
+			access = string(grants.Write)
+		}
+		out = append(out, preapproval{Mount: r.Mount, Path: r.Path, Access: access})
+	}
+	return out
+}
+
+// printList prints list's tables: the grants (the table alone when there is nothing else),
+// then, each under a heading, the pre-approved roots and the blocks.
+func printList(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grants.Block, current *roots.Set, now time.Time) error {
+	if len(gs) > 0 {
+		if err := printGrants(w, gs, current, now); err != nil {
+			return err
+		}
+	}
+	if len(pre) > 0 {
+		if len(gs) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, "pre-approved roots (every server may use them without a grant, where no block applies):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "MOUNT\tACCESS\tROOT")
+		for _, p := range pre {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(p.Mount), p.Access, cell(p.Path))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(bs) > 0 {
+		if len(gs) > 0 || len(pre) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, "blocks (pre-approved access taken away; a grant still covers; fsbroker grants restore lifts a block):")
+		return printBlocks(w, bs)
+	}
+	return nil
+}
+
+// printBlocks prints blocks as an aligned table.
+func printBlocks(w io.Writer, bs []grants.Block) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tPATH\tROOT\tBLOCKED\tBY\tID")
+	for _, b := range bs {
+		root := "-"
+		if b.Root.Known() {
+			root = cell(b.Root.Path)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", blockServer(b), blockPath(b), root,
+			b.Blocked.UTC().Format(time.RFC3339), cell(b.By), b.ID)
+	}
+	return tw.Flush()
+}
+
+// blockServer names a block's server for a person: "(every server)" for a block of every
+// server.
+func blockServer(b grants.Block) string {
+	if b.EveryServer() {
+		return "(every server)"
+	}
+	return cell(b.Server)
+}
+
+// blockPath names a block's path for a person: "(every path)" for a block of every path.
+func blockPath(b grants.Block) string {
+	if b.Path == "" {
+		return "(every path)"
+	}
+	return cell(b.Path)
+}
+
 // grantJSON is a grant as list --json prints it.
 type grantJSON struct {
 	grants.Grant
@@ -379,12 +701,31 @@ type grantJSON struct {
 	Expired    bool   `json:"expired"`
 }
 
-// printGrantsJSON prints grants as one JSON array.
-func printGrantsJSON(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Time) error {
-	out := make([]grantJSON, len(gs))
+// blockJSON is a block as list --json prints it.
+type blockJSON struct {
+	grants.Block
+	EveryServer bool `json:"everyServer"`
+}
+
+// listJSON is what list --json prints.
+type listJSON struct {
+	Grants       []grantJSON   `json:"grants"`
+	Preapprovals []preapproval `json:"preapprovals"`
+	Blocks       []blockJSON   `json:"blocks"`
+}
+
+// printListJSON prints list's result as one JSON object.
+func printListJSON(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grants.Block, current *roots.Set, now time.Time) error {
+	out := listJSON{Grants: make([]grantJSON, len(gs)), Preapprovals: pre, Blocks: make([]blockJSON, len(bs))}
+	if out.Preapprovals == nil {
+		out.Preapprovals = []preapproval{}
+	}
 	for i, g := range gs {
 		status, _ := rootStatus(g, current)
-		out[i] = grantJSON{Grant: g, RootStatus: status, Expired: !g.Live(now)}
+		out.Grants[i] = grantJSON{Grant: g, RootStatus: status, Expired: !g.Live(now)}
+	}
+	for i, b := range bs {
+		out.Blocks[i] = blockJSON{Block: b, EveryServer: b.EveryServer()}
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
@@ -394,12 +735,63 @@ func printGrantsJSON(w io.Writer, gs []grants.Grant, current *roots.Set, now tim
 	return err
 }
 
-// recordRevocations writes one grant record per revoked grant to the audit
-// trail the brokers on this state directory write (in a segment of this
-// process's own). The path is left out (the trail may redact paths, and the
-// grant record written when consent was given holds it): the grant id links
-// the two.
-func recordRevocations(tf *trailFlags, revoked []grants.Grant) error {
+// recordServer is the server member of a record about a grant or block of the store key key:
+// the pinned id, or the declared name without its prefix (declared tells which).
+func recordServer(key string) (server string, declared bool) {
+	return strings.CutPrefix(key, broker.DeclaredPrefix)
+}
+
+// revocationRecords are the records of revoked grants: one grant record each, with no path
+// (the trail may redact paths, and the grant record written when consent was given holds
+// it): the grant id links the two.
+func revocationRecords(revoked []grants.Grant) []audit.Record {
+	var recs []audit.Record
+	for _, g := range revoked {
+		server, declared := recordServer(g.Server)
+		detail := "revoked " + g.ID + " with fsbroker grants revoke"
+		if declared {
+			detail += " (a declared name's grant)"
+		}
+		recs = append(recs, audit.Record{Kind: audit.KindGrant, Server: server, Method: "grants/revoke", Operation: string(g.Access),
+			Allow: audit.Bool(false), Detail: detail})
+	}
+	return recs
+}
+
+// blockRecords are the records of blocks made (method grants/revoke, allow false) or lifted
+// (grants/restore, allow true): one grant record each, naming the block's id, its server
+// (none for a block of every server) and who did it; like a revocation's, the record holds no
+// path (the trail may redact paths): the block's id links it to the block, which grants list
+// shows while it stands.
+func blockRecords(method string, lifted bool, bs []grants.Block) []audit.Record {
+	var recs []audit.Record
+	for _, b := range bs {
+		server, declared := recordServer(b.Server)
+		whose := "server " + strconv.Quote(server)
+		switch {
+		case b.EveryServer():
+			whose = "every server"
+		case declared:
+			whose = "the declared name " + strconv.Quote(server)
+		}
+		where := "a path"
+		if b.Path == "" {
+			where = "every path"
+		}
+		verb, by := "blocked", b.By
+		if lifted {
+			verb, by = "lifted the block", "fsbroker grants restore by "+operator()
+		}
+		recs = append(recs, audit.Record{Kind: audit.KindGrant, Server: server, Method: method,
+			Allow: audit.Bool(lifted), Detail: truncateDetail(fmt.Sprintf("%s %s: pre-approved access of %s to %s, with %s",
+				verb, b.ID, whose, where, by))})
+	}
+	return recs
+}
+
+// recordGrantChanges writes records of revocations, blocks and restores to the audit trail
+// the brokers on this state directory write (in a segment of this process's own).
+func recordGrantChanges(tf *trailFlags, recs []audit.Record) error {
 	state, err := tf.state()
 	if err != nil {
 		return err
@@ -410,14 +802,7 @@ func recordRevocations(tf *trailFlags, revoked []grants.Grant) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range revoked {
-		server, declared := strings.CutPrefix(g.Server, broker.DeclaredPrefix)
-		detail := "revoked " + g.ID + " with fsbroker grants revoke"
-		if declared {
-			detail += " (a declared name's grant)"
-		}
-		rec := audit.Record{Kind: audit.KindGrant, Server: server, Method: "grants/revoke", Operation: string(g.Access),
-			Allow: audit.Bool(false), Detail: detail}
+	for _, rec := range recs {
 		if _, err := w.Append(context.Background(), rec); err != nil {
 			w.Close()
 			return err
@@ -450,18 +835,45 @@ func listBoth(s *grants.Store, server string) ([]grants.Grant, error) {
 	return all, errors.Join(errs...)
 }
 
+// blocksBoth lists the blocks that apply to a key --server S names: those for every server
+// once, then each key's own.
+func blocksBoth(s *grants.Store, server string) ([]grants.Block, error) {
+	all, err := s.BlocksOf(grants.AllServers)
+	errs := []error{err}
+	for _, key := range serverKeys(server) {
+		bs, err := s.BlocksOf(key)
+		for _, b := range bs {
+			if !b.EveryServer() {
+				all = append(all, b)
+			}
+		}
+		errs = append(errs, err)
+	}
+	return all, errors.Join(errs...)
+}
+
 // revokeBoth revokes for every key --server S names.
 func revokeBoth(s *grants.Store, f grants.RevokeFilter) ([]grants.Grant, error) {
+	return forBoth(f, s.Revoke)
+}
+
+// restoreBoth lifts blocks for every key --server S names.
+func restoreBoth(s *grants.Store, f grants.RevokeFilter) ([]grants.Block, error) {
+	return forBoth(f, s.Restore)
+}
+
+// forBoth runs op with f, once for each key f.Server names (once when it names none).
+func forBoth[T any](f grants.RevokeFilter, op func(grants.RevokeFilter) ([]T, error)) ([]T, error) {
 	if f.Server == "" {
-		return s.Revoke(f)
+		return op(f)
 	}
-	var all []grants.Grant
+	var all []T
 	var errs []error
 	for _, key := range serverKeys(f.Server) {
 		g := f
 		g.Server = key
-		revoked, err := s.Revoke(g)
-		all = append(all, revoked...)
+		out, err := op(g)
+		all = append(all, out...)
 		if err != nil {
 			errs = append(errs, err)
 		}

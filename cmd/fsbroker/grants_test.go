@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,9 +122,13 @@ func TestGrantsList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list --json: exit status %d; stderr:\n%s", code, stderr)
 	}
-	var got []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+	var all map[string][]map[string]any
+	if err := json.Unmarshal([]byte(stdout), &all); err != nil {
 		t.Fatalf("list --json: %v\n%s", err, stdout)
+	}
+	got := all["grants"]
+	if len(all["preapprovals"]) != 0 || len(all["blocks"]) != 0 {
+		t.Errorf("list --json without roots or blocks: %s", stdout)
 	}
 	if len(got) != 2 || got[0]["server"] != "notes" || got[0]["path"] != "docs/public" || got[0]["expires"] == nil ||
 		got[0]["expired"] != false || got[1]["access"] != "write" || got[1]["id"] != gs.ids["notes write:proj"] || got[1]["by"] != "prompt" ||
@@ -144,7 +149,7 @@ func TestGrantsList(t *testing.T) {
 		t.Errorf("list created the grants directory: %v", err)
 	}
 	stdout, _, code = runFsbroker(t, nil, "grants", "list", "--state-dir", empty, "--json")
-	if code != 0 || strings.TrimSpace(stdout) != "[]" {
+	if code != 0 || strings.Join(strings.Fields(stdout), "") != `{"grants":[],"preapprovals":[],"blocks":[]}` {
 		t.Errorf("list --json of an empty state: exit status %d, stdout %q", code, stdout)
 	}
 }
@@ -200,11 +205,11 @@ func TestGrantsListMarksChangedRoots(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("grants list %q: exit status %d; stderr:\n%s", args, code, stderr)
 		}
-		var out []grantJSON
+		var out listJSON
 		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 			t.Fatalf("%v\n%s", err, stdout)
 		}
-		return out
+		return out.Grants
 	}
 	status := func(out []grantJSON) map[string]string {
 		m := map[string]string{}
@@ -257,6 +262,9 @@ func TestGrantsListMarksChangedRoots(t *testing.T) {
 	}
 }
 
+// TestGrantsRevoke: revoke removes the grants its selectors match and, unless --id names one
+// grant, blocks the pre-approved access they name: --server for each identity it names,
+// --path alone for every server, --all everywhere.
 func TestGrantsRevoke(t *testing.T) {
 	t.Parallel()
 	gs := newGrantsState(t)
@@ -264,48 +272,161 @@ func TestGrantsRevoke(t *testing.T) {
 		return runFsbroker(t, nil, append([]string{"grants", "revoke", "--state-dir", gs.dir}, args...)...)
 	}
 
-	// A sub-path of a broader grant: nothing matches, and the broader grant is named.
+	// A sub-path of a broader grant: no grant matches, the path is blocked for the server (its
+	// pinned id and its declared name), and the broader grant, which still covers it, is named:
+	// exit status 1.
 	stdout, stderr, code := revoke("--server", "notes", "--path", "proj/secret")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, "no grant matches") ||
+	if code != 1 || strings.Contains(stdout, "revoked") || !regexp.MustCompile(`(?m)^notes +proj/secret +- `).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^declared:notes +proj/secret `).MatchString(stdout) ||
 		!strings.Contains(stderr, "--id "+gs.ids["notes write:proj"]) || !strings.Contains(stderr, "cannot be narrowed") {
-		t.Fatalf("revoke beneath a grant: exit status %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		t.Fatalf("revoke beneath a grant: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if n := len(gs.remaining(t)); n != 4 {
 		t.Fatalf("%d grants left, want 4", n)
 	}
+	// The same again: already blocked, still covered.
+	if stdout, _, code := revoke("--server", "notes", "--path", "proj/secret"); code != 1 || !strings.Contains(stdout, "already blocked") {
+		t.Fatalf("the same revoke again: exit status %d, stdout:\n%s", code, stdout)
+	}
 
-	// A path across servers, at the segment boundary (docs/public and docs, not proj).
+	// A path across servers, at the segment boundary (docs/public and docs, not proj), and a
+	// block of every server there.
 	stdout, stderr, code = revoke("--path", "docs/")
 	if code != 0 || !strings.Contains(stdout, "revoked 2 grant(s)") || !strings.Contains(stdout, gs.ids["notes read:docs/public"]) ||
-		!strings.Contains(stdout, gs.ids["indexer read:docs"]) {
+		!strings.Contains(stdout, gs.ids["indexer read:docs"]) || !regexp.MustCompile(`(?m)^\(every server\) +docs `).MatchString(stdout) {
 		t.Fatalf("revoke --path docs: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if got := gs.remaining(t); !equalStrings(got, []string{"indexer read:proj/src", "notes write:proj"}) {
 		t.Fatalf("left: %q", got)
 	}
 
-	// By ID.
-	if _, stderr, code := revoke("--id", gs.ids["indexer read:proj/src"]); code != 0 {
-		t.Fatalf("revoke --id: exit status %d, stderr:\n%s", code, stderr)
+	// By ID: the grant, and no block.
+	stdout, stderr, code = revoke("--id", gs.ids["indexer read:proj/src"])
+	if code != 0 || strings.Contains(stdout, "block") {
+		t.Fatalf("revoke --id: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	// Again: nothing.
 	if _, stderr, code := revoke("--id", gs.ids["indexer read:proj/src"]); code != 1 || !strings.Contains(stderr, "no grant matches") {
 		t.Fatalf("revoke --id again: exit status %d, stderr:\n%s", code, stderr)
 	}
-	// All.
+	// All: every grant, and every server everywhere.
 	stdout, _, code = revoke("--all")
-	if code != 0 || !strings.Contains(stdout, "revoked 1 grant(s)") {
+	if code != 0 || !strings.Contains(stdout, "revoked 1 grant(s)") || !regexp.MustCompile(`(?m)^\(every server\) +\(every path\) `).MatchString(stdout) {
 		t.Fatalf("revoke --all: exit status %d, stdout:\n%s", code, stdout)
 	}
 	if got := gs.remaining(t); len(got) != 0 {
 		t.Fatalf("left after --all: %q", got)
 	}
-	if _, stderr, code := revoke("--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
-		t.Fatalf("revoke --all of nothing: exit status %d, stderr:\n%s", code, stderr)
+	if stdout, _, code := revoke("--all"); code != 0 || !strings.Contains(stdout, "already blocked") {
+		t.Fatalf("revoke --all again: exit status %d, stdout:\n%s", code, stdout)
 	}
-	// A state directory without grants.
-	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", t.TempDir(), "--all"); code != 1 || !strings.Contains(stderr, "no grant matches") {
-		t.Fatalf("revoke in an empty state: exit status %d, stderr:\n%s", code, stderr)
+	// A state directory without grants: --all blocks there; --id finds nothing; a state
+	// directory that does not exist is a usage error, not a new one.
+	empty := t.TempDir()
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", empty, "--id", "0123"); code != 1 || !strings.Contains(stderr, "no grant matches") {
+		t.Fatalf("revoke --id in an empty state: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", empty, "--all"); code != 0 {
+		t.Fatalf("revoke --all in an empty state: exit status %d, stderr:\n%s", code, stderr)
+	}
+	missing := filepath.Join(empty, "no-such-state")
+	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", missing, "--all"); code != 2 || !strings.Contains(stderr, missing) {
+		t.Fatalf("revoke in a missing state directory: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("revoke made the missing state directory: %v", err)
+	}
+}
+
+// TestGrantsListAndRestoreBlocks: list shows the pre-approved roots of --config and the blocks
+// (text and JSON; --server shows the server's and every server's); a block records the root
+// of its path's mount when the roots are given; restore lifts blocks by server, path, id or
+// all, leaves a block for every server to a restore of one server (and names it), and
+// restores nothing twice.
+func TestGrantsListAndRestoreBlocks(t *testing.T) {
+	t.Parallel()
+	gs := newGrantsState(t)
+	cfg := filepath.Join(t.TempDir(), "fsbroker.yaml")
+	writeFile(t, cfg, "version: 1\nroots:\n  - path: "+gs.roots["proj"]+"\n    writable: true\n    consent: preapproved\n  - path: "+gs.roots["docs"]+"\n")
+	run := func(args ...string) (string, string, int) {
+		return runFsbroker(t, nil, append(args, "--state-dir", gs.dir)...)
+	}
+	if _, stderr, code := run("grants", "revoke", "--server", "indexer", "--path", "proj/src", "--config", cfg); code != 0 {
+		t.Fatalf("revoke: exit status %d\n%s", code, stderr)
+	}
+	// notes's write grant on proj still covers proj/vendor: said, exit status 1.
+	if _, stderr, code := run("grants", "revoke", "--path", "proj/vendor", "--config", cfg); code != 1 || !strings.Contains(stderr, gs.ids["notes write:proj"]) {
+		t.Fatalf("revoke: exit status %d\n%s", code, stderr)
+	}
+	list := func(args ...string) listJSON {
+		t.Helper()
+		stdout, stderr, code := run(append([]string{"grants", "list", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("list %q: exit status %d\n%s", args, code, stderr)
+		}
+		var out listJSON
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		return out
+	}
+	out := list("--config", cfg)
+	if len(out.Preapprovals) != 1 || out.Preapprovals[0] != (preapproval{Mount: "proj", Path: gs.roots["proj"], Access: "write"}) {
+		t.Errorf("pre-approvals: %+v", out.Preapprovals)
+	}
+	blocks := map[string]blockJSON{}
+	for _, b := range out.Blocks {
+		blocks[b.Server+" "+b.Path] = b
+	}
+	projRoot := grantRoot(t, gs.roots["proj"])
+	if len(blocks) != 3 || !blocks[" proj/vendor"].EveryServer || blocks[" proj/vendor"].Root != projRoot ||
+		blocks["indexer proj/src"].Root != projRoot || blocks["declared:indexer proj/src"].ID == "" ||
+		!strings.HasPrefix(blocks["indexer proj/src"].By, "fsbroker grants revoke by ") || blocks["indexer proj/src"].Blocked.IsZero() {
+		t.Fatalf("blocks: %+v", out.Blocks)
+	}
+	if len(out.Grants) != 3 || slices.ContainsFunc(out.Grants, func(g grantJSON) bool { return g.Path == "proj/src" }) {
+		t.Errorf("grants: %+v, want all but indexer's on proj/src", out.Grants)
+	}
+	// The server's view: its own and every server's.
+	if got := list("--server", "notes").Blocks; len(got) != 1 || !got[0].EveryServer {
+		t.Errorf("blocks of notes: %+v", got)
+	}
+	// The text: the grants table, then the pre-approved roots, then the blocks.
+	stdout, _, _ := run("grants", "list", "--config", cfg)
+	for _, want := range []string{
+		`(?m)^SERVER +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`,
+		`(?m)^pre-approved roots .*:\nMOUNT +ACCESS +ROOT\nproj +write +` + regexp.QuoteMeta(gs.roots["proj"]) + `$`,
+		`(?m)^blocks .*:\nSERVER +PATH +ROOT +BLOCKED +BY +ID$`,
+		`(?m)^\(every server\) +proj/vendor +` + regexp.QuoteMeta(gs.roots["proj"]) + ` +\S+ +fsbroker grants revoke by .+ +` + blocks[" proj/vendor"].ID + `$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("list does not match %s:\n%s", want, stdout)
+		}
+	}
+
+	// Restore: by server (both identities), not the block for every server on a path above
+	// what is asked.
+	stdout, stderr, code := run("grants", "restore", "--server", "indexer")
+	if code != 0 || !strings.Contains(stdout, "lifted 2 block(s)") || !strings.Contains(stderr, "--id "+blocks[" proj/vendor"].ID) {
+		t.Fatalf("restore --server: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if got := list().Blocks; len(got) != 1 || got[0].ID != blocks[" proj/vendor"].ID {
+		t.Fatalf("after restore --server: %+v", got)
+	}
+	// A server's restore beneath a block for every server: nothing of its own, and the block
+	// that still applies is named.
+	_, stderr, code = run("grants", "restore", "--server", "notes", "--path", "proj/vendor/lib")
+	if code != 1 || !strings.Contains(stderr, "no block matches") || !strings.Contains(stderr, "--id "+blocks[" proj/vendor"].ID) {
+		t.Fatalf("restore beneath a block of every server: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if stdout, _, code := run("grants", "restore", "--path", "proj"); code != 0 || !strings.Contains(stdout, "lifted 1 block(s)") {
+		t.Fatalf("restore --path proj: exit status %d, stdout:\n%s", code, stdout)
+	}
+	if _, stderr, code := run("grants", "restore", "--all"); code != 1 || !strings.Contains(stderr, "no block matches") {
+		t.Fatalf("restore --all of nothing: exit status %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code := run("grants", "restore", "--all", "--id", "x"); code != 2 || !strings.Contains(stderr, "--all") {
+		t.Fatalf("restore --all --id: exit status %d, stderr:\n%s", code, stderr)
 	}
 }
 

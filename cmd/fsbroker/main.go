@@ -9,7 +9,7 @@
 //	fsbroker wrap    [flags] -- CMD ARGS  sit between an MCP host (stdio) and a server it starts
 //	fsbroker policy test|check [DIR]      test or check a policy set (default: the built-in one)
 //	fsbroker eval --input FILE            the decision on one policy input
-//	fsbroker grants list|revoke ...       show and revoke consent grants
+//	fsbroker grants list|revoke|restore ...  consent grants, and blocks of pre-approved roots
 //	fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail
 //	fsbroker conformance [--broker CMD]   run the conformance suite against a broker command
 //	fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults
@@ -45,7 +45,7 @@ Usage:
   fsbroker policy test [--verbose] [DIR] run the Rego tests with coverage (exit 3 compile error, 4 test failure)
   fsbroker policy check [DIR]           compile and type-check the policies (exit 3 on error)
   fsbroker eval --input FILE            the decision on one policy input, and the rules that matched
-  fsbroker grants list|revoke ...       show and revoke consent grants ("fsbroker help grants")
+  fsbroker grants list|revoke|restore ...  consent grants, and blocks of pre-approved roots ("fsbroker help grants")
   fsbroker audit verify|query|tail|export|hash ...  check and read the audit trail ("fsbroker help audit")
   fsbroker conformance [--broker CMD]   run the conformance suite against a broker command ("fsbroker conformance -h")
   fsbroker demo [--dir DIR] [--server CMD]  a guided session on built-in defaults: decisions and the audit trail
