@@ -121,14 +121,18 @@ func (s *Session) inputGrants(req Request, now time.Time) []InputGrant {
 	all := set.All()
 	out := make([]InputGrant, 0, len(all))
 	granted := s.started.UTC().Format(time.RFC3339)
-	for _, r := range all {
-		if !r.Preapproved {
-			continue
+	var (
+		blocks  []grants.Block
+		readErr error
+	)
+	if s.grantStore != nil && slices.ContainsFunc(all, func(r roots.Root) bool { return r.Preapproved }) {
+		if blocks, readErr = s.grantStore.BlocksOf(s.StateKey()); readErr != nil {
+			s.log.Error("cannot read the blocks of pre-approved roots for the policy input", "error", readErr)
 		}
-		blocks, err := s.blocksUnder(r)
-		if err != nil {
-			s.log.Error("cannot read the blocks of pre-approved roots for the policy input", "error", err)
-			continue // the consent check refuses the request anyway
+	}
+	for _, r := range all {
+		if !r.Preapproved || readErr != nil { // blocks that cannot be read block; the consent check refuses anyway
+			continue
 		}
 		if blockedIn(blocks, r, &req.Path, req.NewPath) {
 			continue
@@ -160,9 +164,9 @@ func (s *Session) inputGrants(req Request, now time.Time) []InputGrant {
 	return out
 }
 
-// blockedIn reports whether one of blocks (under the pre-approved root r)
-// covers r's mount, or the path of one of the targets that lies in r (a
-// target of another root, or none, is passed over).
+// blockedIn reports whether one of blocks (the server's) covers the
+// pre-approved root r's mount, or the path of one of the targets that lies
+// in r (a target of another root, or none, is passed over).
 func blockedIn(blocks []grants.Block, r roots.Root, targets ...*executor.Target) bool {
 	for _, b := range blocks {
 		if b.CoversPath(r.Mount) {

@@ -237,15 +237,7 @@ func (s *Store) Restore(f RevokeFilter) ([]Block, error) {
 	for _, e := range targets {
 		var gone []Block
 		err := s.update(e, func(c contents) (contents, bool, error) {
-			var keep []Block
-			for _, b := range c.blocks {
-				if f.matchesBlock(b) {
-					gone = append(gone, b)
-				} else {
-					keep = append(keep, b)
-				}
-			}
-			c.blocks = keep
+			c.blocks, gone = partition(c.blocks, f.matchesBlock)
 			return c, len(gone) > 0, nil
 		})
 		if err != nil {

@@ -420,14 +420,7 @@ func (s *Store) Revoke(f RevokeFilter) ([]Grant, error) {
 		var gone []Grant
 		err := s.update(e, func(c contents) (contents, bool, error) {
 			var keep []Grant
-			for _, g := range c.grants {
-				if f.matches(g) {
-					gone = append(gone, g)
-				} else {
-					keep = append(keep, g)
-				}
-			}
-			if len(gone) == 0 {
+			if keep, gone = partition(c.grants, f.matches); len(gone) == 0 {
 				return c, false, nil
 			}
 			now := s.now()
@@ -472,6 +465,19 @@ func (s *Store) targets(server string) ([]*entry, []error, error) {
 		}
 	}
 	return out, errs, nil
+}
+
+// partition splits xs into those that match does not select and those it
+// does, each in order.
+func partition[T any](xs []T, match func(T) bool) (keep, gone []T) {
+	for _, x := range xs {
+		if match(x) {
+			gone = append(gone, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	return keep, gone
 }
 
 // entry returns server's entry, creating it on first use.

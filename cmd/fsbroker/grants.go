@@ -176,6 +176,26 @@ func parseGrantsFlags(fs *flag.FlagSet, args []string, tf *trailFlags) (string, 
 	return filepath.Join(state, grants.DirName), nil
 }
 
+// selectorFlags registers the selectors of revoke and restore in f, and --audit in tf: help
+// holds the usage of --server, --path, --id and --all, then what --audit records.
+func selectorFlags(fs *flag.FlagSet, f *grants.RevokeFilter, tf *trailFlags, help [5]string) {
+	fs.StringVar(&f.Server, "server", "", help[0])
+	fs.StringVar(&f.Path, "path", "", help[1])
+	fs.StringVar(&f.ID, "id", "", help[2])
+	fs.BoolVar(&f.All, "all", false, help[3])
+	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record "+help[4]+" in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
+}
+
+// parseSelectorFlags is parseGrantsFlags for revoke and restore, which then checks the
+// selectors in f (selectors).
+func parseSelectorFlags(fs *flag.FlagSet, args []string, tf *trailFlags, verb, what string, f *grants.RevokeFilter) (string, error) {
+	dir, err := parseGrantsFlags(fs, args, tf)
+	if err != nil {
+		return "", err
+	}
+	return dir, selectors(verb, what, f)
+}
+
 // selectors checks the selectors of revoke and restore (what names the verb's objects): --all
 // alone, or at least one of --server, --path and --id; a path with a trailing "/" is the path.
 func selectors(verb, what string, f *grants.RevokeFilter) error {
@@ -291,17 +311,15 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 		rootFlags []string
 	)
 	fs := newGrantsFlagSet("revoke", grantsRevokeHelp, stderr, &tf)
-	fs.StringVar(&f.Server, "server", "", "the grants of the server `ID` (its pinned id, else its declared name), and its pre-approved access")
-	fs.StringVar(&f.Path, "path", "", "the grants on the mount-relative `PATH` (proj/dir) and beneath it, not a broader grant; and pre-approved access there")
-	fs.StringVar(&f.ID, "id", "", "the grant `ID` (from fsbroker grants list); no block is made")
-	fs.BoolVar(&f.All, "all", false, "every grant of every server, and every server's pre-approved access (alone: not with another selector)")
-	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the revocations and blocks in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
+	selectorFlags(fs, &f, &tf, [5]string{
+		"the grants of the server `ID` (its pinned id, else its declared name), and its pre-approved access",
+		"the grants on the mount-relative `PATH` (proj/dir) and beneath it, not a broader grant; and pre-approved access there",
+		"the grant `ID` (from fsbroker grants list); no block is made",
+		"every grant of every server, and every server's pre-approved access (alone: not with another selector)",
+		"the revocations and blocks"})
 	rootFlag(fs, &rootFlags, "a block records the directory its path's mount names")
-	dir, err := parseGrantsFlags(fs, args, &tf)
+	dir, err := parseSelectorFlags(fs, args, &tf, "revoke", "grant", &f)
 	if err != nil {
-		return err
-	}
-	if err := selectors("revoke", "grant", &f); err != nil {
 		return err
 	}
 	current, err := brokerRoots(tf.configPath, rootFlags)
@@ -429,16 +447,14 @@ func grantsRestore(args []string, stdout, stderr io.Writer) error {
 		f  grants.RevokeFilter
 	)
 	fs := newGrantsFlagSet("restore", grantsRestoreHelp, stderr, &tf)
-	fs.StringVar(&f.Server, "server", "", "the blocks of the server `ID` (its pinned id, else its declared name); not those for every server")
-	fs.StringVar(&f.Path, "path", "", "the blocks on the mount-relative `PATH` (proj/dir) and beneath it; not a broader block")
-	fs.StringVar(&f.ID, "id", "", "the block `ID` (from fsbroker grants list)")
-	fs.BoolVar(&f.All, "all", false, "every block (alone: not with another selector)")
-	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record the restores in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
-	dir, err := parseGrantsFlags(fs, args, &tf)
+	selectorFlags(fs, &f, &tf, [5]string{
+		"the blocks of the server `ID` (its pinned id, else its declared name); not those for every server",
+		"the blocks on the mount-relative `PATH` (proj/dir) and beneath it; not a broader block",
+		"the block `ID` (from fsbroker grants list)",
+		"every block (alone: not with another selector)",
+		"the restores"})
+	dir, err := parseSelectorFlags(fs, args, &tf, "restore", "block", &f)
 	if err != nil {
-		return err
-	}
-	if err := selectors("restore", "block", &f); err != nil {
 		return err
 	}
 	s, err := openGrants(dir)
