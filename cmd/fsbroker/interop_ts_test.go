@@ -7,18 +7,16 @@ package main
 // pinned by the committed package-lock.json) runs under fsbroker wrap, and
 // the test plays the MCP host. The server's dependencies are installed with
 // npm ci into a cache directory outside the repository, once per lock file
-// (see tsServer).
+// (see npmProject).
 //
 // Without node and npm, or without the registry, these tests skip and say
 // why; with FSBROKER_REQUIRE_INTEROP=1 (as CI sets it) they fail instead.
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,208 +25,71 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
 
-// tsRequireInteropEnv, set to 1, turns the interoperability tests' skips
-// (no node, no npm, no registry) into failures.
-const tsRequireInteropEnv = "FSBROKER_REQUIRE_INTEROP"
+// tsServerDeps is the TypeScript server's npm project: its source and its
+// dependencies, pinned by package-lock.json.
+var tsServerDeps = &npmProject{
+	src:     "testdata/ts-server",
+	what:    "the TypeScript SDK server",
+	minNode: 18,
+	marker:  "@modelcontextprotocol/sdk/package.json",
+}
 
-// tsNpmTimeout bounds the whole npm ci of the TypeScript server.
-const tsNpmTimeout = 3 * time.Minute
-
-// tsServerDir is the TypeScript server's source, relative to this package.
-const tsServerDir = "testdata/ts-server"
-
-// tsInstall is the outcome of installing the TypeScript server, shared by
-// the tests of one test process.
-var tsInstall struct {
-	once   sync.Once
-	node   string // the node binary
-	script string // server.mjs, next to its node_modules
-	skip   string // why the server cannot run here (no node, no registry)
-	err    error  // a failure that is this repository's fault
+// tsScript is the TypeScript server's script copied next to its installed
+// dependencies, shared by the tests of one test process.
+var tsScript struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // tsServer returns the node binary and the path of the TypeScript server's
-// script, installing the server's dependencies first when they are missing.
-// The test skips, saying why, when node or npm is missing or npm ci fails
-// (no registry); it fails instead when FSBROKER_REQUIRE_INTEROP=1.
+// script, installing the server's dependencies first when they are missing
+// (the test skips, or fails, as npmProject.installed says).
 func tsServer(t *testing.T) (node, script string) {
 	t.Helper()
-	tsInstall.once.Do(func() {
-		tsInstall.node, tsInstall.script, tsInstall.skip, tsInstall.err = tsInstallServer()
-	})
-	if tsInstall.err != nil {
-		t.Fatalf("TypeScript server: %v", tsInstall.err)
+	node, dir := tsServerDeps.installed(t)
+	tsScript.once.Do(func() { tsScript.path, tsScript.err = tsCopyScript(dir) })
+	if tsScript.err != nil {
+		t.Fatalf("TypeScript server: %v", tsScript.err)
 	}
-	if tsInstall.skip != "" {
-		if os.Getenv(tsRequireInteropEnv) == "1" {
-			t.Fatalf("%s=1, but the TypeScript SDK server cannot run: %s", tsRequireInteropEnv, tsInstall.skip)
-		}
-		t.Skipf("TypeScript SDK server not available (set %s=1 to fail instead): %s", tsRequireInteropEnv, tsInstall.skip)
-	}
-	return tsInstall.node, tsInstall.script
+	return node, tsScript.path
 }
 
-// tsInstallServer makes the TypeScript server runnable: its dependencies in
-// <cache>/fsbroker-test/ts-server-<hash of package.json and the lock file>
-// (npm ci into a temporary directory renamed into place, so that concurrent
-// test processes never see a half-done install), and server.mjs copied in
-// under a name with its own hash. It returns a reason to skip when node or
-// npm is missing, node is too old or npm ci fails, and an error for what is
-// wrong in the repository or the cache.
-func tsInstallServer() (node, script, skip string, err error) {
-	node, err = exec.LookPath("node")
+// tsCopyScript copies server.mjs into dir, the install of its dependencies,
+// under a name with its own hash, and returns its path.
+func tsCopyScript(dir string) (string, error) {
+	src, err := os.ReadFile(filepath.Join(tsServerDeps.src, "server.mjs"))
 	if err != nil {
-		return "", "", "node is not on PATH", nil
+		return "", err
 	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", "", "npm is not on PATH", nil
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		return "", "", fmt.Sprintf("%s --version: %v", node, err), nil
-	}
-	version := strings.TrimSpace(string(out))
-	major, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(version, "v"), ".", 2)[0])
-	if err != nil || major < 18 {
-		return "", "", fmt.Sprintf("node %s is too old: the TypeScript SDK needs 18 or later", version), nil
-	}
-
-	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(tsServerDir, name)) }
-	pkg, err := read("package.json")
-	if err != nil {
-		return "", "", "", err
-	}
-	lock, err := read("package-lock.json")
-	if err != nil {
-		return "", "", "", err
-	}
-	src, err := read("server.mjs")
-	if err != nil {
-		return "", "", "", err
-	}
-
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	root := filepath.Join(cache, "fsbroker-test")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", "", "", fmt.Errorf("cache directory: %w", err)
-	}
-	depsHash := sha256.New()
-	depsHash.Write(pkg)
-	depsHash.Write([]byte{0})
-	depsHash.Write(lock)
-	name := "ts-server-" + hex.EncodeToString(depsHash.Sum(nil))[:16]
-	dir := filepath.Join(root, name)
-	if !tsDepsInstalled(dir) {
-		tsRemoveStaleInstalls(root)
-		tmp, err := os.MkdirTemp(root, name+".tmp-")
-		if err != nil {
-			return "", "", "", fmt.Errorf("cache directory: %w", err)
-		}
-		defer os.RemoveAll(tmp) // after a successful rename, there is nothing left to remove
-		if err := os.Chmod(tmp, 0o755); err != nil {
-			return "", "", "", fmt.Errorf("cache directory: %w", err)
-		}
-		for file, content := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
-			if err := os.WriteFile(filepath.Join(tmp, file), content, 0o644); err != nil {
-				return "", "", "", fmt.Errorf("cache directory: %w", err)
-			}
-		}
-		if reason := tsNpmCI(npm, tmp); reason != "" {
-			return "", "", reason, nil
-		}
-		if !tsDepsInstalled(tmp) {
-			return "", "", "", fmt.Errorf("npm ci in %s succeeded, but @modelcontextprotocol/sdk is not in its node_modules", tmp)
-		}
-		if err := os.Rename(tmp, dir); err != nil && !tsDepsInstalled(dir) {
-			// Not another test process that got there first.
-			return "", "", "", fmt.Errorf("install the TypeScript server's dependencies: %w (remove %s and retry)", err, dir)
-		}
-	}
-
 	sum := sha256.Sum256(src)
-	script = filepath.Join(dir, "server-"+hex.EncodeToString(sum[:])[:16]+".mjs")
-	if have, err := os.ReadFile(script); err != nil || !bytes.Equal(have, src) {
-		tmp, err := os.CreateTemp(dir, ".server-*.mjs")
-		if err != nil {
-			return "", "", "", fmt.Errorf("copy server.mjs: %w", err)
-		}
-		werr := tmp.Chmod(0o644)
-		if werr == nil {
-			_, werr = tmp.Write(src)
-		}
-		if cerr := tmp.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), script)
-		}
-		if werr != nil {
-			os.Remove(tmp.Name())
-			return "", "", "", fmt.Errorf("copy server.mjs to %s: %w", script, werr)
-		}
+	script := filepath.Join(dir, "server-"+hex.EncodeToString(sum[:])[:16]+".mjs")
+	if have, err := os.ReadFile(script); err == nil && bytes.Equal(have, src) {
+		return script, nil
 	}
-	return node, script, "", nil
-}
-
-// tsDepsInstalled reports whether dir holds the TypeScript server's
-// installed dependencies.
-func tsDepsInstalled(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	return err == nil
-}
-
-// tsRemoveStaleInstalls removes the temporary install directories in root
-// that a test process killed during npm ci left behind (an hour old: no
-// install takes that long).
-func tsRemoveStaleInstalls(root string) {
-	entries, err := os.ReadDir(root)
+	tmp, err := os.CreateTemp(dir, ".server-*.mjs")
 	if err != nil {
-		return
+		return "", fmt.Errorf("copy server.mjs: %w", err)
 	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.Contains(e.Name(), ".tmp-") {
-			continue
-		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Hour {
-			_ = os.RemoveAll(filepath.Join(root, e.Name()))
-		}
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.Write(src)
 	}
-}
-
-// tsNpmCI runs npm ci in dir, bounded by tsNpmTimeout, and returns why it failed
-// ("" when it did not).
-func tsNpmCI(npm, dir string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), tsNpmTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund",
-		"--prefer-offline", "--loglevel=error", "--fetch-timeout=60000", "--fetch-retries=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-	// npm's children go with it when the time is up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Sprintf("npm ci in %s did not finish within %s (registry unreachable?)\n%s", dir, tsNpmTimeout, tsTail(out.String(), 2000))
-	case err != nil:
-		return fmt.Sprintf("npm ci in %s failed after %s (registry unreachable?): %v\n%s",
-			dir, time.Since(start).Round(time.Millisecond), err, tsTail(out.String(), 2000))
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
 	}
-	return ""
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), script)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("copy server.mjs to %s: %w", script, werr)
+	}
+	return script, nil
 }
 
 // tsTail returns the last n bytes of s, or all of it.
