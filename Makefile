@@ -36,7 +36,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 	@$(MAKE) --no-print-directory bench-e2e
 
-## bench-e2e: cmd/fsbench drives fsbroker, the raw baseline (cmd/fsbaseline)
+## bench-e2e: bench/fsbench drives fsbroker, the raw baseline (bench/fsbaseline)
 ## and the reference TypeScript server over stdio, side by side, and prints
 ## the table and the budgets of docs/performance.md (about two minutes). The TypeScript server
 ## is installed into a cache directory outside the repo when missing
@@ -45,8 +45,8 @@ bench:
 BENCHFLAGS ?=
 bench-e2e:
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
-	$(GO) build -o $(BIN)/fsbaseline ./cmd/fsbaseline
-	$(GO) build -o $(BIN)/fsbench ./cmd/fsbench
+	$(GO) build -o $(BIN)/fsbaseline ./bench/fsbaseline
+	$(GO) build -o $(BIN)/fsbench ./bench/fsbench
 	@sh bench/install-ts-server.sh >/dev/null || true
 	$(BIN)/fsbench $(BENCHFLAGS)
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # install-ts-server.sh: installs the reference TypeScript filesystem MCP server
-# (npm @modelcontextprotocol/server-filesystem) that cmd/fsbench compares
+# (npm @modelcontextprotocol/server-filesystem) that bench/fsbench compares
 # fsbroker with, into a cache directory outside the repository, when it is
 # missing or at another version. Prints the path of its entry point (what
 # fsbench runs with node) on stdout; progress and failures go to stderr.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/broker/roots"
-	"github.com/fsbroker/fsbroker/broker/watch"
 )
 
 // filesFixture is a read-only root "ro" and a writable root "rw" with a few

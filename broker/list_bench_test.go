@@ -21,7 +21,7 @@ import (
 // decider and with the default policy set, against "raw": the same
 // directory read and lstat'ed with plain os calls and the same reply
 // encoded, in process (no pipes, no checks). The ratio to raw bounds what
-// the broker adds; the budget of docs/performance.md (1.5x) is against cmd/fsbaseline end
+// the broker adds; the budget of docs/performance.md (1.5x) is against bench/fsbaseline end
 // to end (make bench-e2e).
 func BenchmarkFilesList1000(b *testing.B) {
 	mk := func(b *testing.B, dir string) {

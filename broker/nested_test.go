@@ -12,9 +12,9 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/canon"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/roots"
-	"github.com/fsbroker/fsbroker/broker/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
 )

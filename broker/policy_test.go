@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/watch"
+	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/engine"
 	"github.com/fsbroker/fsbroker/policies"
 	"github.com/fsbroker/fsbroker/schema"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/watch"
+	"github.com/fsbroker/fsbroker/broker/executor/watch"
 )
 
 // DefaultMaxWatches is the per-server watch limit (docs/protocol.md section 6).

@@ -16,7 +16,7 @@ import (
 // The listing benchmarks compare the executor with what a plain Go server
 // does for the same page of the same directory, in the same run
 // ("os.ReadDir": read the whole directory, sorted, then lstat the page's
-// entries; the way cmd/fsbaseline answers files/list). Speed is measured
+// entries; the way bench/fsbaseline answers files/list). Speed is measured
 // here only, never asserted in tests.
 
 // makeFlatDir creates n empty files in dir/name and waits until the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fsbroker/fsbroker/broker/child"
+	"github.com/fsbroker/fsbroker/broker/transport/child"
 	"github.com/fsbroker/fsbroker/cmd/internal/exampleserver"
 )
 

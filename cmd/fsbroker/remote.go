@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker"
-	"github.com/fsbroker/fsbroker/broker/remote"
+	"github.com/fsbroker/fsbroker/broker/transport/remote"
 )
 
 // remoteConfig is the config file's remote member: the MCP server that

@@ -14,10 +14,10 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
-	"github.com/fsbroker/fsbroker/broker/child"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/transport/child"
 )
 
 // configDebounce is how long the config watcher waits for a burst of file

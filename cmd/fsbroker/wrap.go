@@ -8,13 +8,13 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
-	"github.com/fsbroker/fsbroker/broker/proxy"
+	"github.com/fsbroker/fsbroker/broker/transport/proxy"
 )
 
 // runWrap sits between an MCP host (this process's stdin and stdout) and the
 // server command, started as a child process: messages pass both ways
 // unchanged, but the server's roots/list and files/* are answered here (see
-// broker/proxy). fsbroker exits with the server's exit status.
+// broker/transport/proxy). fsbroker exits with the server's exit status.
 func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, rest, err := parseOptions("wrap", args, stderr)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fsbroker/fsbroker/broker/child"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/transport/child"
 )
 
 // scriptedServerArg, as this test binary's first argument, makes it a

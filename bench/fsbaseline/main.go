@@ -1,5 +1,5 @@
 // Command fsbaseline is the raw baseline of fsbroker's end-to-end benchmark
-// (cmd/fsbench, `make bench`): a minimal program in fsbroker's role on the
+// (bench/fsbench, `make bench`): a minimal program in fsbroker's role on the
 // same wire, with none of its work beyond the plain OS calls.
 //
 // Like `fsbroker stdio`, it is the MCP client side of a session over
@@ -69,7 +69,7 @@ func main() {
 	doSync := flag.Bool("fsync", true, "fsync written files and their directory (files/write), as docs/protocol.md requires")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline --root DIR[:rw] ... [-fsync=false]\n\n"+
-			"The raw baseline of cmd/fsbench: fsbroker's wire (files/read, files/write, files/list)\n"+
+			"The raw baseline of bench/fsbench: fsbroker's wire (files/read, files/write, files/list)\n"+
 			"over stdio with plain OS calls and no checks.\n\n")
 		flag.PrintDefaults()
 	}

@@ -4,7 +4,7 @@
 //
 // The targets, each started as a child from a command-line template:
 //
-//   - baseline: cmd/fsbaseline, fsbroker's wire with plain OS calls and no
+//   - baseline: bench/fsbaseline, fsbroker's wire with plain OS calls and no
 //     checks (the reference the budgets of docs/performance.md are ratios against);
 //   - fsbroker: `fsbroker stdio` with its defaults (built-in policies, audit
 //     trail in batch mode), the served directory as a writable root the

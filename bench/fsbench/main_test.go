@@ -37,10 +37,13 @@ func testMain(m *testing.M) int {
 	if p, err := exec.LookPath("go"); err == nil {
 		goTool = p // go test puts its own toolchain first on PATH
 	}
-	for _, pkg := range []string{"fsbaseline", "fsbroker"} {
-		cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, pkg), "github.com/fsbroker/fsbroker/cmd/"+pkg)
+	for name, pkg := range map[string]string{
+		"fsbaseline": "github.com/fsbroker/fsbroker/bench/fsbaseline",
+		"fsbroker":   "github.com/fsbroker/fsbroker/cmd/fsbroker",
+	} {
+		cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, name), pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)
 			return 1
 		}
 	}
