@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -141,5 +142,22 @@ func TestFormatTimeMatchesLayout(t *testing.T) {
 		if got, want := formatTime(tm), tm.UTC().Format(TimeLayout); got != want {
 			t.Fatalf("formatTime(%v) = %q, want %q", tm, got, want)
 		}
+	}
+}
+
+// BenchmarkRecordAppendJSON is the cost of encoding a decision record and an outcome record,
+// the two records of every request.
+func BenchmarkRecordAppendJSON(b *testing.B) {
+	for _, kind := range []Kind{KindDecision, KindOutcome} {
+		b.Run(string(kind), func(b *testing.B) {
+			r := sampleRecord(kind, 1)
+			r.V, r.Seq, r.Time, r.Prev = 1, 12345, "2026-11-22T09:00:00.000000000Z", strings.Repeat("ab", 32)
+			buf := r.appendJSON(nil)
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = r.appendJSON(buf[:0])
+			}
+		})
 	}
 }
