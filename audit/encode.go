@@ -3,7 +3,7 @@ package audit
 import (
 	"strconv"
 
-	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // appendJSON appends r's JSON encoding to b: byte for byte what json.Marshal
@@ -48,11 +48,11 @@ func (r *Record) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"segment":`...)
-			b = jsonrpc.AppendString(b, s.Segment)
+			b = jsonx.AppendString(b, s.Segment)
 			b = append(b, `,"lastSeq":`...)
 			b = strconv.AppendUint(b, s.LastSeq, 10)
 			b = append(b, `,"lastMac":`...)
-			b = jsonrpc.AppendString(b, s.LastMAC)
+			b = jsonx.AppendString(b, s.LastMAC)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -68,10 +68,7 @@ func appendField(b []byte, name, value string, omitEmpty bool) []byte {
 	if omitEmpty && value == "" {
 		return b
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return jsonrpc.AppendString(b, value)
+	return jsonx.AppendStringMember(b, name, value)
 }
 
 // appendInt appends ,"name":n, or nothing for 0 (omitempty).
@@ -79,10 +76,7 @@ func appendInt(b []byte, name string, n int64) []byte {
 	if n == 0 {
 		return b
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return strconv.AppendInt(b, n, 10)
+	return strconv.AppendInt(jsonx.AppendName(b, name), n, 10)
 }
 
 // appendStrings appends ,"name":[...], or nothing for no strings
@@ -91,14 +85,12 @@ func appendStrings(b []byte, name string, ss []string) []byte {
 	if len(ss) == 0 {
 		return b
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':', '[')
+	b = append(jsonx.AppendName(b, name), '[')
 	for i, s := range ss {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = jsonrpc.AppendString(b, s)
+		b = jsonx.AppendString(b, s)
 	}
 	return append(b, ']')
 }

@@ -1,12 +1,10 @@
 package broker
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
-	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // appendJSON appends in's JSON encoding to b: byte for byte what json.Marshal
@@ -16,18 +14,18 @@ import (
 func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `{"version":`...)
 	b = strconv.AppendInt(b, int64(in.Version), 10)
-	b = appendStringField(b, "method", in.Method)
-	b = appendStringField(b, "operation", in.Operation)
+	b = jsonx.AppendStringMember(b, "method", in.Method)
+	b = jsonx.AppendStringMember(b, "operation", in.Operation)
 	b = append(b, `,"server":{"id":`...)
-	b = jsonrpc.AppendString(b, in.Server.ID)
-	b = appendStringField(b, "name", in.Server.Name)
-	b = appendStringField(b, "version", in.Server.Version)
+	b = jsonx.AppendString(b, in.Server.ID)
+	b = jsonx.AppendStringMember(b, "name", in.Server.Name)
+	b = jsonx.AppendStringMember(b, "version", in.Server.Version)
 	b = append(b, `,"pinned":`...)
 	b = strconv.AppendBool(b, in.Server.Pinned)
 	b = append(b, `},"session":{"id":`...)
-	b = jsonrpc.AppendString(b, in.Session.ID)
-	b = appendStringField(b, "protocolVersion", in.Session.ProtocolVersion)
-	b = appendStringField(b, "transport", in.Session.Transport)
+	b = jsonx.AppendString(b, in.Session.ID)
+	b = jsonx.AppendStringMember(b, "protocolVersion", in.Session.ProtocolVersion)
+	b = jsonx.AppendStringMember(b, "transport", in.Session.Transport)
 	b = append(b, '}')
 	if in.Path != nil {
 		b = append(b, `,"path":`...)
@@ -49,8 +47,8 @@ func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 	}
 	if len(in.Params) > 0 {
 		b = append(b, `,"params":`...)
-		if b, err = appendRawJSON(b, in.Params); err != nil {
-			return nil, err
+		if b, err = jsonx.AppendRawMessage(b, in.Params); err != nil {
+			return nil, fmt.Errorf("policy input params: %w", err)
 		}
 	}
 	b = append(b, `,"bytes":`...)
@@ -65,10 +63,10 @@ func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"access":`...)
-			b = jsonrpc.AppendString(b, g.Access)
-			b = appendStringField(b, "path", g.Path)
-			b = appendStringField(b, "granted", g.Granted)
-			b = appendStringField(b, "expires", g.Expires)
+			b = jsonx.AppendString(b, g.Access)
+			b = jsonx.AppendStringMember(b, "path", g.Path)
+			b = jsonx.AppendStringMember(b, "granted", g.Granted)
+			b = jsonx.AppendStringMember(b, "expires", g.Expires)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -78,7 +76,7 @@ func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 	b = append(b, `,"watches":`...)
 	b = strconv.AppendInt(b, int64(in.Usage.Watches), 10)
 	b = append(b, `},"time":{"rfc3339":`...)
-	b = jsonrpc.AppendString(b, in.Time.RFC3339)
+	b = jsonx.AppendString(b, in.Time.RFC3339)
 	b = append(b, `,"unixNano":`...)
 	b = strconv.AppendInt(b, in.Time.UnixNano, 10)
 	return append(b, '}', '}'), nil
@@ -87,17 +85,17 @@ func (in *PolicyInput) appendJSON(b []byte) (_ []byte, err error) {
 // appendJSON appends p's JSON encoding to b, as json.Marshal writes it.
 func (p *InputPath) appendJSON(b []byte) []byte {
 	b = append(b, `{"requested":`...)
-	b = jsonrpc.AppendString(b, p.Requested)
-	b = appendStringField(b, "canonical", p.Canonical)
-	b = appendStringField(b, "root", p.Root)
-	b = appendStringField(b, "mount", p.Mount)
-	b = appendStringField(b, "relative", p.Relative)
-	b = appendStringField(b, "mountPath", p.MountPath)
+	b = jsonx.AppendString(b, p.Requested)
+	b = jsonx.AppendStringMember(b, "canonical", p.Canonical)
+	b = jsonx.AppendStringMember(b, "root", p.Root)
+	b = jsonx.AppendStringMember(b, "mount", p.Mount)
+	b = jsonx.AppendStringMember(b, "relative", p.Relative)
+	b = jsonx.AppendStringMember(b, "mountPath", p.MountPath)
 	b = append(b, `,"writable":`...)
 	b = strconv.AppendBool(b, p.Writable)
 	b = append(b, `,"exists":`...)
 	b = strconv.AppendBool(b, p.Exists)
-	b = appendStringField(b, "type", p.Type)
+	b = jsonx.AppendStringMember(b, "type", p.Type)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, p.Size, 10)
 	b = append(b, `,"nlink":`...)
@@ -105,29 +103,4 @@ func (p *InputPath) appendJSON(b []byte) []byte {
 	b = append(b, `,"hidden":`...)
 	b = strconv.AppendBool(b, p.Hidden)
 	return append(b, '}')
-}
-
-// appendStringField appends ,"name":"value".
-func appendStringField(b []byte, name, value string) []byte {
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return jsonrpc.AppendString(b, value)
-}
-
-// appendRawJSON appends raw as json.Marshal writes a json.RawMessage:
-// compacted, with <, >, &, U+2028 and U+2029 escaped. raw must be valid JSON.
-func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
-	start := len(b)
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, raw); err != nil {
-		return nil, fmt.Errorf("policy input params: %w", err)
-	}
-	b = buf.Bytes()
-	if !bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
-		return b, nil
-	}
-	var escaped bytes.Buffer
-	json.HTMLEscape(&escaped, b[start:])
-	return append(b[:start], escaped.Bytes()...), nil
 }

@@ -1,6 +1,6 @@
 package broker
 
-import "github.com/fsbroker/fsbroker/broker/internal/jsonscan"
+import "github.com/fsbroker/fsbroker/internal/jsonx"
 
 // withoutMember returns the JSON object raw without its members named key
 // (compared after unescaping, so "cont\u0065nt" is "content"), by scanning
@@ -8,39 +8,12 @@ import "github.com/fsbroker/fsbroker/broker/internal/jsonscan"
 // false when raw is not an object the scan can follow; the caller then
 // decodes raw whole.
 func withoutMember(raw []byte, key string) (rest []byte, ok bool) {
-	i := jsonscan.SkipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, false
-	}
 	out := make([]byte, 0, 256)
 	out = append(out, '{')
-	i++
-	first := true
-	for {
-		i = jsonscan.SkipSpace(raw, i)
-		if i < len(raw) && raw[i] == '}' {
-			return append(out, '}'), true
-		}
-		if !first {
-			if i >= len(raw) || raw[i] != ',' {
-				return nil, false
-			}
-			i = jsonscan.SkipSpace(raw, i+1)
-		}
-		keyStart := i
-		keyEnd, ok := jsonscan.SkipString(raw, i)
-		if !ok {
-			return nil, false
-		}
-		i = jsonscan.SkipSpace(raw, keyEnd)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, false
-		}
-		valEnd, ok := jsonscan.SkipValue(raw, jsonscan.SkipSpace(raw, i+1))
-		if !ok {
-			return nil, false
-		}
-		name, ok := jsonscan.Unquote(raw[keyStart:keyEnd])
+	s := jsonx.ScanObject(raw)
+	for s.Next() {
+		m := s.Member()
+		name, ok := jsonx.Unquote(m.Name)
 		if !ok {
 			return nil, false
 		}
@@ -48,8 +21,11 @@ func withoutMember(raw []byte, key string) (rest []byte, ok bool) {
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
-			out = append(out, raw[keyStart:valEnd]...)
+			out = append(out, raw[m.Start:m.End]...)
 		}
-		i, first = valEnd, false
 	}
+	if _, ok := s.End(); !ok {
+		return nil, false
+	}
+	return append(out, '}'), true
 }

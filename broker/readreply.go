@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"strconv"
 
-	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // readReply is the result of files/read. It encodes itself (AppendJSON) so
@@ -29,10 +29,10 @@ func (r *readReply) AppendJSON(b []byte) []byte {
 		b = base64.StdEncoding.AppendEncode(b, r.data)
 		b = append(b, '"')
 	} else {
-		b = jsonrpc.AppendString(b, r.data)
+		b = jsonx.AppendString(b, r.data)
 	}
 	b = append(b, `,"encoding":`...)
-	b = jsonrpc.AppendString(b, r.encoding)
+	b = jsonx.AppendString(b, r.encoding)
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, r.size, 10)
 	b = append(b, `,"offset":`...)
@@ -42,9 +42,9 @@ func (r *readReply) AppendJSON(b []byte) []byte {
 	b = append(b, `,"eof":`...)
 	b = strconv.AppendBool(b, r.eof)
 	b = append(b, `,"mimeType":`...)
-	b = jsonrpc.AppendString(b, r.mimeType)
+	b = jsonx.AppendString(b, r.mimeType)
 	b = append(b, `,"etag":`...)
-	b = jsonrpc.AppendString(b, r.etag)
+	b = jsonx.AppendString(b, r.etag)
 	return append(b, '}')
 }
 

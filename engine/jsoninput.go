@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 	"github.com/fsbroker/fsbroker/schema"
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -408,137 +408,21 @@ func (p *jsonParser) numberError() error {
 // more than one such member. The scan checks the document's structure (strings, brackets,
 // separators), not its every value: the caller parses what it relies on.
 func timeMember(doc []byte) (start, valStart, end int, found, ok bool) {
-	s := jsonScanner{b: doc}
-	s.space()
-	if !s.consume('{') {
+	s := jsonx.ScanObject(doc)
+	for s.Next() {
+		m := s.Member()
+		if string(m.Name) != `"time"` {
+			continue
+		}
+		if found {
+			return 0, 0, 0, false, false
+		}
+		start, valStart, end, found = m.Start, m.ValueStart, m.End, true
+	}
+	if objectEnd, closed := s.End(); !closed || jsonx.SkipSpace(doc, objectEnd) != len(doc) {
 		return 0, 0, 0, false, false
 	}
-	s.space()
-	if s.consume('}') {
-		s.space()
-		return 0, 0, 0, false, s.i == len(s.b)
-	}
-	for {
-		s.space()
-		keyStart := s.i
-		if !s.skipString() {
-			return 0, 0, 0, false, false
-		}
-		isTime := string(doc[keyStart:s.i]) == `"time"`
-		s.space()
-		if !s.consume(':') {
-			return 0, 0, 0, false, false
-		}
-		s.space()
-		vs := s.i
-		if !s.skipValue() {
-			return 0, 0, 0, false, false
-		}
-		if isTime {
-			if found {
-				return 0, 0, 0, false, false
-			}
-			start, valStart, end, found = keyStart, vs, s.i, true
-		}
-		s.space()
-		switch {
-		case s.consume(','):
-		case s.consume('}'):
-			s.space()
-			if s.i != len(s.b) {
-				return 0, 0, 0, false, false
-			}
-			return start, valStart, end, found, true
-		default:
-			return 0, 0, 0, false, false
-		}
-	}
-}
-
-// jsonScanner walks the structure of a JSON document without building anything.
-type jsonScanner struct {
-	b []byte
-	i int
-}
-
-func (s *jsonScanner) space() {
-	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
-		s.i++
-	}
-}
-
-func (s *jsonScanner) consume(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// skipString skips the string at s.i, its escapes included: up to the first quote that is
-// preceded by an even number of backslashes (a backslash escapes the character after it).
-func (s *jsonScanner) skipString() bool {
-	if !s.consume('"') {
-		return false
-	}
-	for {
-		j := bytes.IndexByte(s.b[s.i:], '"')
-		if j < 0 {
-			s.i = len(s.b)
-			return false
-		}
-		q := s.i + j
-		k := q
-		for k > s.i && s.b[k-1] == '\\' {
-			k--
-		}
-		s.i = q + 1
-		if (q-k)%2 == 0 {
-			return true
-		}
-	}
-}
-
-// skipValue skips the value at s.i: a string, an object or array with everything in it, or a
-// literal or number (the bytes up to the next separator).
-func (s *jsonScanner) skipValue() bool {
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case '"':
-		return s.skipString()
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				if !s.skipString() {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			}
-			s.i++
-		}
-		return false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return s.i > start
-		}
-		s.i++
-	}
-	return s.i > start
+	return start, valStart, end, found, true
 }
 
 // validJSONValue reports whether b is exactly one JSON value (white space around it allowed).

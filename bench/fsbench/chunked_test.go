@@ -146,18 +146,6 @@ func TestChunkedChecks(t *testing.T) {
 	}
 }
 
-func TestAppendJSONText(t *testing.T) {
-	for _, s := range []string{"", "plain", "a\nb\n", `q"b\`, "\x00\x1f\t", "é and \u2028"} {
-		want, _ := json.Marshal(s)
-		// encoding/json escapes U+2028 for HTML; both decode alike.
-		got := `"` + string(appendJSONText(nil, []byte(s))) + `"`
-		var back string
-		if err := json.Unmarshal([]byte(got), &back); err != nil || back != s {
-			t.Errorf("%q: %s (encoding/json: %s), decodes to %q, %v", s, got, want, back, err)
-		}
-	}
-}
-
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "1234": 1234, "64K": 64 << 10, "64KiB": 64 << 10, "1M": 1 << 20,
 		"1G": 1 << 30, "2GiB": 2 << 30, "10B": 10} {

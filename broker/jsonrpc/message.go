@@ -13,7 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fsbroker/fsbroker/broker/internal/jsonscan"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // Version is the only JSON-RPC version accepted and sent.
@@ -159,19 +159,13 @@ func splitMembers(data []byte) (m members, ok bool) {
 	if !json.Valid(data) {
 		return m, false
 	}
-	i := jsonscan.SkipSpace(data, 0)
-	if data[i] != '{' {
-		return m, false
-	}
-	i = jsonscan.SkipSpace(data, i+1)
-	for data[i] != '}' {
-		keyEnd, _ := jsonscan.SkipString(data, i)
-		name, ok := jsonscan.Unquote(data[i:keyEnd])
+	s := jsonx.ScanObject(data)
+	for s.Next() {
+		member := s.Member()
+		name, ok := jsonx.Unquote(member.Name)
 		if !ok {
-			return m, false // not reached: the text is valid
+			return members{}, false // not reached: the text is valid
 		}
-		start := jsonscan.SkipSpace(data, jsonscan.SkipSpace(data, keyEnd)+1) // past the colon
-		end, _ := jsonscan.SkipValue(data, start)
 		var dst *json.RawMessage
 		switch name {
 		case "jsonrpc":
@@ -188,12 +182,11 @@ func splitMembers(data []byte) (m members, ok bool) {
 			dst = &m.error
 		}
 		if dst != nil {
-			*dst = data[start:end]
+			*dst = member.Value
 		}
-		i = jsonscan.SkipSpace(data, end)
-		if data[i] == ',' {
-			i = jsonscan.SkipSpace(data, i+1)
-		}
+	}
+	if _, ok := s.End(); !ok {
+		return members{}, false // valid JSON, but not an object
 	}
 	return m, true
 }

@@ -1,6 +1,10 @@
-package jsonrpc
+package jsonx
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // jsonSafe tells the ASCII bytes a JSON string holds as they are, with the
 // escaping encoding/json does by default: not the quote, the backslash,
@@ -66,4 +70,37 @@ func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// AppendName appends the start of an object member that follows another:
+// a comma, name quoted, and a colon. name is written as it is: it must be
+// a string that needs no escaping (the callers' are Go constants).
+func AppendName(b []byte, name string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
+}
+
+// AppendStringMember appends the member ,"name":value, value escaped as
+// AppendString does.
+func AppendStringMember(b []byte, name, value string) []byte {
+	return AppendString(AppendName(b, name), value)
+}
+
+// AppendRawMessage appends raw as json.Marshal writes a json.RawMessage:
+// compacted, with <, >, &, U+2028 and U+2029 escaped. raw must be valid
+// JSON; else the error is json.Compact's.
+func AppendRawMessage(b []byte, raw json.RawMessage) ([]byte, error) {
+	start := len(b)
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	b = buf.Bytes()
+	if !bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
+		return b, nil
+	}
+	var escaped bytes.Buffer
+	json.HTMLEscape(&escaped, b[start:])
+	return append(b[:start], escaped.Bytes()...), nil
 }
