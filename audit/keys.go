@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 )
 
 // KeySize is the size of the audit (HMAC-SHA256) key in bytes.
@@ -204,7 +206,7 @@ func publishKey(dir string, pub, retire ed25519.PublicKey) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("audit: read public key: %w", err)
 	}
-	return writeAtomic(p, data, 0o644, true)
+	return writePublic(p, data)
 }
 
 // retiredKeyPath is where a retired checkpoint public key is kept.
@@ -221,13 +223,21 @@ func keepRetired(dir string, pub ed25519.PublicKey) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(retiredKeyPath(dir, pub), data, 0o644, true)
+	return writePublic(retiredKeyPath(dir, pub), data)
 }
 
 // isRetired reports whether checkpoint.pub.<keyid> holds pub.
 func isRetired(dir string, pub ed25519.PublicKey) bool {
 	k, err := LoadPublicKey(retiredKeyPath(dir, pub))
 	return err == nil && k.Equal(pub)
+}
+
+// writePublic replaces the public key file path with data, mode 0644, atomically and durably.
+func writePublic(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("audit: write %s: %w", filepath.Base(path), err)
+	}
+	return nil
 }
 
 // encodePublicKey encodes pub as a PEM PKIX public key.
@@ -277,35 +287,14 @@ func readPrivate(path string) ([]byte, error) {
 	return data, nil
 }
 
-// createExclusive creates path with data and mode 0600 unless it exists: the data is written to
-// a temporary file that is then hard-linked into place, so no reader ever sees a partial key.
-// An existing file is not an error (another process won the race).
+// createExclusive creates path with data and mode 0600 unless it exists (atomicfile.Create:
+// written whole, then linked into place, so no reader ever sees a partial key). An existing
+// file is not an error (another process won the race).
 func createExclusive(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("audit: create key directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return fmt.Errorf("audit: create key file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("audit: create key file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("audit: write key file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("audit: sync key file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("audit: write key file: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := atomicfile.Create(path, data, 0o600); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("audit: install key file: %w", err)
 	}
 	return nil

@@ -23,6 +23,8 @@ import (
 	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/open-policy-agent/opa/v1/plugins/rest"
 	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 )
 
 // Remote is a policy set pulled from a bundle server, configured the way OPA itself is: the
@@ -189,23 +191,7 @@ func (r *Remote) persist(content []byte) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return fmt.Errorf("persist bundle: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".bundle-*.tar.gz")
-	if err != nil {
-		return fmt.Errorf("persist bundle: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return fmt.Errorf("persist bundle: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("persist bundle: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("persist bundle: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
+	if err := atomicfile.WriteFile(file, content, 0o600); err != nil {
 		return fmt.Errorf("persist bundle: %w", err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package decisionlog
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker/internal/keyfile"
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 )
 
 // DirName is the directory of the state directory where the delivery state is kept.
@@ -73,7 +73,7 @@ func openState(stateDir string, log hclog.Logger) (*state, error) {
 		return nil, err
 	}
 	s := &state{dir: d, log: log, claims: make(map[string]*claim), done: make(map[string]bool)}
-	if s.since, err = readOrCreateSince(filepath.Join(path, sinceFile)); err != nil {
+	if s.since, err = readOrCreateSince(filepath.Join(path, sinceFile), log); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -81,25 +81,21 @@ func openState(stateDir string, log hclog.Logger) (*state, error) {
 }
 
 // readOrCreateSince reads the time in file, creating the file with the time now if it is not
-// there yet. The file is written whole before it gets its name (a hard link), so that a broker
-// starting at the same moment reads either nothing or the whole time.
-func readOrCreateSince(file string) (time.Time, error) {
+// there yet. The file is written whole before it gets its name (atomicfile.Create), so that a
+// broker starting at the same moment reads either nothing or the whole time.
+func readOrCreateSince(file string, log hclog.Logger) (time.Time, error) {
 	now := time.Now().UTC()
-	tmp, err := os.CreateTemp(filepath.Dir(file), keyfile.TempPrefix+sinceFile+"-*")
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(now.Format(time.RFC3339Nano) + "\n")
-	err = cmp.Or(err, tmp.Sync(), tmp.Close())
-	if err == nil {
-		err = os.Link(tmp.Name(), file)
+	err := atomicfile.Create(file, []byte(now.Format(time.RFC3339Nano)+"\n"), 0o600)
+	if errors.Is(err, atomicfile.ErrNotDurable) {
+		// In place: only a power loss before the directory's next sync forgets it.
+		log.Warn("cannot sync the decision-log directory", "error", err)
+		err = nil
 	}
 	switch {
 	case err == nil:
 		return now, nil
 	case !errors.Is(err, fs.ErrExist):
-		return time.Time{}, fmt.Errorf("write %s: %w", file, err)
+		return time.Time{}, err // atomicfile's error names the file
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {

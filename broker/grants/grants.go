@@ -72,9 +72,9 @@
 // for every server are kept under the name of the empty identity, which no
 // server can have (e3b0c442...b855, the SHA-256 of nothing; Path(AllServers)):
 //
-//	<sha256>.json   the server's grants and blocks (absent when it has none)
-//	<sha256>.lock   an empty sidecar lock file, never deleted
-//	.tmp-<sha256>-* a replacement being written (left only by a crash)
+//	<sha256>.json        the server's grants and blocks (absent when it has none)
+//	<sha256>.lock        an empty sidecar lock file, never deleted
+//	.tmp-<sha256>.json-* a replacement being written (left only by a crash)
 //
 // A server's file is one JSON object, written indented (0600):
 //

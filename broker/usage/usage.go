@@ -14,9 +14,9 @@
 // long or non-ASCII one) can name a file outside the directory or collide
 // with another:
 //
-//	<sha256>.json   the count: {"server": id, "day": "YYYY-MM-DD", "bytesWritten": n}
-//	<sha256>.lock   an empty sidecar lock file, never deleted
-//	.tmp-<sha256>-* a replacement being written (left over only by a crash)
+//	<sha256>.json        the count: {"server": id, "day": "YYYY-MM-DD", "bytesWritten": n}
+//	<sha256>.lock        an empty sidecar lock file, never deleted
+//	.tmp-<sha256>.json-* a replacement being written (left over only by a crash)
 //
 // The identity is stored in the file for a human reading it; Path names the
 // file of an identity. "day" is the UTC date the count belongs to. A count

@@ -1,8 +1,9 @@
 // Package keyfile keeps one small file per key (a server identity, say) in a
 // directory that several broker processes share: the file is named by the
 // key's SHA-256, guarded by a flock on a sidecar lock file that is never
-// deleted, replaced atomically and durably (a temporary file, fsync, rename,
-// fsync of the directory), and identified without being read by a Stamp.
+// deleted, replaced atomically and durably (internal/atomicfile: a temporary
+// file, fsync, rename, fsync of the directory), and identified without being
+// read by a Stamp.
 // broker/grants and broker/usage are built on it; what the files hold, and
 // how they are cached, is theirs.
 package keyfile
@@ -16,20 +17,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 )
 
 // File names: <name>.json holds a key's data, <name>.lock is its lock, and
-// .tmp-<name>-* are replacements being written.
+// .tmp-<name>.json-* are replacements being written (atomicfile's names).
 const (
 	DataExt    = ".json"
 	LockExt    = ".lock"
-	TempPrefix = ".tmp-"
+	TempPrefix = atomicfile.TempPrefix
 	// NameLen is the length of a name: the hex SHA-256 of the key.
 	NameLen = 2 * sha256.Size
 
@@ -63,7 +65,7 @@ type Dir struct {
 	what     string // for log lines: "grants", "usage"
 	log      hclog.Logger
 	lockWait time.Duration
-	dirf     *os.File // the directory, kept open to sync renames (nil on Windows)
+	dir      *atomicfile.Dir // kept open to sync renames and removals
 }
 
 // Open opens (creating it 0700) the directory at path, and removes the
@@ -74,24 +76,17 @@ func Open(path, what string, lockWait time.Duration, log hclog.Logger) (*Dir, er
 	if err := os.MkdirAll(d.path, dirMode); err != nil {
 		return nil, fmt.Errorf("create the directory: %w", err)
 	}
-	if runtime.GOOS != "windows" { // Windows cannot sync a directory handle
-		f, err := os.Open(d.path)
-		if err != nil {
-			return nil, fmt.Errorf("open the directory: %w", err)
-		}
-		d.dirf = f
+	dir, err := atomicfile.OpenDir(d.path)
+	if err != nil {
+		return nil, err
 	}
+	d.dir = dir
 	d.removeStaleTemps()
 	return d, nil
 }
 
 // Close releases the directory handle.
-func (d *Dir) Close() error {
-	if d.dirf != nil {
-		return d.dirf.Close()
-	}
-	return nil
-}
+func (d *Dir) Close() error { return d.dir.Close() }
 
 // Path is the directory.
 func (d *Dir) Path() string { return d.path }
@@ -167,36 +162,18 @@ func (d *Dir) Lock(name string, exclusive bool) (unlock func(), err error) {
 // durably, and returns the new file's stamp. The caller holds name's
 // exclusive lock.
 func (d *Dir) Replace(name string, data []byte) (Stamp, error) {
-	f, err := os.CreateTemp(d.path, TempPrefix+name+"-*")
-	if err != nil {
-		return Stamp{}, err
-	}
-	tmp := f.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = f.Close()
-			_ = os.Remove(tmp)
+	path := d.DataPath(name)
+	if err := d.dir.WriteFile(filepath.Base(path), data, fileMode); err != nil {
+		if !errors.Is(err, atomicfile.ErrNotDurable) {
+			return Stamp{}, err
 		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return Stamp{}, err
+		d.warnNotDurable(err)
 	}
-	if err := f.Sync(); err != nil {
-		return Stamp{}, err
-	}
-	fi, err := f.Stat()
+	// Under the exclusive lock, the file is the one just renamed into place.
+	fi, err := os.Stat(path)
 	if err != nil {
 		return Stamp{}, err
 	}
-	if err := f.Close(); err != nil {
-		return Stamp{}, err
-	}
-	if err := os.Rename(tmp, d.DataPath(name)); err != nil {
-		return Stamp{}, err
-	}
-	committed = true
-	d.syncDir()
 	return StampOf(fi), nil
 }
 
@@ -206,19 +183,17 @@ func (d *Dir) Remove(name string) error {
 	if err := os.Remove(d.DataPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	d.syncDir()
+	if err := d.dir.Sync(); err != nil {
+		d.warnNotDurable(err)
+	}
 	return nil
 }
 
-// syncDir makes a rename or removal in the directory durable. The change is
-// in place either way; a failed sync only risks it after a power loss, which
-// leaves the old file.
-func (d *Dir) syncDir() {
-	if d.dirf != nil {
-		if err := d.dirf.Sync(); err != nil {
-			d.log.Warn("cannot sync the "+d.what+" directory", "path", d.path, "error", err)
-		}
-	}
+// warnNotDurable logs a directory that could not be synced after a rename
+// or removal. The change is in place either way; a failed sync only risks
+// it after a power loss, which leaves the old file.
+func (d *Dir) warnNotDurable(err error) {
+	d.log.Warn("cannot sync the "+d.what+" directory", "path", d.path, "error", err)
 }
 
 // removeStaleTemps removes the temporary files whose writer is gone: a writer
