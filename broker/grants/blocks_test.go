@@ -206,8 +206,8 @@ func TestBlockInAnotherProcess(t *testing.T) {
 	}
 	w := watch(t, s)
 	h := startHelper(t, dir, "notes")
-	h.send("block proj")
-	ns, err := strconv.ParseInt(strings.TrimPrefix(h.line(), "start "), 10, 64)
+	h.Send("block proj")
+	ns, err := strconv.ParseInt(strings.TrimPrefix(h.Line(), "start "), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +216,10 @@ func TestBlockInAnotherProcess(t *testing.T) {
 		t.Fatal("after the Watch reported the block, the path is not blocked")
 	}
 	t.Logf("a block by another process, seen through Watch after %v", time.Since(time.Unix(0, ns)))
-	if l := h.line(); l != "done" {
-		t.Fatalf("helper said %q", l)
-	}
+	h.Expect("done")
 	w.drain()
-	h.send("restore proj")
-	if l := h.line(); l != "done 1" {
-		t.Fatalf("helper said %q", l)
-	}
+	h.Send("restore proj")
+	h.Expect("done 1")
 	w.await(t, grants.AnyServer)
 	if blocked(t, s, "notes", "proj/x") {
 		t.Fatal("still blocked after the Watch reported the restore")

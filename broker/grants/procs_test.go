@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // deadline bounds waits for what should take milliseconds, generously, so
@@ -25,39 +24,30 @@ import (
 // logged, not asserted.
 const deadline = 5 * time.Second
 
-// The helper process: this test binary, re-executed with helperEnv set,
-// runs TestHelperProcess only, which acts on the store as another broker
-// process (or `fsbroker grants revoke`) would. It reads commands on stdin,
-// one a line, and answers each on stdout:
+// The helper process: this test binary, re-executed to play the role
+// "store" (helperproc), acts on the store in DIR as another broker process
+// (or `fsbroker grants revoke`) would, for SERVER. It says "ready", then
+// reads commands on stdin, one a line, and answers each on stdout:
 //
 //	revoke PATH   prints "start NANOS" just before Revoke (Unix nanoseconds), then "done N"
 //	grant PATH    prints "done"
 //	block PATH    blocks PATH for every server; prints "start NANOS", then "done"
 //	restore PATH  restores the blocks on PATH; prints "done N"
-const (
-	helperEnv = "FSBROKER_GRANTS_HELPER"
-	dirEnv    = "FSBROKER_GRANTS_DIR"
-	serverEnv = "FSBROKER_GRANTS_SERVER"
-)
-
-func TestHelperProcess(t *testing.T) {
-	if os.Getenv(helperEnv) == "" {
-		t.Skip("run by the multi-process tests only")
-	}
-	if err := helper(); err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+func TestMain(m *testing.M) {
+	os.Exit(helperproc.Run(m, helperproc.Roles{"store": storeRole}))
 }
 
-func helper() error {
-	s, err := grants.Open(os.Getenv(dirEnv))
+// storeRole is the helper's role; args are DIR and SERVER.
+func storeRole(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("want DIR SERVER, got %q", args)
+	}
+	s, err := grants.Open(args[0])
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	server := os.Getenv(serverEnv)
+	server := args[1]
 	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -94,82 +84,13 @@ func helper() error {
 	return sc.Err()
 }
 
-// helperProc is a running helper process.
-type helperProc struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-}
-
-func startHelper(t *testing.T, dir, server string) *helperProc {
+// startHelper starts a helper on the store in dir for server, and waits
+// until it is ready.
+func startHelper(t *testing.T, dir, server string) *helperproc.Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", dirEnv+"="+dir, serverEnv+"="+server)
-	cmd.Stderr = &testWriter{t: t}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h := &helperProc{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			h.lines <- sc.Text()
-		}
-		close(h.lines)
-	}()
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("helper: %v", err)
-		}
-	})
-	if l := h.line(); l != "ready" {
-		t.Fatalf("helper said %q, want ready", l)
-	}
+	h := helperproc.Start(t, helperproc.Command("store", dir, server))
+	h.Expect("ready")
 	return h
-}
-
-func (h *helperProc) send(line string) {
-	h.t.Helper()
-	if _, err := io.WriteString(h.stdin, line+"\n"); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-func (h *helperProc) line() string {
-	h.t.Helper()
-	select {
-	case l, ok := <-h.lines:
-		if !ok {
-			h.t.Fatal("the helper exited")
-		}
-		return l
-	case <-time.After(30 * time.Second): // includes the helper's start
-		h.t.Fatal("the helper did not answer")
-	}
-	return ""
-}
-
-// testWriter logs a helper's stderr.
-type testWriter struct {
-	t  *testing.T
-	mu sync.Mutex
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Logf("helper stderr: %s", strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // watcher records what a Watch reports.
@@ -260,8 +181,8 @@ func TestRevokeInAnotherProcess(t *testing.T) {
 		if !covers(t, s, "notes", grants.Read, p+"/f", time.Now()) {
 			t.Fatal("the grant does not cover")
 		}
-		h.send("revoke " + p)
-		start := h.line()
+		h.Send("revoke " + p)
+		start := h.Line()
 		ns, err := strconv.ParseInt(strings.TrimPrefix(start, "start "), 10, 64)
 		if err != nil {
 			t.Fatalf("helper said %q", start)
@@ -271,9 +192,7 @@ func TestRevokeInAnotherProcess(t *testing.T) {
 			t.Fatal("after the Watch reported the revocation, Covers still covers")
 		}
 		lat = append(lat, time.Since(time.Unix(0, ns)))
-		if l := h.line(); l != "done 1" {
-			t.Fatalf("helper said %q", l)
-		}
+		h.Expect("done 1")
 	}
 	slices.Sort(lat)
 	t.Logf("revocation by another process, seen through Watch: min %v, median %v, max %v (%d rounds; includes the other process's fsyncs)",
@@ -283,10 +202,8 @@ func TestRevokeInAnotherProcess(t *testing.T) {
 	}
 
 	// A grant made in the other process is seen too.
-	h.send("grant proj/from-helper")
-	if l := h.line(); l != "done" {
-		t.Fatalf("helper said %q", l)
-	}
+	h.Send("grant proj/from-helper")
+	h.Expect("done")
 	w.await(t, "notes")
 	if !covers(t, s, "notes", grants.Read, "proj/from-helper/x", time.Now()) {
 		t.Fatal("a grant made in another process is not seen after the Watch reported it")
@@ -307,14 +224,14 @@ func TestRevokeInAnotherProcessWithoutWatch(t *testing.T) {
 		if !covers(t, s, "notes", grants.Read, p, time.Now()) {
 			t.Fatal("the grant does not cover")
 		}
-		h.send("revoke " + p)
-		ns, err := strconv.ParseInt(strings.TrimPrefix(h.line(), "start "), 10, 64)
+		h.Send("revoke " + p)
+		ns, err := strconv.ParseInt(strings.TrimPrefix(h.Line(), "start "), 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen := eventually(t, "the revocation is seen", func() bool { return !covers(t, s, "notes", grants.Read, p, time.Now()) })
 		lat = append(lat, seen.Sub(time.Unix(0, ns)))
-		h.line()
+		h.Expect("done 1")
 	}
 	t.Logf("revocation by another process, seen by the staleness check alone (max stale %v): %v", grants.DefaultMaxStale, lat)
 	for _, d := range lat {

@@ -2,10 +2,10 @@ package usage_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,55 +17,62 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/fsbroker/fsbroker/broker/usage"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
-// The helper process: this test binary, re-executed with helperEnv set,
-// runs TestHelperProcess only, which adds to a Store as another broker
-// process would and prints every total it gets, one a line.
-const (
-	helperEnv = "FSBROKER_USAGE_HELPER" // "adds" or "loop"
-	dirEnv    = "FSBROKER_USAGE_DIR"
-	serverEnv = "FSBROKER_USAGE_SERVER"
-	nowEnv    = "FSBROKER_USAGE_NOW" // Unix nanoseconds
-	addsEnv   = "FSBROKER_USAGE_ADDS"
-	goEnv     = "FSBROKER_USAGE_GOROUTINES"
-)
-
-func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(helperEnv)
-	if mode == "" {
-		t.Skip("run by the multi-process tests only")
-	}
-	if err := helper(mode); err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+// The helper process: this test binary, re-executed to play a role
+// (helperproc), adds to the count of shared-server in DIR at day0 as
+// another broker process would, and prints every total it gets, one a
+// line:
+//
+//	adds DIR ADDS GOROUTINES  waits for a line on stdin, then makes ADDS
+//	                          Adds on each of GOROUTINES goroutines and
+//	                          prints their totals when all are done
+//	loop DIR                  prints "ready", then adds 1 until killed,
+//	                          printing each total at once
+func TestMain(m *testing.M) {
+	os.Exit(helperproc.Run(m, helperproc.Roles{"adds": addsRole, "loop": loopRole}))
 }
 
-func helper(mode string) error {
-	s, err := usage.Open(os.Getenv(dirEnv))
+// helperServer is the server whose count the helpers add to.
+const helperServer = "shared-server"
+
+// loopRole adds 1 until killed.
+func loopRole(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want DIR, got %q", args)
+	}
+	s, err := usage.Open(args[0])
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	ns, err := strconv.ParseInt(os.Getenv(nowEnv), 10, 64)
+	fmt.Println("ready")
+	for {
+		total, err := s.Add(helperServer, day0, 1)
+		if err != nil {
+			return err
+		}
+		fmt.Println(total)
+	}
+}
+
+// addsRole makes ADDS Adds on each of GOROUTINES goroutines once the test
+// says go.
+func addsRole(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want DIR ADDS GOROUTINES, got %q", args)
+	}
+	adds, err1 := strconv.Atoi(args[1])
+	goroutines, err2 := strconv.Atoi(args[2])
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	s, err := usage.Open(args[0])
 	if err != nil {
 		return err
 	}
-	now, server := time.Unix(0, ns), os.Getenv(serverEnv)
-	if mode == "loop" { // add 1 until killed, reporting each total at once
-		fmt.Println("ready")
-		for {
-			total, err := s.Add(server, now, 1)
-			if err != nil {
-				return err
-			}
-			fmt.Println(total)
-		}
-	}
-	adds, _ := strconv.Atoi(os.Getenv(addsEnv))
-	goroutines, _ := strconv.Atoi(os.Getenv(goEnv))
+	defer s.Close()
 	// Start with the parent: wait for its line on stdin.
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return err
@@ -79,7 +86,7 @@ func helper(mode string) error {
 		go func() {
 			defer wg.Done()
 			for range adds {
-				total, err := s.Add(server, now, 1)
+				total, err := s.Add(helperServer, day0, 1)
 				if err != nil {
 					errs <- err
 					return
@@ -99,38 +106,11 @@ func helper(mode string) error {
 	return err
 }
 
-func helperCmd(t *testing.T, mode, dir string, extra ...string) *exec.Cmd {
+// parseTotals parses the totals a helper printed.
+func parseTotals(t *testing.T, lines []string) []int64 {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
-		helperEnv+"="+mode, dirEnv+"="+dir, serverEnv+"=shared-server",
-		nowEnv+"="+strconv.FormatInt(day0.UnixNano(), 10))
-	cmd.Env = append(cmd.Env, extra...)
-	cmd.Stderr = &testWriter{t: t}
-	return cmd
-}
-
-// testWriter logs a helper's stderr.
-type testWriter struct {
-	t  *testing.T
-	mu sync.Mutex
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Logf("helper stderr: %s", strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func parseTotals(t *testing.T, out string) []int64 {
-	t.Helper()
-	var totals []int64
-	for line := range strings.Lines(out) {
-		line = strings.TrimSpace(line)
-		if line == "" || line == "ready" {
-			continue
-		}
+	totals := make([]int64, 0, len(lines))
+	for _, line := range lines {
 		n, err := strconv.ParseInt(line, 10, 64)
 		if err != nil {
 			t.Fatalf("helper printed %q", line)
@@ -146,32 +126,15 @@ func parseTotals(t *testing.T, out string) []int64 {
 func TestTwoProcesses(t *testing.T) {
 	dir := t.TempDir()
 	const procs, goroutines, adds = 2, 4, 40
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   strings.Builder
-	}
-	children := make([]*child, procs)
+	children := make([]*helperproc.Proc, procs)
 	for i := range children {
-		c := &child{cmd: helperCmd(t, "adds", dir,
-			addsEnv+"="+strconv.Itoa(adds), goEnv+"="+strconv.Itoa(goroutines))}
-		c.cmd.Stdout = &c.out
-		var err error
-		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children[i] = c
+		children[i] = helperproc.Start(t, helperproc.Command("adds", dir, strconv.Itoa(adds), strconv.Itoa(goroutines)))
 	}
 	s := open(t, dir)
 	// The children have started their Stores by now or shortly; all start
 	// adding together.
 	for _, c := range children {
-		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
-			t.Fatal(err)
-		}
+		c.Send("go")
 	}
 	var mu sync.Mutex
 	var totals []int64
@@ -181,7 +144,7 @@ func TestTwoProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range adds {
-				total, err := s.Add("shared-server", day0, 1)
+				total, err := s.Add(helperServer, day0, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -194,10 +157,7 @@ func TestTwoProcesses(t *testing.T) {
 	}
 	wg.Wait()
 	for i, c := range children {
-		if err := c.cmd.Wait(); err != nil {
-			t.Fatalf("helper %d: %v", i, err)
-		}
-		got := parseTotals(t, c.out.String())
+		got := parseTotals(t, c.Stop())
 		if len(got) != goroutines*adds {
 			t.Fatalf("helper %d reported %d Adds, want %d", i, len(got), goroutines*adds)
 		}
@@ -207,8 +167,8 @@ func TestTwoProcesses(t *testing.T) {
 	if len(totals) != want {
 		t.Fatalf("%d Adds, want %d", len(totals), want)
 	}
-	checkSequence(t, "shared-server", totals)
-	if got := today(t, s, "shared-server", day0); got != want {
+	checkSequence(t, helperServer, totals)
+	if got := today(t, s, helperServer, day0); got != want {
 		t.Fatalf("Today is %d, want %d", got, want)
 	}
 }
@@ -222,31 +182,15 @@ func TestKilledWriter(t *testing.T) {
 	var acked int64
 	leftovers, inFlight := 0, 0 // rounds killed mid-write, and after a rename not yet reported
 	for round := range 12 {
-		cmd := helperCmd(t, "loop", dir)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		var out strings.Builder
-		for seen := 0; seen < 1+round%5 && sc.Scan(); {
-			if sc.Text() != "ready" {
-				seen++
-			}
-			out.WriteString(sc.Text() + "\n")
+		h := helperproc.Start(t, helperproc.Command("loop", dir))
+		h.Expect("ready")
+		var printed []string
+		for range 1 + round%5 {
+			printed = append(printed, h.Line())
 		}
 		time.Sleep(time.Duration(round%4) * 500 * time.Microsecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		for sc.Scan() { // what it printed before it died
-			out.WriteString(sc.Text() + "\n")
-		}
-		_ = cmd.Wait()
-		if totals := parseTotals(t, out.String()); len(totals) > 0 {
+		printed = append(printed, h.Kill()...) // what it printed before it died
+		if totals := parseTotals(t, printed); len(totals) > 0 {
 			acked = totals[len(totals)-1]
 		}
 
@@ -254,7 +198,7 @@ func TestKilledWriter(t *testing.T) {
 			leftovers++
 		}
 		s := open(t, dir, usage.WithMaxStale(0))
-		got, err := s.Today("shared-server", day0)
+		got, err := s.Today(helperServer, day0)
 		if err != nil {
 			t.Fatalf("round %d: after the kill: %v", round, err)
 		}

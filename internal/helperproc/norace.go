@@ -1,0 +1,7 @@
+//go:build !race
+
+package helperproc
+
+// raceEnabled: the tests run without the race detector, and so do the
+// helper programs they build.
+const raceEnabled = false

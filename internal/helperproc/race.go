@@ -1,0 +1,7 @@
+//go:build race
+
+package helperproc
+
+// raceEnabled: the tests run under the race detector, so the helper
+// programs they build are built with it too.
+const raceEnabled = true
