@@ -11,6 +11,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/executor/internal/swaptest"
 )
 
 // TestRecursiveDeleteUnderAGitMovedIn: another process (internal/swapper)
@@ -34,7 +35,7 @@ func TestRecursiveDeleteUnderAGitMovedIn(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		sw := startSwapper(t, "-mode", "move", "-name", f.host(".git"), "-target", f.host("victim/.git"))
+		sw := swaptest.Start(t, "-mode", "move", "-name", f.host(".git"), "-target", f.host("victim/.git"))
 		deleted, midway := 0, 0
 		attack(t, f, sw, func(int) error {
 			for _, rel := range []string{"victim/f.txt", "victim/a/g.txt", "victim/a/b/h.txt", "victim/.hidden"} {

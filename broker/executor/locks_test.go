@@ -13,6 +13,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // TestLockHeldIsConflict: a lock held past the lock wait is
@@ -138,22 +139,16 @@ func TestLockAcrossProcesses(t *testing.T) {
 	f := newFixture(t, executor.WithLockWait(100*time.Millisecond))
 	f.writeFile(t, "f", "old")
 	for _, end := range []string{"release", "kill"} {
-		cmd := exec.Command(bin, "-root", f.dir, "-state", f.state, "-file", "f", "-hold")
-		stdin, stdout := startPiped(t, cmd)
-		line, err := stdout.ReadString('\n')
-		if err != nil || line != "locked\n" {
-			t.Fatalf("helper: %q %v", line, err)
-		}
-		_, err = f.x.Write(ctxT(t), f.resolve(t, "proj/f", true), []byte("blocked"), executor.WriteOptions{Create: true})
+		h := helperproc.Start(t, exec.Command(bin, "-root", f.dir, "-state", f.state, "-file", "f", "-hold"))
+		h.Expect("locked")
+		_, err := f.x.Write(ctxT(t), f.resolve(t, "proj/f", true), []byte("blocked"), executor.WriteOptions{Create: true})
 		wantCode(t, err, errcode.ConcurrencyConflict, "")
 		if end == "release" {
-			_ = stdin.Close()
-			if err := cmd.Wait(); err != nil {
-				t.Fatal(err)
+			if rest := h.Stop(); len(rest) != 0 {
+				t.Fatalf("the writer said %q", rest)
 			}
 		} else {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			h.Kill()
 		}
 		f.write(t, "proj/f", end)
 		if f.readHost(t, "f") != end {

@@ -1,84 +1,21 @@
 package executor_test
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
+
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // The helper programs (internal/writer, internal/swapper) are built once per
-// test binary, into one temporary directory, with the race detector when the
-// tests run with it.
-var (
-	helpersMu  sync.Mutex
-	helperBins = map[string]string{} // by name, once built
-	helperDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if helperDir != "" {
-		_ = os.RemoveAll(helperDir)
-	}
-	os.Exit(code)
-}
+// test binary by helperproc, which removes them after the tests.
+func TestMain(m *testing.M) { os.Exit(helperproc.Run(m, nil)) }
 
 // writerPath returns the built writer helper.
-func writerPath(t *testing.T) string { return helperPath(t, "writer") }
-
-// helperPath returns the helper program internal/<name>, built on first use,
-// skipping the test only when no go command is on PATH.
-func helperPath(t *testing.T, name string) string {
-	t.Helper()
-	helpersMu.Lock()
-	defer helpersMu.Unlock()
-	if bin, ok := helperBins[name]; ok {
-		return bin
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH to build the test helpers")
-	}
-	if helperDir == "" {
-		if helperDir, err = os.MkdirTemp("", "fsbroker-helpers-"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(helperDir, name)
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/fsbroker/fsbroker/broker/executor/internal/"+name)
-	if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build of the %s helper: %v\n%s", name, err, out)
-	}
-	helperBins[name] = bin
-	return bin
-}
-
-// startPiped starts cmd with pipes to its standard input and from its
-// standard output, and returns them.
-func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
-	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return stdin, bufio.NewReader(stdout)
+func writerPath(t *testing.T) string {
+	return helperproc.Build(t, "github.com/fsbroker/fsbroker/broker/executor/internal/writer")
 }
 
 // The payload format of internal/writer.

@@ -3,23 +3,21 @@
 package executor_test
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/executor/internal/swaptest"
 )
 
 // The attacks here need a second local process that swaps entries inside a
-// root while the executor works (internal/swapper); each loops long enough
+// root while the executor works (internal/swapper, started through
+// internal/swaptest); each loops long enough
 // to win the race against an executor that acts by path after its checks
 // (verified against the code before issue 15), and is bounded in time.
 
@@ -29,67 +27,13 @@ const (
 	attackBudget = 4 * time.Second
 )
 
-// swapperProc is a running internal/swapper.
-type swapperProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	out    *bufio.Reader
-	stderr *bytes.Buffer
-	swaps  int
-	done   bool
-}
-
-// startSwapper starts internal/swapper with args and waits until it swaps.
-// It is stopped at the end of the test if the test has not stopped it.
-func startSwapper(t *testing.T, args ...string) *swapperProc {
-	t.Helper()
-	cmd := exec.Command(helperPath(t, "swapper"), args...)
-	s := &swapperProc{cmd: cmd, stderr: &bytes.Buffer{}}
-	cmd.Stderr = s.stderr
-	s.stdin, s.out = startPiped(t, cmd)
-	t.Cleanup(func() { s.stop(t) })
-	var (
-		line string
-		err  error
-	)
-	within(t, 30*time.Second, "the swapper's start", func() { line, err = s.out.ReadString('\n') })
-	if err != nil || line != "ready\n" {
-		t.Fatalf("swapper: %q, %v (stderr %q)", line, err, s.stderr)
-	}
-	return s
-}
-
-// stop ends the swapper and returns how many rounds it made.
-func (s *swapperProc) stop(t *testing.T) int {
-	t.Helper()
-	if s.done {
-		return s.swaps
-	}
-	s.done = true
-	_ = s.stdin.Close()
-	var (
-		line string
-		err  error
-	)
-	within(t, 30*time.Second, "the swapper's end", func() {
-		line, err = s.out.ReadString('\n')
-		if werr := s.cmd.Wait(); err == nil {
-			err = werr
-		}
-	})
-	if _, serr := fmt.Sscanf(line, "swaps=%d", &s.swaps); err != nil || serr != nil {
-		t.Fatalf("swapper: %q, %v (stderr %q)", line, err, s.stderr)
-	}
-	return s.swaps
-}
-
 // attack runs round(i) until it has run attackRounds times or attackBudget
 // has passed, then stops sw. Each round makes one request under the swaps
 // and checks that nothing escaped; it returns the request's error: nil when
 // the operation was done, errDecidedElsewhere when the path resolved
 // elsewhere than asked, else a brokered error (a refusal). The test fails if
 // no round's operation was done: then it tested nothing.
-func attack(t *testing.T, f *fixture, sw *swapperProc, round func(i int) error) {
+func attack(t *testing.T, f *fixture, sw *swaptest.Swapper, round func(i int) error) {
 	t.Helper()
 	end := time.Now().Add(attackBudget)
 	rounds, done, refused := 0, 0, 0
@@ -104,7 +48,7 @@ func attack(t *testing.T, f *fixture, sw *swapperProc, round func(i int) error) 
 			refused++
 		}
 	}
-	swaps := sw.stop(t)
+	swaps := sw.Stop()
 	if done == 0 {
 		t.Fatalf("no operation was done in %d rounds: the test tested nothing", rounds)
 	}
@@ -136,7 +80,7 @@ func renameSourceAttack(t *testing.T, f *fixture) {
 	// The real d, whatever name the swapper has given it, to put a new
 	// source in before each round.
 	d := openRootT(t, f.host("d"))
-	sw := startSwapper(t, "-mode", "exchange", "-name", f.host("d"), "-target", ".ssh")
+	sw := swaptest.Start(t, "-mode", "exchange", "-name", f.host("d"), "-target", ".ssh")
 	attack(t, f, sw, func(i int) error {
 		if err := d.WriteFile("s", []byte("public"), 0o644); err != nil {
 			t.Fatal(err)
@@ -168,7 +112,7 @@ func renameTargetAttack(t *testing.T, f *fixture) {
 	// The real t, whatever name the swapper has given it, to take the
 	// renamed file out of after each round.
 	dir := openRootT(t, f.host("t"))
-	sw := startSwapper(t, "-mode", "exchange", "-name", f.host("t"), "-target", ".ssh")
+	sw := swaptest.Start(t, "-mode", "exchange", "-name", f.host("t"), "-target", ".ssh")
 	attack(t, f, sw, func(i int) error {
 		f.writeFile(t, "src/k", "planted")
 		to, err := f.x.Resolve(ctxT(t), f.path(t, "proj/t/k"), false)
@@ -224,7 +168,7 @@ func TestCreateParentsUnderSwaps(t *testing.T) {
 				if err := os.Mkdir(junk, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				sw := startSwapper(t, "-mode", "missing", "-name", f.host("d"), "-target", "x/sub", "-junk", junk)
+				sw := swaptest.Start(t, "-mode", "missing", "-name", f.host("d"), "-target", "x/sub", "-junk", junk)
 				attack(t, f, sw, func(i int) error {
 					rel := fmt.Sprintf("d/n%d/f", i)
 					tg, err := f.x.Resolve(ctxT(t), f.path(t, "proj/"+rel), name == "write")

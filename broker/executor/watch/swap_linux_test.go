@@ -3,135 +3,26 @@
 package watch
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor/internal/swaptest"
 )
-
-// The swapper: this test binary, run again with swapperEnv set, runs
-// TestSwapperProcess only, which exchanges the two entries named by
-// swapperA and swapperB (a directory and a link out of the root) with
-// renameat2(RENAME_EXCHANGE) until its stdin closes: twice in a row (the
-// link stands at swapperA for a moment), then it sleeps swapperPause (a
-// duration; none when empty) and starts again. It ends with the directory
-// at swapperA and prints "swaps N".
-const (
-	swapperEnv   = "FSBROKER_WATCH_SWAPPER"
-	swapperA     = "FSBROKER_WATCH_SWAP_A"
-	swapperB     = "FSBROKER_WATCH_SWAP_B"
-	swapperPause = "FSBROKER_WATCH_SWAP_PAUSE"
-)
-
-func TestSwapperProcess(t *testing.T) {
-	if os.Getenv(swapperEnv) == "" {
-		t.Skip("run by the swap attack tests only")
-	}
-	a, b := os.Getenv(swapperA), os.Getenv(swapperB)
-	var pause time.Duration
-	if p := os.Getenv(swapperPause); p != "" {
-		var err error
-		if pause, err = time.ParseDuration(p); err != nil {
-			fmt.Fprintln(os.Stderr, "swapper:", err)
-			os.Exit(1)
-		}
-	}
-	stop := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stop)
-	}()
-	fmt.Println("ready")
-	n := 0
-	for running := true; running; {
-		select {
-		case <-stop:
-			running = false
-		default:
-		}
-		for range 2 {
-			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
-				fmt.Fprintln(os.Stderr, "swapper:", err)
-				os.Exit(1)
-			}
-			n++
-		}
-		// A spin, not a sleep: a sleep this short takes a millisecond.
-		for start := time.Now(); time.Since(start) < pause; {
-		}
-	}
-	fmt.Printf("swaps %d\n", n)
-	os.Exit(0)
-}
-
-// startSwapper starts the swapper on a and b, pausing between pairs of
-// exchanges; the returned function stops it and returns how many exchanges
-// it made.
-func startSwapper(t *testing.T, a, b string, pause time.Duration) (stop func() int) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSwapperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), swapperEnv+"=1", swapperA+"="+a, swapperB+"="+b, swapperPause+"="+pause.String())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "ready" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("the swapper did not start: %q, stderr %q", lines.Text(), stderr.String())
-	}
-	stopped := false
-	swaps := 0
-	stop = func() int {
-		if stopped {
-			return swaps
-		}
-		stopped = true
-		_ = stdin.Close()
-		var last string
-		for lines.Scan() {
-			last = lines.Text()
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("the swapper: %v, stderr %q", err, stderr.String())
-		}
-		if _, err := fmt.Sscanf(last, "swaps %d", &swaps); err != nil {
-			t.Fatalf("the swapper said %q", last)
-		}
-		return swaps
-	}
-	t.Cleanup(func() { stop() })
-	return stop
-}
 
 // swapAttackTime bounds each attack. The code before issue 15 (a watch
 // added by host path, its identity checked after) lost to it within about
 // a second on a loaded two-core machine; a passing run takes all of it.
 const swapAttackTime = 4 * time.Second
 
-// TestSwapAttackSecondProcess: another process swaps root/sub, a directory,
-// with root/alt, a link to a directory outside the root, in a loop, while
+// TestSwapAttackSecondProcess: another process (the executor's swapper, in
+// mode exchange) swaps root/sub, a directory, with root/sub.link, a link to
+// a directory outside the root, in a loop, while
 // sub is watched (non-recursively, again and again), or while the root is
 // watched recursively (every directory that appears in it is walked and
 // watched). Meanwhile a file outside is written over and over. No watch may
@@ -148,7 +39,7 @@ func TestSwapAttackSecondProcess(t *testing.T) {
 		// Subscribe after Subscribe on sub.
 		{"target", 0},
 		// One recursive watch of the root: each exchange makes sub and
-		// alt appear, and each directory that appears is walked. The
+		// sub.link appear, and each directory that appears is walked. The
 		// pause lets the watch keep up with the swaps.
 		{"recursive", 250 * time.Microsecond},
 	} {
@@ -160,9 +51,6 @@ func TestSwapAttackSecondProcess(t *testing.T) {
 			}
 			f.mkdir("sub")
 			f.mkdir("witness")
-			if err := os.Symlink(outside, f.abs("alt")); err != nil {
-				t.Fatal(err)
-			}
 			probe := filepath.Join(outside, "probe-0")
 			if err := os.WriteFile(probe, []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
@@ -183,7 +71,7 @@ func TestSwapAttackSecondProcess(t *testing.T) {
 				}
 			})
 
-			stopSwapper := startSwapper(t, f.abs("sub"), f.abs("alt"), mode.pause)
+			sw := swaptest.Start(t, "-mode", "exchange", "-name", f.abs("sub"), "-target", outside, "-pause", mode.pause.String())
 			// The writer never sleeps: an escape may last only until the
 			// next walk of sub, well under a millisecond.
 			pf, err := os.OpenFile(probe, os.O_WRONLY, 0)
@@ -239,7 +127,7 @@ func TestSwapAttackSecondProcess(t *testing.T) {
 					subs = append(subs, s)
 				}
 			}
-			swaps := stopSwapper()
+			swaps := sw.Stop()
 			close(writing)
 			written := <-writes
 			f.write("witness/sentinel", "")

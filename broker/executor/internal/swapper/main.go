@@ -6,7 +6,13 @@
 //
 // It prints "ready" once it has started swapping, runs until its standard
 // input closes (so it never outlives the test that started it), and then
-// prints "swaps=N", the rounds it made.
+// prints "swaps=N", the rounds it made. Tests start and stop it through
+// package swaptest (the executor's swap attacks and the watch's).
+//
+// With -pause D it spins D after every second round (in mode exchange,
+// with the directory back at -name), so that what reacts to each swap (a
+// recursive watch walking what appeared) can keep up; a spin, not a sleep,
+// because a sleep this short takes a millisecond.
 //
 // Modes (-mode):
 //
@@ -34,6 +40,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 func main() {
@@ -41,6 +48,7 @@ func main() {
 	name := flag.String("name", "", "the entry to swap (a host path)")
 	target := flag.String("target", "", "the target of the link put at -name")
 	junk := flag.String("junk", "", "mode missing: where a directory found at -name is moved")
+	pause := flag.Duration("pause", 0, "spin this long after every second round")
 	flag.Parse()
 	if *name == "" || *target == "" {
 		fail("-name and -target are required")
@@ -104,6 +112,10 @@ func main() {
 	n := 1
 	for ; !stop.Load(); n++ {
 		round(n)
+		if *pause > 0 && n%2 == 1 {
+			for start := time.Now(); time.Since(start) < *pause; {
+			}
+		}
 	}
 	fmt.Printf("swaps=%d\n", n)
 }

@@ -1,5 +1,0 @@
-//go:build !race
-
-package executor_test
-
-const raceEnabled = false
