@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -11,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +19,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // segmentIDs returns the ids of the segments of dir, oldest first.
@@ -690,25 +690,27 @@ func TestRetentionSparesLiveSegments(t *testing.T) {
 	verifyOK(t, dir, keys.verifyKeys())
 }
 
-// childEnv names the directory a child writer process appends to, until it is killed.
-const childEnv = "FSBROKER_AUDIT_TEST_CHILD_DIR"
-
-// runChildWriter is the child process of TestKilledWriter: it appends until killed, and says
+// writerRole is the child process of TestKilledWriter: with DIR, the audit key and the
+// checkpoint key's seed (hex) as its arguments, it appends to DIR until killed, and says
 // "ready" once it has appended some records.
-func runChildWriter(dir string) int {
-	key, _ := hex.DecodeString(os.Getenv(childEnv + "_KEY"))
-	seed, _ := hex.DecodeString(os.Getenv(childEnv + "_SEED"))
-	w, err := Open(dir, WithKey(key), WithCheckpointKey(ed25519.NewKeyFromSeed(seed)), WithCheckpointEvery(7))
+func writerRole(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want DIR KEY SEED, got %q", args)
+	}
+	key, err1 := hex.DecodeString(args[1])
+	seed, err2 := hex.DecodeString(args[2])
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	w, err := Open(args[0], WithKey(key), WithCheckpointKey(ed25519.NewKeyFromSeed(seed)), WithCheckpointEvery(7))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	for i := 0; ; i++ {
 		r := sampleRecord(KindDecision, i)
 		r.Detail = strings.Repeat("x", i%MaxDetail)
 		if _, err := w.Append(context.Background(), r); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return err
 		}
 		if i == 200 {
 			fmt.Println("ready")
@@ -722,28 +724,10 @@ func runChildWriter(dir string) int {
 func TestKilledWriter(t *testing.T) {
 	keys := newTestKeys(t)
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir, childEnv+"_KEY="+hex.EncodeToString(keys.mac),
-		childEnv+"_SEED="+hex.EncodeToString(keys.priv.Seed()))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child: %q %v %s", line, err, stderr.String())
-	}
+	child := helperproc.Start(t, helperproc.Command("writer", dir, hex.EncodeToString(keys.mac), hex.EncodeToString(keys.priv.Seed())))
+	child.Expect("ready")
 	time.Sleep(20 * time.Millisecond)
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	child.Kill()
 	killed := segments(t, dir)
 	if len(killed) != 1 {
 		t.Fatalf("segments %v", killed)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // trail is a segment written by 8 goroutines: 1,000 records with a checkpoint every 100, copied
@@ -69,10 +71,7 @@ func sharedTrail(t *testing.T) trail {
 }
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		os.Exit(runChildWriter(dir)) // a writer process for TestKilledWriter
-	}
-	code := m.Run()
+	code := helperproc.Run(m, helperproc.Roles{"writer": writerRole}) // a writer process for TestKilledWriter
 	if theTrail.running != "" {
 		os.RemoveAll(filepath.Dir(theTrail.running))
 	}

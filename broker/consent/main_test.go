@@ -9,19 +9,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
-// helperEnv, when set in the environment, makes the test binary a helper
-// process instead of running tests: the prompt tests start it with a
-// pseudo-terminal as its controlling terminal (or none), and it calls the
-// prompt provider for real.
-const helperEnv = "FSBROKER_CONSENT_TEST_HELPER"
-
+// The helper process: this test binary, re-executed to play the role
+// "prompt" (helperproc). The prompt tests start it with a pseudo-terminal
+// as its controlling terminal (or none), and it calls the prompt provider
+// for real.
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "prompt" {
-		os.Exit(promptHelper())
-	}
-	os.Exit(m.Run())
+	os.Exit(helperproc.Run(m, helperproc.Roles{"prompt": promptRole}))
 }
 
 // helperJob is what a helper reads on stdin.
@@ -46,18 +43,16 @@ type helperOutput struct {
 	Default  string         `json:"default"`  // the provider Default chose
 }
 
-// promptHelper asks every request of the job at once, each on its own
+// promptRole asks every request of the job at once, each on its own
 // goroutine, through one Prompt, and reports the decisions.
-func promptHelper() int {
+func promptRole([]string) error {
 	var job helperJob
 	if err := json.NewDecoder(os.Stdin).Decode(&job); err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 2
+		return fmt.Errorf("the job: %w", err)
 	}
 	p, err := NewPrompt(WithTimeout(time.Duration(job.TimeoutMS) * time.Millisecond))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 2
+		return err
 	}
 	out := helperOutput{Results: make([]helperResult, len(job.Requests)), Terminal: TerminalAvailable()}
 	switch Default().(type) {
@@ -80,8 +75,5 @@ func promptHelper() int {
 		})
 	}
 	wg.Wait()
-	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
-		return 2
-	}
-	return 0
+	return json.NewEncoder(os.Stdout).Encode(out)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/ptytest"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // promptChild is a helper process that asks on a pseudo-terminal.
@@ -33,13 +33,10 @@ func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhe
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &promptChild{cmd: exec.Command(exe)}
-	// The race detector would sleep a second at exit.
-	c.cmd.Env = append(os.Environ(), helperEnv+"=prompt", "GORACE=atexit_sleep_ms=0")
+	// The test binary in the role "prompt", wired by hand: a job on stdin,
+	// a report on stdout, and a controlling terminal (helperproc.Start's
+	// line pipes are not the shape of it).
+	c := &promptChild{cmd: helperproc.Command("prompt")}
 	c.cmd.Stdin = bytes.NewReader(job)
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -1,7 +1,6 @@
 package atomicfile_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/internal/atomicfile"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // readFile returns the content of path, failing the test on an error.
@@ -127,18 +126,23 @@ func TestFailedRenameLeavesOldAndNoTemp(t *testing.T) {
 	noTemps(t, dir)
 }
 
-// The crash test's helper process: this test binary, run again with
-// helperEnv set, runs TestHelperWriter only, which replaces one file with
-// ever newer versions and creates a file per version, until it is killed.
+// The helper processes: this test binary, re-executed to play a role
+// (helperproc). roles holds every platform's; a platform's file adds its
+// own (fsize_unix_test.go).
+var roles = helperproc.Roles{"writer": writerRole}
+
+func TestMain(m *testing.M) { os.Exit(helperproc.Run(m, roles)) }
+
+// The crash test's helper process, the role "writer": with DIR, SEQ (the
+// first version's number) and SIZE (a version's size), it replaces one file
+// with ever newer versions and creates a file per version, until it is
+// killed.
 const (
-	helperEnv = "ATOMICFILE_HELPER_DIR"
-	seqEnv    = "ATOMICFILE_HELPER_SEQ"  // the first version's number
-	sizeEnv   = "ATOMICFILE_HELPER_SIZE" // the size of a version
-	target    = "data.bin"               // the file replaced
-	created   = "created-"               // + the version: the files created
-	readyLine = "ready"                  // printed after the first version is in place
-	fillerLen = 16                       // a version's header: its number and its size
-	maxSize   = 4 << 20                  // at most
+	target    = "data.bin" // the file replaced
+	created   = "created-" // + the version: the files created
+	readyLine = "ready"    // printed after the first version is in place
+	fillerLen = 16         // a version's header: its number and its size
+	maxSize   = 4 << 20    // at most
 )
 
 // version is version seq of size bytes: its number and its size, then
@@ -168,26 +172,24 @@ func checkVersion(b []byte) (uint64, error) {
 	return seq, nil
 }
 
-func TestHelperWriter(t *testing.T) {
-	dir := os.Getenv(helperEnv)
-	if dir == "" {
-		t.Skip("run by TestCrashLeavesOldOrNew only")
+// writerRole is the crash test's helper.
+func writerRole(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want DIR SEQ SIZE, got %q", args)
 	}
-	seq, err1 := strconv.ParseUint(os.Getenv(seqEnv), 10, 64)
-	size, err2 := strconv.Atoi(os.Getenv(sizeEnv))
+	dir := args[0]
+	seq, err1 := strconv.ParseUint(args[1], 10, 64)
+	size, err2 := strconv.Atoi(args[2])
 	if err := errors.Join(err1, err2); err != nil || size < fillerLen || size > maxSize {
-		fmt.Fprintln(os.Stderr, "helper: bad arguments:", err, size)
-		os.Exit(2)
+		return fmt.Errorf("bad arguments %q: %v", args, err)
 	}
 	for n := 0; ; n++ {
 		v := version(seq, size)
 		if err := atomicfile.WriteFile(filepath.Join(dir, target), v, 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, "helper:", err)
-			os.Exit(1)
+			return err
 		}
 		if err := atomicfile.Create(filepath.Join(dir, created+strconv.FormatUint(seq, 10)), v, 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, "helper:", err)
-			os.Exit(1)
+			return err
 		}
 		if n == 0 {
 			fmt.Println(readyLine)
@@ -196,7 +198,7 @@ func TestHelperWriter(t *testing.T) {
 	}
 }
 
-// TestCrashLeavesOldOrNew kills a real process (TestHelperWriter, looping
+// TestCrashLeavesOldOrNew kills a real process (the role writer, looping
 // WriteFile and Create of 1 MiB versions, fsyncs included) at random moments
 // with SIGKILL (TerminateProcess on Windows), and checks after each kill
 // that the replaced file is one whole version, never torn, and no older
@@ -217,30 +219,12 @@ func TestCrashLeavesOldOrNew(t *testing.T) {
 		leftTemps int
 	)
 	for i := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"="+dir, seqEnv+"="+strconv.FormatUint(seq, 10), sizeEnv+"="+strconv.Itoa(size))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != readyLine+"\n" {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatalf("kill %d: the helper said %q (%v): %s", i, line, err, stderr.String())
-		}
-		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond) // a random moment, not a timing assertion
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		if cmd.ProcessState.Success() {
-			t.Fatalf("kill %d: the helper ended by itself: %s", i, stderr.String())
-		}
+		h := helperproc.Start(t, helperproc.Command("writer", dir, strconv.FormatUint(seq, 10), strconv.Itoa(size)))
+		h.Expect(readyLine)
+		// A random moment, not a timing assertion; Kill fails the test if
+		// the helper had ended by itself.
+		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+		h.Kill()
 
 		got, err := checkVersion([]byte(readFile(t, filepath.Join(dir, target))))
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -15,35 +14,37 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fsbroker/fsbroker/internal/atomicfile"
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
-const (
-	fsizeEnv = "ATOMICFILE_HELPER_FSIZE"   // the directory TestHelperFSize writes in
-	oldText  = "the old content, intact\n" // what a failed write must leave
-)
+// oldText is what a failed write must leave.
+const oldText = "the old content, intact\n"
 
-// fsizeLimit is the file size limit of TestHelperFSize's process: smaller
+func init() { roles["fsize"] = fsizeRole }
+
+// fsizeLimit is the file size limit of the fsize role's process: smaller
 // than what it writes, so that the kernel refuses the write (EFBIG).
 const fsizeLimit = 4096
 
-func TestHelperFSize(t *testing.T) {
-	dir := os.Getenv(fsizeEnv)
-	if dir == "" {
-		t.Skip("run by TestFailedWriteLeavesOldAndNoTemp only")
+// fsizeRole, with DIR as its argument, runs WriteFile and Create of more
+// than fsizeLimit bytes in DIR under that file size limit, prints their
+// errors, and fails unless both are EFBIG.
+func fsizeRole(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want DIR, got %q", args)
 	}
 	signal.Ignore(syscall.SIGXFSZ) // the write fails with EFBIG instead of killing the process
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: fsizeLimit, Max: fsizeLimit}); err != nil {
-		fmt.Fprintln(os.Stderr, "helper: setrlimit:", err)
-		os.Exit(2)
+		return fmt.Errorf("setrlimit: %w", err)
 	}
 	big := make([]byte, 4*fsizeLimit)
-	werr := atomicfile.WriteFile(filepath.Join(dir, "state"), big, 0o600)
-	cerr := atomicfile.Create(filepath.Join(dir, "new"), big, 0o600)
+	werr := atomicfile.WriteFile(filepath.Join(args[0], "state"), big, 0o600)
+	cerr := atomicfile.Create(filepath.Join(args[0], "new"), big, 0o600)
 	fmt.Printf("WriteFile: %v\nCreate: %v\n", werr, cerr)
 	if !errors.Is(werr, syscall.EFBIG) || !errors.Is(cerr, syscall.EFBIG) {
-		os.Exit(1)
+		return errors.New("the writes did not both fail with EFBIG")
 	}
-	os.Exit(0)
+	return nil
 }
 
 // TestFailedWriteLeavesOldAndNoTemp runs WriteFile and Create in a process
@@ -55,9 +56,7 @@ func TestFailedWriteLeavesOldAndNoTemp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state"), []byte(oldText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFSize$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fsizeEnv+"="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := helperproc.Command("fsize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the writes did not fail with EFBIG (%v):\n%s", err, out)
 	}
