@@ -1,0 +1,15 @@
+// Package serve is the server-role front end of fsbroker: `fsbroker serve`
+// plays the filesystem MCP server that hosts already run (a drop-in for the
+// reference server @modelcontextprotocol/server-filesystem 2026.8.31) and
+// will adapt each MCP tool call to a request of the broker's corridor.
+//
+// This package holds the tool layer's pure parts, each in a file named for
+// it: the fourteen tool definitions (tools.go), argument decoding with the
+// reference's defaults and error texts (args.go), the result builders
+// (result.go, listing.go, tree.go, fileinfo.go, media.go), the text reads
+// with the reference's head and tail semantics (text.go), edit_file's edit
+// application (edit.go) and its unified diff in jsdiff's format (diff.go),
+// and the minimatch glob semantics of search_files and directory_tree
+// (glob.go). They take data (bytes, entry lists, readers), never paths: the
+// file I/O is the corridor's. docs/serve.md says what they guarantee.
+package serve
