@@ -79,6 +79,12 @@
 // again, which it does, after a write failure, in a fresh segment whose header continues the
 // chain.
 //
+// The broker writes to a [Sink] (a Writer is one) through [Guarded], which gives every append
+// its own deadline ([DefaultAppendTimeout]): an append the sink does not finish in time fails
+// with [ErrTimeout], an [ErrUnavailable], and the appends after it fail at once until it
+// returns. Guarded counts the failures ([Guarded.Stats]) and logs a run of them once, when it
+// starts and when it ends.
+//
 // # Verifying
 //
 // [Verify] checks a segment file or a directory of segments: every MAC, every prev link, the

@@ -1,14 +1,13 @@
 package broker
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/audit/audittest"
 )
 
 // BenchmarkRead4KiB measures a files/read of 4 KiB over real pipes, through the whole
@@ -29,19 +28,7 @@ func BenchmarkRead4KiB(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			var opts []Option
 			if tc.on {
-				key := make([]byte, audit.KeySize)
-				if _, err := rand.Read(key); err != nil {
-					b.Fatal(err)
-				}
-				_, priv, err := ed25519.GenerateKey(rand.Reader)
-				if err != nil {
-					b.Fatal(err)
-				}
-				w, err := audit.Open(b.TempDir(), audit.WithKey(key), audit.WithCheckpointKey(priv), audit.WithSync(tc.mode))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer w.Close()
+				w, _ := audittest.Open(b, audit.WithSync(tc.mode))
 				opts = append(opts, WithAudit(w, false))
 			}
 			f := startFiles(b, opts...)

@@ -16,11 +16,12 @@
 // (WithDecider: PolicyDecider over an engine.Engine with the built-in
 // policies.FS or the admin's own). The rest is optional and each piece is the
 // same the fsbroker command uses: WithConsent (a consent.Provider and a
-// grants.Store), WithAudit (an audit.Writer), WithUsage, WithLimiter,
-// WithWatchHub, WithLimits, WithServerID. The session sends initialize, then
-// answers the server's requests until the stream ends; the host keeps the
-// process-wide pieces (executor, hub, grant store, audit writer) and shares
-// them between sessions. See the package example.
+// grants.Store), WithAudit (an audit.Sink, such as an audit.Writer, written
+// under a deadline), WithUsage, WithLimiter, WithWatchHub, WithLimits,
+// WithServerID. The session sends initialize, then answers the server's
+// requests until the stream ends; the host keeps the process-wide pieces
+// (executor, hub, grant store, audit writer) and shares them between
+// sessions. See the package example.
 package broker
 
 import (
@@ -144,9 +145,10 @@ type Session struct {
 	transport    string
 	pinnedID     string
 	started      time.Time
-	bytesWritten dailyCounter // this session's writes, today
-	usage        *usage.Store // every process's writes, per server, today
-	trail        *audit.Writer
+	bytesWritten dailyCounter   // this session's writes, today
+	usage        *usage.Store   // every process's writes, per server, today
+	auditSink    audit.Sink     // as WithAudit gave it
+	trail        *audit.Guarded // auditSink under its deadline; nil without a trail
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued
 	limiter      *Limiter
@@ -183,6 +185,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.trail = guardTrail(s.auditSink, s.log)
 	if s.validator == nil {
 		v, err := schema.New()
 		if err != nil {

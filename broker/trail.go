@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/errcode"
@@ -18,14 +21,35 @@ import (
 // decision record could not be written (docs/protocol.md section 1, the audit stage).
 const reasonAuditUnavailable = "audit unavailable"
 
-// WithAudit writes the session's audit trail to w: its start and end, a
+// WithAudit writes the session's audit trail to sink: its start and end, a
 // decision record for every audited request (written before anything touches
 // the disk; a request whose record cannot be written is refused with IO_ERROR
 // and data.reason "audit unavailable") and an outcome record after every
-// allowed one. With redactPaths, paths are recorded as w.PathDigest of the
-// canonical path. The caller owns w and closes it after the session.
-func WithAudit(w *audit.Writer, redactPaths bool) Option {
-	return func(s *Session) { s.trail, s.redactPaths = w, redactPaths }
+// allowed one. With redactPaths, paths are recorded as sink.PathDigest of the
+// canonical path. The caller owns sink and closes it after the session; a nil
+// sink (a nil *audit.Writer too) writes no trail.
+//
+// Every append has a deadline: an *audit.Guarded sink's, else the session
+// guards sink with audit.Guard(sink, audit.DefaultAppendTimeout, the session's
+// logger). An append that passes it fails like any other (the request is
+// refused, and an outcome record is logged as lost). A host that wants another
+// timeout, or one count of failures over all its sessions (audit.Guarded.Stats),
+// gives every session the same *audit.Guarded.
+func WithAudit(sink audit.Sink, redactPaths bool) Option {
+	return func(s *Session) { s.auditSink, s.redactPaths = sink, redactPaths }
+}
+
+// guardTrail is the trail a session writes to: sink as it is if it is
+// guarded already, else sink guarded with the default timeout and log; nil
+// without a sink.
+func guardTrail(sink audit.Sink, log hclog.Logger) *audit.Guarded {
+	if v := reflect.ValueOf(sink); sink == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	if g, ok := sink.(*audit.Guarded); ok {
+		return g
+	}
+	return audit.Guard(sink, audit.DefaultAppendTimeout, log)
 }
 
 // call is one audited request on its way through the pipeline. The request's
@@ -113,7 +137,8 @@ func (s *Session) appendAudit(ctx context.Context, rec audit.Record) error {
 	server, _ := s.serverID()
 	rec.Server, rec.SessionID = server, s.id
 	if _, err := s.trail.Append(ctx, rec); err != nil {
-		s.log.Error("cannot write the audit record", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
+		// The guard logs a run of failures once; this names each record lost.
+		s.log.Debug("audit record not written", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
 		return err
 	}
 	return nil
@@ -249,7 +274,7 @@ func (s *Session) recordOutcome(ctx context.Context, c *call, err error) {
 		}
 	}
 	// The operation has happened: a failure here is logged and counted by the
-	// writer, and the reply still goes out.
+	// guard, and the reply still goes out, within the guard's timeout.
 	s.appendAudit(context.WithoutCancel(ctx), rec)
 }
 

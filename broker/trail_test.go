@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,9 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/audit/audittest"
 	"github.com/fsbroker/fsbroker/broker/usage"
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // testTrail is a real audit writer in a temporary directory, with the keys
@@ -28,20 +29,8 @@ type testTrail struct {
 // openTrail opens a real audit writer in a temporary directory.
 func openTrail(t *testing.T) *testTrail {
 	t.Helper()
-	key := make([]byte, audit.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := audit.Open(t.TempDir(), audit.WithKey(key), audit.WithCheckpointKey(priv), audit.WithSync(audit.SyncNone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
-	return &testTrail{Writer: w, keys: audit.VerifyKeys{MAC: [][]byte{key}, Checkpoint: []ed25519.PublicKey{pub}}}
+	w, keys := audittest.Open(t)
+	return &testTrail{Writer: w, keys: keys}
 }
 
 // trailRecords reads every record of the trail's segments, in file order
@@ -231,7 +220,8 @@ func TestAuditRedactsPaths(t *testing.T) {
 // touched; a refusal stays a refusal.
 func TestAuditFailsClosed(t *testing.T) {
 	w := openTrail(t)
-	f := startFiles(t, WithAudit(w.Writer, false))
+	var log testlog.Lines
+	f := startFiles(t, WithAudit(w.Writer, false), WithLogger(log.Logger()))
 	if err := w.Close(); err != nil { // every Append fails from now on
 		t.Fatal(err)
 	}
@@ -246,6 +236,103 @@ func TestAuditFailsClosed(t *testing.T) {
 	f.mustFail("files/write", map[string]any{"path": "ro/a.txt", "content": "x"}, -32002, "PERMISSION_DENIED")
 	// The session goes on.
 	f.call("ping", map[string]any{})
+	// The session guarded the writer and logged the run of failures once, not
+	// once per request.
+	if n := log.Count("[ERROR]", "cannot write the audit record"); n != 1 {
+		t.Errorf("%d error lines for the failures, want 1:\n%s", n, log.String())
+	}
+}
+
+// auditTimeout is the audit timeout of the tests below: far longer than a
+// healthy append to a temporary directory takes, short enough to wait out.
+const auditTimeout = time.Second
+
+// stalledTrail is a real trail behind a sink that holds the records a test
+// picks (a disk that stopped answering), guarded with auditTimeout.
+func stalledTrail(t *testing.T) (*testTrail, *audittest.Stall, *audit.Guarded, *testlog.Lines) {
+	t.Helper()
+	w := openTrail(t)
+	stall, guard, log := audittest.Stalled(t, w.Writer, auditTimeout)
+	return w, stall, guard, log
+}
+
+// TestAuditTimeoutRefusesTheRequest: a decision record the trail does not
+// write within the audit timeout refuses its request with IO_ERROR "audit
+// unavailable" while the trail still holds it, and nothing is touched; the
+// requests behind it are refused at once; the failures are counted and logged
+// once; when the trail answers again, so does the broker.
+func TestAuditTimeoutRefusesTheRequest(t *testing.T) {
+	w, stall, guard, log := stalledTrail(t)
+	f := startFiles(t, WithAudit(guard, false))
+	t.Cleanup(stall.Release) // before the session's end, which is recorded
+
+	stall.Hold(audittest.Kind(audit.KindDecision))
+	data := f.mustFail("files/write", map[string]any{"path": "rw/b.txt", "content": "x"}, -32004, "IO_ERROR")
+	if data["reason"] != "audit unavailable" || data["decisionId"] == "" {
+		t.Errorf("data = %v", data)
+	}
+	if stall.Held() != 1 {
+		t.Fatalf("the trail held %d records, want the write's decision", stall.Held())
+	}
+	// The trail still holds the record (it is not released yet): the reply
+	// did not wait for it.
+	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32004, "IO_ERROR")
+	if stall.Held() != 1 {
+		t.Errorf("the trail was given %d records, want none after the one it holds", stall.Held()-1)
+	}
+	if _, err := os.Stat(filepath.Join(f.rw, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("the file was written without its audit record: %v", err)
+	}
+	if got := guard.Stats(); got.Failures != 2 || got.Timeouts != 2 || got.Stuck != 1 {
+		t.Errorf("Stats = %+v, want 2 failures, both timeouts, 1 stuck", got)
+	}
+	if n := log.Count("[ERROR]", "cannot write the audit record"); n != 1 {
+		t.Errorf("%d error lines for the failures, want 1:\n%s", n, log.String())
+	}
+
+	stall.Release()
+	audittest.Settled(t, guard)
+	if _, err := os.Stat(filepath.Join(f.rw, "b.txt")); !os.IsNotExist(err) {
+		t.Errorf("the refused write happened once the trail answered: %v", err)
+	}
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	if n := log.Count("[INFO]", "audit trail written again", "failed_appends=2"); n != 1 {
+		t.Errorf("%d lines for the end of the failures, want 1:\n%s", n, log.String())
+	}
+	recs, _ := trailRecords(t, w)
+	if d := lastDecision(t, recs); d.Method != "files/read" || !*d.Allow {
+		t.Errorf("last decision %+v, want the read allowed", d)
+	}
+	if _, o := byDecision(recs, data["decisionId"].(string)); o != nil {
+		t.Errorf("the refused write has an outcome %+v", o)
+	}
+}
+
+// TestAuditTimeoutBoundsTheOutcome: the outcome record is written after the
+// operation, regardless of the request's cancellation, but no longer without
+// a limit: one the trail does not write within the audit timeout is counted as
+// failed and the reply goes out.
+func TestAuditTimeoutBoundsTheOutcome(t *testing.T) {
+	_, stall, guard, log := stalledTrail(t)
+	f := startFiles(t, WithAudit(guard, false))
+	t.Cleanup(stall.Release)
+
+	stall.Hold(audittest.Kind(audit.KindOutcome))
+	if res, code, data := f.call("files/write", map[string]any{"path": "rw/c.txt", "content": "y"}); res == nil {
+		t.Fatalf("write: error %d %v, want a result: the operation happened", code, data)
+	}
+	if stall.Held() != 1 {
+		t.Fatalf("the trail held %d records, want the write's outcome", stall.Held())
+	}
+	if b, err := os.ReadFile(filepath.Join(f.rw, "c.txt")); err != nil || string(b) != "y" {
+		t.Errorf("c.txt = %q, %v; want the write done", b, err)
+	}
+	if got := guard.Stats(); got.Failures != 1 || got.Timeouts != 1 {
+		t.Errorf("Stats = %+v, want the outcome's timeout counted", got)
+	}
+	if n := log.Count("[ERROR]", "cannot write the audit record", "kind=outcome"); n != 1 {
+		t.Errorf("%d error lines for the lost outcome, want 1:\n%s", n, log.String())
+	}
 }
 
 // usageDecider records the bytesWrittenToday of every write it allows.
@@ -294,4 +381,16 @@ func TestUsageIsSharedAcrossSessions(t *testing.T) {
 		t.Errorf("d.txt written while the quota could not be checked: %v", err)
 	}
 	f2.call("files/read", map[string]any{"path": "ro/a.txt"})
+}
+
+// TestNilWriterIsNoTrail: a nil *audit.Writer given to WithAudit (a host that
+// opened no trail) writes no trail, as before WithAudit took a Sink, instead of
+// failing every request.
+func TestNilWriterIsNoTrail(t *testing.T) {
+	var none *audit.Writer
+	f := startFiles(t, WithAudit(none, true))
+	f.call("files/read", map[string]any{"path": "ro/a.txt"})
+	if f.sess.trail != nil {
+		t.Errorf("the session has a trail: %v", f.sess.trail)
+	}
 }
