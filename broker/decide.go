@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -88,44 +89,38 @@ type Decider interface {
 	Carried(ctx context.Context, req Request, entries []InputPath) Verdict
 }
 
-// RootModeDecider allows reads everywhere inside the roots and changes only
-// inside writable roots. It is the decision stage until a policy engine is
-// configured.
-type RootModeDecider struct{}
+// errNoDecider is why a session built without a decider shows nothing.
+var errNoDecider = errors.New("no decider: the session was built without WithDecider")
 
-var _ Decider = RootModeDecider{}
+// reasonNoDecider is the refusal of every request of a session built
+// without a decider.
+const reasonNoDecider = "no policy decides for this session: every request is refused"
 
-// Decide implements Decider.
-func (RootModeDecider) Decide(_ context.Context, req Request) Verdict {
-	switch req.Operation {
-	case OpRead, OpList, OpWatch:
-		return Verdict{Allow: true}
-	}
-	if !req.Path.Path.Root.Writable || (req.NewPath != nil && !req.NewPath.Path.Root.Writable) {
-		return deny(errcode.PermissionDenied, "the root is read-only", "")
-	}
-	return Verdict{Allow: true}
+// denyAll is the decision stage of a session built without WithDecider: it
+// refuses every request and shows nothing, so that a host that forgot the
+// decider gets a broker that does nothing, never one that allows.
+type denyAll struct{}
+
+var _ Decider = denyAll{}
+
+// Decide implements Decider: every request is refused.
+func (denyAll) Decide(context.Context, Request) Verdict {
+	return deny(errcode.PermissionDenied, reasonNoDecider, "")
 }
 
-// Visible implements Decider: everything inside the roots may be seen.
-func (RootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath) (map[string]bool, error) {
-	out := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		out[e.MountPath] = true
-	}
-	return out, nil
+// Visible implements Decider: nothing may be seen.
+func (denyAll) Visible(context.Context, Request, []InputPath) (map[string]bool, error) {
+	return nil, errNoDecider
 }
 
-// Consentable implements Decider: every entry inside the roots may be
-// granted.
-func (d RootModeDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
-	return d.Visible(ctx, req, entries)
+// Consentable implements Decider: nothing may be granted.
+func (denyAll) Consentable(context.Context, Request, []InputPath) (map[string]bool, error) {
+	return nil, errNoDecider
 }
 
-// Carried implements Decider: the request was decided on the root's mode,
-// which holds for everything beneath it too.
-func (RootModeDecider) Carried(context.Context, Request, []InputPath) Verdict {
-	return Verdict{Allow: true}
+// Carried implements Decider: nothing is carried along.
+func (denyAll) Carried(context.Context, Request, []InputPath) Verdict {
+	return deny(errcode.PermissionDenied, reasonNoDecider, "")
 }
 
 // PolicyDecider asks the Rego policy engine: data.fsbroker.authz.decision for

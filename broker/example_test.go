@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
@@ -19,9 +20,10 @@ import (
 
 // A Go MCP host serves one server's roots/list and files/* through the broker: the host gives
 // the session a message stream to the server (here a pair of pipes, played by a few lines of
-// this example; in a host, the server's stdio or any MCP transport), the roots, an executor and
-// the built-in policies. The session sends initialize, then answers the server's requests
-// through the whole pipeline.
+// this example; in a host, the server's stdio or any MCP transport), the roots, an executor,
+// the built-in policies and an audit trail (a session given no decider refuses every request,
+// and one given no trail every audited request, unless the host says broker.WithoutAuditTrail).
+// The session sends initialize, then answers the server's requests through the whole pipeline.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -48,6 +50,13 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	// The audit trail: segment files under state/audit, keys under state.
+	trail, err := audit.Open(filepath.Join(state, "audit"), audit.WithStateDir(state))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer trail.Close()
 
 	// The stream between the broker and the server.
 	brokerIn, serverOut := io.Pipe()
@@ -56,6 +65,7 @@ func Example() {
 		broker.WithRoots(func() *roots.Set { return set }),
 		broker.WithExecutor(x),
 		broker.WithDecider(broker.PolicyDecider{Engine: policy}),
+		broker.WithAudit(trail, false),
 	)
 	if err != nil {
 		fmt.Println(err)

@@ -53,7 +53,9 @@ func DefaultLimits() Limits {
 // session of the process).
 func WithExecutor(x *executor.Executor) Option { return func(s *Session) { s.exec = x } }
 
-// WithDecider sets the decision stage (RootModeDecider by default).
+// WithDecider sets the decision stage. A session built without it, or with a
+// nil d, refuses every request with PERMISSION_DENIED and shows no root: the
+// library fails closed.
 func WithDecider(d Decider) Option { return func(s *Session) { s.decider = d } }
 
 // WithLimits sets the session's limits; zero fields keep their defaults.

@@ -24,7 +24,15 @@ type filesFixture struct {
 	next   atomic.Int64
 }
 
+// startFiles starts a session over the fixture's roots with opts after the
+// tests' decider and no audit trail (startPeer).
 func startFiles(t testing.TB, opts ...Option) *filesFixture {
+	t.Helper()
+	return startFilesWith(t, startPeer, opts...)
+}
+
+// startFilesWith starts a session over the fixture's roots with start.
+func startFilesWith(t testing.TB, start func(testing.TB, *roots.Set, ...Option) *peer, opts ...Option) *filesFixture {
 	t.Helper()
 	base := t.TempDir()
 	ro, rw := filepath.Join(base, "ro"), filepath.Join(base, "rw")
@@ -53,7 +61,7 @@ func startFiles(t testing.TB, opts ...Option) *filesFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close() })
-	p := startPeer(t, set, append([]Option{WithExecutor(x)}, opts...)...)
+	p := start(t, set, append([]Option{WithExecutor(x)}, opts...)...)
 	p.initialize("2025-11-25")
 	return &filesFixture{peer: p, ro: ro, rw: rw}
 }

@@ -50,7 +50,7 @@ func TestEntryInputPathsMatchNewInputPath(t *testing.T) {
 // hidingDecider is the root-mode decider, except that the entries for which
 // hide is true are not visible. It records every batch it is given.
 type hidingDecider struct {
-	RootModeDecider
+	rootModeDecider
 	hide func(InputPath) bool
 
 	mu      sync.Mutex

@@ -12,16 +12,18 @@
 // A Go MCP host serves one server's roots/list and files/* with NewSession
 // and Run: give it a jsonrpc.Stream to the server (jsonrpc.NewLineStream over
 // the server's stdio, or any transport that yields whole JSON-RPC messages),
-// the roots (WithRoots), an executor (WithExecutor) and a decision stage
+// the roots (WithRoots), an executor (WithExecutor), a decision stage
 // (WithDecider: PolicyDecider over an engine.Engine with the built-in
-// policies.FS or the admin's own). The rest is optional and each piece is the
-// same the fsbroker command uses: WithConsent (a consent.Provider and a
-// grants.Store), WithAudit (an audit.Sink, such as an audit.Writer, written
-// under a deadline), WithUsage, WithLimiter, WithWatchHub, WithLimits,
-// WithServerID. The session sends initialize, then answers the server's
-// requests until the stream ends; the host keeps the process-wide pieces
-// (executor, hub, grant store, audit writer) and shares them between
-// sessions. See the package example.
+// policies.FS or the admin's own) and an audit trail (WithAudit: an
+// audit.Sink, such as an audit.Writer, written under a deadline). The session
+// fails closed: without a decider it refuses every request, and without a
+// trail every audited one, unless the host passes WithoutAuditTrail. The rest
+// is optional and each piece is the same the fsbroker command uses:
+// WithConsent (a consent.Provider and a grants.Store), WithUsage,
+// WithLimiter, WithWatchHub, WithLimits, WithServerID. The session sends
+// initialize, then answers the server's requests until the stream ends; the
+// host keeps the process-wide pieces (executor, hub, grant store, audit
+// writer) and shares them between sessions. See the package example.
 package broker
 
 import (
@@ -149,6 +151,7 @@ type Session struct {
 	usage        *usage.Store   // every process's writes, per server, today
 	auditSink    audit.Sink     // as WithAudit gave it
 	trail        *audit.Guarded // auditSink under its deadline; nil without a trail
+	withoutTrail bool           // WithoutAuditTrail: no trail, and requests go on without one
 	redactPaths  bool
 	decisions    atomic.Uint64 // decision ids issued
 	limiter      *Limiter
@@ -170,7 +173,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		roots:       func() *roots.Set { return nil },
 		version:     "dev",
 		initTimeout: DefaultInitTimeout,
-		decider:     RootModeDecider{},
+		decider:     denyAll{},
 		limits:      DefaultLimits(),
 		transport:   "stdio",
 		started:     time.Now(),
@@ -185,7 +188,13 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.decider == nil {
+		s.decider = denyAll{}
+	}
 	s.trail = guardTrail(s.auditSink, s.log)
+	if s.trail == nil && !s.withoutTrail {
+		s.log.Warn("no audit trail: every audited request is refused (give the session broker.WithAudit, or broker.WithoutAuditTrail to run without one)")
+	}
 	if s.validator == nil {
 		v, err := schema.New()
 		if err != nil {

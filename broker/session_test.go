@@ -35,8 +35,18 @@ type peer struct {
 	queue []map[string]json.RawMessage // messages read but not yet consumed
 }
 
-// startPeer starts a Session over pipes. It does not answer initialize.
+// startPeer starts a Session over pipes, with the tests' decider and without
+// an audit trail (testPipeline) unless opts say otherwise. It does not answer
+// initialize.
 func startPeer(t testing.TB, set *roots.Set, opts ...Option) *peer {
+	t.Helper()
+	return startBarePeer(t, set, append(testPipeline(), opts...)...)
+}
+
+// startBarePeer starts a Session over pipes with opts and nothing more (no
+// decider, no audit trail unless opts give them). It does not answer
+// initialize.
+func startBarePeer(t testing.TB, set *roots.Set, opts ...Option) *peer {
 	t.Helper()
 	bIn, pOut, err := os.Pipe() // peer -> broker
 	if err != nil {

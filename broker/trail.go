@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,8 +25,12 @@ const reasonAuditUnavailable = "audit unavailable"
 // the disk; a request whose record cannot be written is refused with IO_ERROR
 // and data.reason "audit unavailable") and an outcome record after every
 // allowed one. With redactPaths, paths are recorded as sink.PathDigest of the
-// canonical path. The caller owns sink and closes it after the session; a nil
-// sink (a nil *audit.Writer too) writes no trail.
+// canonical path. The caller owns sink and closes it after the session.
+//
+// A session built without WithAudit, or with a nil sink (a nil *audit.Writer
+// too), refuses every audited request as if its trail had failed, unless the
+// host passes WithoutAuditTrail; of the two options, the last one given
+// counts.
 //
 // Every append has a deadline: an *audit.Guarded sink's, else the session
 // guards sink with audit.Guard(sink, audit.DefaultAppendTimeout, the session's
@@ -36,14 +39,26 @@ const reasonAuditUnavailable = "audit unavailable"
 // timeout, or one count of failures over all its sessions (audit.Guarded.Stats),
 // gives every session the same *audit.Guarded.
 func WithAudit(sink audit.Sink, redactPaths bool) Option {
-	return func(s *Session) { s.auditSink, s.redactPaths = sink, redactPaths }
+	return func(s *Session) { s.auditSink, s.redactPaths, s.withoutTrail = sink, redactPaths, false }
 }
+
+// WithoutAuditTrail runs the session without an audit trail: audited requests
+// go on, and nothing records them. It is for a host that keeps no trail on
+// purpose (tests, a sandbox); without it, a session given no trail refuses
+// them.
+func WithoutAuditTrail() Option {
+	return func(s *Session) { s.auditSink, s.withoutTrail = nil, true }
+}
+
+// errNoAuditTrail fails every append of a session built without a trail and
+// without WithoutAuditTrail: its audited requests are refused.
+var errNoAuditTrail = fmt.Errorf("%w: the session was built without an audit trail (WithAudit) and without WithoutAuditTrail", audit.ErrUnavailable)
 
 // guardTrail is the trail a session writes to: sink as it is if it is
 // guarded already, else sink guarded with the default timeout and log; nil
-// without a sink.
+// without a sink (nil, or a nil *audit.Writer).
 func guardTrail(sink audit.Sink, log hclog.Logger) *audit.Guarded {
-	if v := reflect.ValueOf(sink); sink == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+	if w, ok := sink.(*audit.Writer); sink == nil || ok && w == nil {
 		return nil
 	}
 	if g, ok := sink.(*audit.Guarded); ok {
@@ -129,10 +144,14 @@ func (s *Session) auditPath(p string) string {
 	return p
 }
 
-// appendAudit appends one record; without a trail it does nothing.
+// appendAudit appends one record. Without a trail it does nothing under
+// WithoutAuditTrail, and fails otherwise.
 func (s *Session) appendAudit(ctx context.Context, rec audit.Record) error {
 	if s.trail == nil {
-		return nil
+		if s.withoutTrail {
+			return nil
+		}
+		return errNoAuditTrail
 	}
 	server, _ := s.serverID()
 	rec.Server, rec.SessionID = server, s.id
@@ -163,7 +182,7 @@ func (s *Session) recordDecision(ctx context.Context, req Request, v Verdict, to
 	}
 	c := callFrom(ctx)
 	if c == nil {
-		if s.trail != nil && v.Allow {
+		if !s.withoutTrail && v.Allow {
 			// A decision outside an audited request would have no record:
 			// refused rather than run unrecorded.
 			s.log.Error("a decision outside an audited request; refusing", "method", req.Method)

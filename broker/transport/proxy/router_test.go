@@ -18,6 +18,8 @@ import (
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/policies"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
@@ -213,7 +215,14 @@ func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.
 	}
 	t.Cleanup(func() { hub.Close() })
 	bc := &blockingConsent{asked: make(chan string, 4), ended: make(chan string, 4)}
+	policy, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The built-in policies decide, and no trail is kept, both explicitly: a
+	// session given neither refuses every request.
 	opts := append([]broker.Option{broker.WithExecutor(x), broker.WithConsent(bc, store), broker.WithWatchHub(hub, 0),
+		broker.WithDecider(broker.PolicyDecider{Engine: policy}), broker.WithoutAuditTrail(),
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
 	hostR, hostP := pipePair(t)

@@ -24,6 +24,8 @@ import (
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/policies"
 )
 
 const waitLimit = 10 * time.Second
@@ -673,7 +675,12 @@ func TestRemoteSessionWithGoSDKServer(t *testing.T) {
 	t.Cleanup(ts.Close)
 
 	s := newStream(t, ts.URL)
-	sess, err := broker.NewSession(s, broker.WithRoots(func() *roots.Set { return set }), broker.WithTransport("http"))
+	policy, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := broker.NewSession(s, broker.WithRoots(func() *roots.Set { return set }), broker.WithTransport("http"),
+		broker.WithDecider(broker.PolicyDecider{Engine: policy}), broker.WithoutAuditTrail())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/fsbroker/fsbroker/broker/errcode"
+)
+
+// testPipeline is how the tests' sessions decide and record unless a test
+// says otherwise: by the roots' modes (rootModeDecider) and without an audit
+// trail, both given explicitly, since a session given neither refuses every
+// request (TestSessionWithoutDeciderOrTrailRefuses).
+func testPipeline() []Option {
+	return []Option{WithDecider(rootModeDecider{}), WithoutAuditTrail()}
+}
+
+// rootModeDecider allows reads everywhere inside the roots and changes only
+// inside writable roots: the decision stage of the tests that are not about
+// policy (the library itself has no default but to deny).
+type rootModeDecider struct{}
+
+var _ Decider = rootModeDecider{}
+
+// Decide implements Decider.
+func (rootModeDecider) Decide(_ context.Context, req Request) Verdict {
+	switch req.Operation {
+	case OpRead, OpList, OpWatch:
+		return Verdict{Allow: true}
+	}
+	if !req.Path.Path.Root.Writable || (req.NewPath != nil && !req.NewPath.Path.Root.Writable) {
+		return deny(errcode.PermissionDenied, "the root is read-only", "")
+	}
+	return Verdict{Allow: true}
+}
+
+// Visible implements Decider: everything inside the roots may be seen.
+func (rootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath) (map[string]bool, error) {
+	out := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		out[e.MountPath] = true
+	}
+	return out, nil
+}
+
+// Consentable implements Decider: every entry inside the roots may be
+// granted.
+func (d rootModeDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
+	return d.Visible(ctx, req, entries)
+}
+
+// Carried implements Decider: the request was decided on the root's mode,
+// which holds for everything beneath it too.
+func (rootModeDecider) Carried(context.Context, Request, []InputPath) Verdict {
+	return Verdict{Allow: true}
+}
