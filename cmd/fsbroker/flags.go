@@ -209,6 +209,7 @@ type setup struct {
 	hub       *watch.Hub
 	engine    *engine.Engine
 	trail     *audit.Writer
+	auditSink *audit.Guarded // trail under its per-append deadline: every session writes through it, one failure count for the process
 	usage     *usage.Store
 	limiter   *broker.Limiter
 	consent   consent.Provider
@@ -408,6 +409,7 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		s.close()
 		return nil, err
 	}
+	s.auditSink = audit.Guard(s.trail, audit.DefaultAppendTimeout, s.log.Named("audit"))
 	if len(o.opaConfig) > 0 {
 		s.decisions, err = decisionlog.New(decisionlog.Options{Config: o.opaConfig, Trail: s.trail,
 			StateDir: o.stateDir, Version: brokerVersion(), Logger: s.log.Named("decisionlog")})

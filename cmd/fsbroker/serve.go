@@ -147,7 +147,7 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 		broker.WithExecutor(s.exec),
 		broker.WithWatchHub(s.hub, s.opts.maxWatches),
 		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
-		broker.WithAudit(s.trail, s.opts.redactPaths),
+		broker.WithAudit(s.auditSink, s.opts.redactPaths),
 		broker.WithUsage(s.usage),
 		broker.WithLimiter(s.limiter),
 		broker.WithConsent(s.consent, s.grants),
@@ -273,7 +273,7 @@ func (s *setup) startServer(argv []string) (*child.Process, error) {
 
 // recordReload writes a policy reload (or reload failure) to the audit trail.
 func (s *setup) recordReload(ctx context.Context, rec audit.Record) {
-	if _, err := s.trail.Append(context.WithoutCancel(ctx), rec); err != nil {
+	if _, err := s.auditSink.Append(context.WithoutCancel(ctx), rec); err != nil {
 		s.log.Error("cannot write the policy reload to the audit trail", "error", err)
 	}
 }
