@@ -54,7 +54,7 @@ func (w *Writer) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("audit: encode checkpoint: %w", err)
 	}
-	if err := writeAtomic(w.segPath(w.segID)+checkpointExt, append(data, '\n'), 0o644, w.cfg.sync != SyncNone); err != nil {
+	if err := w.replaceSidecar(w.segPath(w.segID)+checkpointExt, append(data, '\n')); err != nil {
 		w.broken = err
 		return err
 	}

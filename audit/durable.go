@@ -2,47 +2,29 @@ package audit
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 )
 
-// writeAtomic replaces path with data through a temporary file in the same directory and a
-// rename, fsyncing the temporary file first when sync is set.
-func writeAtomic(path string, data []byte, mode os.FileMode, sync bool) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("audit: write %s: %w", filepath.Base(path), err)
+// replaceSidecar replaces path, a file beside a segment (its checkpoint or its prev note),
+// with data through internal/atomicfile: atomically, and durably (the file and the directory
+// fsynced) unless the writer's sync mode is none.
+func (w *Writer) replaceSidecar(path string, data []byte) error {
+	var opts []atomicfile.Option
+	if w.cfg.sync == SyncNone {
+		opts = append(opts, atomicfile.WithoutFsync())
 	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil && sync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return fmt.Errorf("audit: write %s: %w", filepath.Base(path), err)
+	if err := atomicfile.WriteFile(path, data, 0o644, opts...); err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }
 
-// syncDir fsyncs a directory so that a new file's name is durable.
+// syncDir fsyncs the audit directory, so that a new segment's name, or a removal, survives a
+// power failure.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("audit: sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("audit: sync directory: %w", err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (w *Writer) retain() error {
 		if err != nil {
 			return fmt.Errorf("audit: retention: %w", err)
 		}
-		if err := writeAtomic(s.path+prevNoteExt, append(data, '\n'), 0o644, w.cfg.sync != SyncNone); err != nil {
+		if err := w.replaceSidecar(s.path+prevNoteExt, append(data, '\n')); err != nil {
 			return fmt.Errorf("audit: retention: %w", err)
 		}
 	}

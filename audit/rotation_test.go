@@ -20,6 +20,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
@@ -196,7 +197,7 @@ func rotateKeyFiles(t testing.TB, state string, mac, checkpoint bool) testKeys {
 	t.Helper()
 	k := newTestKeys(t)
 	if mac {
-		if err := writeAtomic(filepath.Join(state, DefaultKeyFile), k.mac, 0o600, false); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(state, DefaultKeyFile), k.mac, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,9 +11,11 @@
 //
 // Every writer of a state file uses it: grants, usage counts and the
 // decision-log cursors (through broker/internal/keyfile), the decision log's
-// start time, the audit keys and published checkpoint keys, and the
-// persisted policy bundle. The executor's writes inside roots do not: they go
-// through an os.Root under the executor's locks (broker/executor).
+// start time, the audit keys and published checkpoint keys, the audit
+// segments' checkpoint files and prev notes (WithoutFsync under the trail's
+// --audit-sync none), and the persisted policy bundle. The executor's writes
+// inside roots do not: they go through an os.Root under the executor's locks
+// (broker/executor).
 package atomicfile
 
 import (
@@ -35,14 +37,37 @@ const TempPrefix = ".tmp-"
 // loses nothing). A caller that can go on logs it and carries on.
 var ErrNotDurable = errors.New("made, but the directory could not be synced")
 
-// WriteFile replaces the file at path with data, atomically and durably.
-// The file gets mode perm exactly (the umask does not apply); a file that
-// was not there is created.
-func WriteFile(path string, data []byte, perm fs.FileMode) error {
-	if err := replace(path, data, perm); err != nil {
+// Option changes how WriteFile writes a file.
+type Option func(*writeOptions)
+
+// writeOptions are what the options set.
+type writeOptions struct {
+	noSync bool
+}
+
+// WithoutFsync makes WriteFile atomic but not durable: neither the temporary
+// file nor the directory is fsynced. A crash of the process still leaves the
+// old file or the new one, never a torn one; a power loss may leave the old
+// file, the new one or an empty one. It is for a writer whose operator chose
+// no fsyncs (the audit trail's --audit-sync none), never for state that must
+// survive a power loss.
+func WithoutFsync() Option { return func(o *writeOptions) { o.noSync = true } }
+
+// WriteFile replaces the file at path with data, atomically and durably
+// (unless WithoutFsync). The file gets mode perm exactly (the umask does not
+// apply); a file that was not there is created.
+func WriteFile(path string, data []byte, perm fs.FileMode, opts ...Option) error {
+	var o writeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := replace(path, data, perm, !o.noSync); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	if o.noSync {
+		return nil
+	}
+	return SyncDir(filepath.Dir(path))
 }
 
 // Create creates the file at path with data and mode perm (exactly), unless
@@ -54,7 +79,7 @@ func Create(path string, data []byte, perm fs.FileMode) error {
 	if err := link(path, data, perm); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
 // Dir is a directory kept open to write files in it: its handle syncs each
@@ -87,7 +112,7 @@ func (d *Dir) Close() error {
 
 // WriteFile is the package's WriteFile for the file name in d.
 func (d *Dir) WriteFile(name string, data []byte, perm fs.FileMode) error {
-	if err := replace(filepath.Join(d.path, name), data, perm); err != nil {
+	if err := replace(filepath.Join(d.path, name), data, perm, true); err != nil {
 		return err
 	}
 	return d.Sync()
@@ -105,8 +130,9 @@ func (d *Dir) Sync() error {
 	return nil
 }
 
-// syncDir fsyncs the directory at path; a failure wraps ErrNotDurable.
-func syncDir(path string) error {
+// SyncDir fsyncs the directory at path, so that the names created, renamed
+// or removed in it survive a power loss; a failure wraps ErrNotDurable.
+func SyncDir(path string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
@@ -123,9 +149,10 @@ func syncDir(path string) error {
 	return nil
 }
 
-// replace renames a complete temporary copy of data over path.
-func replace(path string, data []byte, perm fs.FileMode) error {
-	tmp, err := writeTemp(path, data, perm)
+// replace renames a complete temporary copy of data over path, fsynced
+// first if fsync.
+func replace(path string, data []byte, perm fs.FileMode, fsync bool) error {
+	tmp, err := writeTemp(path, data, perm, fsync)
 	if err != nil {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
@@ -139,7 +166,7 @@ func replace(path string, data []byte, perm fs.FileMode) error {
 // link gives a complete temporary copy of data the name path, unless path
 // exists.
 func link(path string, data []byte, perm fs.FileMode) error {
-	tmp, err := writeTemp(path, data, perm)
+	tmp, err := writeTemp(path, data, perm, true)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
@@ -152,9 +179,9 @@ func link(path string, data []byte, perm fs.FileMode) error {
 }
 
 // writeTemp writes data to a new temporary file beside path, with mode
-// perm, fsyncs and closes it, and returns its name; on failure it removes
-// it.
-func writeTemp(path string, data []byte, perm fs.FileMode) (string, error) {
+// perm, fsyncs it if fsync, closes it, and returns its name; on failure it
+// removes it.
+func writeTemp(path string, data []byte, perm fs.FileMode, fsync bool) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), TempPrefix+filepath.Base(path)+"-*")
 	if err != nil {
 		return "", err
@@ -163,7 +190,7 @@ func writeTemp(path string, data []byte, perm fs.FileMode) (string, error) {
 	if err == nil {
 		err = f.Chmod(perm)
 	}
-	if err == nil {
+	if err == nil && fsync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

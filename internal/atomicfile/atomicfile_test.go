@@ -84,6 +84,27 @@ func TestWriteFile(t *testing.T) {
 	noTemps(t, dir)
 }
 
+// TestWriteFileWithoutFsync: without fsyncs, a file is still created and
+// replaced whole, with the mode asked for, and no temporary file stays.
+func TestWriteFileWithoutFsync(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "segment.ckpt")
+	for i, perm := range []fs.FileMode{0o644, 0o600} {
+		content := fmt.Sprintf("checkpoint %d\n", i)
+		if err := atomicfile.WriteFile(path, []byte(content), perm, atomicfile.WithoutFsync()); err != nil {
+			t.Fatal(err)
+		}
+		wantContent(t, path, content, fmt.Sprintf("checkpoint %d", i))
+		if fi, err := os.Stat(path); err != nil || runtime.GOOS != "windows" && fi.Mode().Perm() != perm {
+			t.Errorf("checkpoint %d: %v, %v; want mode %v", i, fi, err, perm)
+		}
+	}
+	noTemps(t, dir)
+	if err := atomicfile.WriteFile(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600, atomicfile.WithoutFsync()); err == nil {
+		t.Fatal("WriteFile in a missing directory: no error")
+	}
+}
+
 // TestCreate: a file is created once; a second Create finds it (fs.ErrExist)
 // and leaves it as it is; no temporary file stays either way.
 func TestCreate(t *testing.T) {
@@ -134,9 +155,9 @@ var roles = helperproc.Roles{"writer": writerRole}
 func TestMain(m *testing.M) { os.Exit(helperproc.Run(m, roles)) }
 
 // The crash test's helper process, the role "writer": with DIR, SEQ (the
-// first version's number) and SIZE (a version's size), it replaces one file
-// with ever newer versions and creates a file per version, until it is
-// killed.
+// first version's number), SIZE (a version's size) and SYNC ("fsync", or
+// "nofsync" for WriteFile WithoutFsync), it replaces one file with ever newer
+// versions and creates a file per version, until it is killed.
 const (
 	target    = "data.bin" // the file replaced
 	created   = "created-" // + the version: the files created
@@ -174,8 +195,8 @@ func checkVersion(b []byte) (uint64, error) {
 
 // writerRole is the crash test's helper.
 func writerRole(args []string) error {
-	if len(args) != 3 {
-		return fmt.Errorf("want DIR SEQ SIZE, got %q", args)
+	if len(args) != 4 || args[3] != "fsync" && args[3] != "nofsync" {
+		return fmt.Errorf("want DIR SEQ SIZE fsync|nofsync, got %q", args)
 	}
 	dir := args[0]
 	seq, err1 := strconv.ParseUint(args[1], 10, 64)
@@ -183,9 +204,13 @@ func writerRole(args []string) error {
 	if err := errors.Join(err1, err2); err != nil || size < fillerLen || size > maxSize {
 		return fmt.Errorf("bad arguments %q: %v", args, err)
 	}
+	var opts []atomicfile.Option
+	if args[3] == "nofsync" {
+		opts = append(opts, atomicfile.WithoutFsync())
+	}
 	for n := 0; ; n++ {
 		v := version(seq, size)
-		if err := atomicfile.WriteFile(filepath.Join(dir, target), v, 0o600); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, target), v, 0o600, opts...); err != nil {
 			return err
 		}
 		if err := atomicfile.Create(filepath.Join(dir, created+strconv.FormatUint(seq, 10)), v, 0o600); err != nil {
@@ -199,7 +224,9 @@ func writerRole(args []string) error {
 }
 
 // TestCrashLeavesOldOrNew kills a real process (the role writer, looping
-// WriteFile and Create of 1 MiB versions, fsyncs included) at random moments
+// WriteFile and Create of 1 MiB versions, fsyncs included, and every other
+// run WriteFile WithoutFsync, which a crash of the process alone must not
+// tear either) at random moments
 // with SIGKILL (TerminateProcess on Windows), and checks after each kill
 // that the replaced file is one whole version, never torn, and no older
 // than at the last check; that every created file is whole; and that
@@ -219,7 +246,8 @@ func TestCrashLeavesOldOrNew(t *testing.T) {
 		leftTemps int
 	)
 	for i := range kills {
-		h := helperproc.Start(t, helperproc.Command("writer", dir, strconv.FormatUint(seq, 10), strconv.Itoa(size)))
+		sync := []string{"fsync", "nofsync"}[i%2]
+		h := helperproc.Start(t, helperproc.Command("writer", dir, strconv.FormatUint(seq, 10), strconv.Itoa(size), sync))
 		h.Expect(readyLine)
 		// A random moment, not a timing assertion; Kill fails the test if
 		// the helper had ended by itself.
