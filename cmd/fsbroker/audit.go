@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,6 +17,9 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/schema"
 )
@@ -28,28 +30,21 @@ const auditKeyEnv = "FSBROKER_AUDIT_KEY"
 // followInterval is how often tail -f looks for new records.
 const followInterval = 200 * time.Millisecond
 
-const auditUsage = `Usage: fsbroker audit COMMAND [flags] [PATH]
-
-Check and read the audit trail. PATH is a segment file or a directory of them;
+const auditLong = `Check and read the audit trail. PATH is a segment file or a directory of them;
 default: --audit PATH if given, else the audit.dir of the --config FILE, else
 <state-dir>/audit. The state directory (where the audit key is) is --state-dir,
 else the stateDir of the --config FILE, else the default: the broker resolves
 them the same way, so --config FILE alone finds the trail of a broker started
-with that file.
+with that file. See docs/audit.md.`
 
-Commands:
-  verify [PATH]                         prove the trail intact, or name its first bad record (needs the audit key)
-  query  [PATH] [filters]               the records that match, in time order (reads; does not verify)
-  tail   [PATH] [-n N] [-f] [filters]   the last N records; -f follows new ones
-  export --format opa [PATH] [filters]  decisions as OPA decision-log events, one JSON object a line
-  hash   PATH                           the digest that stands for PATH where paths are redacted
+const auditExample = `  # Is the trail intact?
+  fsbroker audit verify
 
-Run "fsbroker help audit COMMAND" for a command's flags.
-`
+  # What was refused in the last day, and the trail of a broker started with a config file
+  fsbroker audit query --decision deny --since 24h
+  fsbroker audit tail --config /etc/fsbroker/fsbroker.yaml -n 20 -f`
 
-const auditVerifyHelp = `Usage: fsbroker audit verify [flags] [PATH]
-
-Check every MAC, link and checkpoint of the trail and report its first bad
+const auditVerifyHelp = `Check every MAC, link and checkpoint of the trail and report its first bad
 record: the file, line, seq and kind of problem (edited, removed, reordered,
 inserted, truncated, checkpoint, unknown_key), or a torn tail: the last line of
 a segment left unfinished by a broker that crashed or was killed, which is not
@@ -80,9 +75,7 @@ message says which), or there are no segments; 2 the check could not run (no
 key, unreadable trail or witness file, bad flags).
 `
 
-const auditQueryHelp = `Usage: fsbroker audit query [flags] [PATH]
-
-Print the records that match every filter given, in time order, across all the
+const auditQueryHelp = `Print the records that match every filter given, in time order, across all the
 segments of the trail. Segment headers and checkpoint records are left out
 unless --kind names them.
 
@@ -90,28 +83,19 @@ Query reads the trail; it does not verify it and needs no key. A trail anyone
 could have edited reads just the same: run "fsbroker audit verify" to know the
 records are the broker's.
 
-Examples:
-  fsbroker audit query --server notes --method files/write --since 24h
-  fsbroker audit query --decision deny
-  fsbroker audit query --path /home/alice/project --format json | jq .
-
 Exit status: 0 ok; 1 some lines are not records (named on stderr); 2 bad flags
 or no trail at PATH.
 `
 
-const auditTailHelp = `Usage: fsbroker audit tail [flags] [PATH]
-
-Print the last N records of the trail (those matching the filters, if any); with
--f, keep printing new records as the broker appends them, new segments
+const auditTailHelp = `Print the last N records of the trail (those matching the filters, if any); with
+-f (--follow), keep printing new records as the broker appends them, new segments
 included, until interrupted. Like query, tail reads and does not verify.
 
 Exit status: 0 ok (and on SIGINT/SIGTERM with -f); 1 some lines are not
 records; 2 bad flags or no trail at PATH.
 `
 
-const auditExportHelp = `Usage: fsbroker audit export --format opa [flags] [PATH]
-
-Write the decisions of the trail (those matching the filters) to stdout as OPA
+const auditExportHelp = `Write the decisions of the trail (those matching the filters) to stdout as OPA
 decision-log events (the JSON of OPA's decision_logs plugin, EventV1 as of OPA
 v1.22.2), one a line, for a SIEM or decision-log service built for OPA. The
 operation's outcome, when the trail has it, is joined into custom.outcome; the
@@ -121,9 +105,7 @@ verify: run "fsbroker audit verify" first.
 Exit status: 0 ok; 1 some lines are not records; 2 bad flags or no trail.
 `
 
-const auditHashHelp = `Usage: fsbroker audit hash [flags] PATH
-
-Print the digest that stands for PATH in a trail written with redacted paths
+const auditHashHelp = `Print the digest that stands for PATH in a trail written with redacted paths
 (audit.redactPaths), to find its records with query --path-digest. The digest
 is an HMAC of the exact path string under the audit key (--key FILE, else
 $FSBROKER_AUDIT_KEY, else <state-dir>/audit.key, where --config FILE can name
@@ -135,54 +117,72 @@ made absolute against the working directory first (cleaned, symlinks not
 resolved), and the path hashed is printed on stderr.
 `
 
-// auditCommands is `fsbroker audit verify|query|tail|export|hash`.
-var auditCommands = &commandGroup{name: "audit", usage: auditUsage, cmds: []subcommand{
-	{"verify", auditVerify},
-	{"query", auditQuery},
-	{"tail", auditTail},
-	{"export", auditExport},
-	{"hash", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-		return auditHash(args, stdout, stderr)
-	}},
-}}
+const auditQueryExample = `  fsbroker audit query --server notes --method files/write --since 24h
+  fsbroker audit query --decision deny
+  fsbroker audit query --path /home/alice/project --format json | jq .`
 
-// runAudit runs `fsbroker audit verify|query|tail|export|hash`.
-func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return auditCommands.run(ctx, args, stdout, stderr)
+// newAuditCommand returns `fsbroker audit verify|query|tail|export|hash`.
+func newAuditCommand() *cobra.Command {
+	return newGroupCommand(&cobra.Command{
+		Use:     "audit COMMAND",
+		Short:   "check and read the audit trail (verify, query, tail, export, hash)",
+		Long:    auditLong,
+		Example: auditExample,
+	},
+		leafCommand(&cobra.Command{
+			Use:   "verify [PATH]",
+			Short: "prove the trail intact, or name its first bad record (needs the audit key)",
+			Long:  auditVerifyHelp,
+			Example: `  fsbroker audit verify
+  fsbroker audit verify --key /secure/audit.key --checkpoint-pub /secure/checkpoint.pub \
+    /var/log/fsbroker
+  fsbroker audit verify --witness /var/log/syslog --json`,
+		}, auditVerify),
+		leafCommand(&cobra.Command{
+			Use:     "query [PATH]",
+			Short:   "print the records that match, in time order (reads; does not verify)",
+			Long:    auditQueryHelp,
+			Example: auditQueryExample,
+		}, auditQuery),
+		leafCommand(&cobra.Command{
+			Use:   "tail [PATH]",
+			Short: "print the last N records; -f follows new ones",
+			Long:  auditTailHelp,
+			Example: `  fsbroker audit tail -n 20
+  fsbroker audit tail -f --server notes --decision deny`,
+		}, auditTail),
+		leafCommand(&cobra.Command{
+			Use:     "export --format opa [PATH]",
+			Short:   "write the decisions as OPA decision-log events, one JSON object a line",
+			Long:    auditExportHelp,
+			Example: `  fsbroker audit export --format opa --since 24h > decisions.jsonl`,
+		}, auditExport),
+		leafCommand(&cobra.Command{
+			Use:     "hash PATH",
+			Short:   "print the digest that stands for PATH where paths are redacted",
+			Long:    auditHashHelp,
+			Example: `  fsbroker audit query --path-digest "$(fsbroker audit hash /home/alice/project/.env)"`,
+		}, auditHash),
+	)
 }
 
-// newAuditFlagSet returns the flag set of `fsbroker audit NAME`, printing help and errors to
-// out.
-func newAuditFlagSet(name, help string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("fsbroker audit "+name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(out, help, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	return fs
-}
+// commandFunc registers a command's flags on fs and returns what runs it on the
+// arguments left once they are parsed.
+type commandFunc func(fs *pflag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// parseAuditFlags parses args, flags and arguments in any order (a "--" ends the flags), and
-// returns the arguments.
-func parseAuditFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelpShown
-			}
-			return nil, &configError{msg: err.Error()}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+// leafCommand completes c, a command without subcommands: its flags and what
+// runs it come from build.
+func leafCommand(c *cobra.Command, build commandFunc) *cobra.Command {
+	fs := c.Flags()
+	fs.SortFlags = false
+	run := build(fs)
+	if c.Args == nil {
+		c.Args = cobra.ArbitraryArgs
 	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	return c
 }
 
 // trailFlags locate the trail and the state directory the way the broker does: the flags,
@@ -193,28 +193,15 @@ type trailFlags struct {
 	configPath string
 }
 
-func (t *trailFlags) register(fs *flag.FlagSet) {
+func (t *trailFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.auditPath, "audit", "", "the trail `PATH` (a directory of segments, or one segment file) when no PATH argument is given; default the config file's audit.dir, else <state-dir>/audit")
 	t.registerState(fs)
 }
 
 // registerState registers the flags that locate the state directory: --state-dir and --config.
-func (t *trailFlags) registerState(fs *flag.FlagSet) {
+func (t *trailFlags) registerState(fs *pflag.FlagSet) {
 	fs.StringVar(&t.stateDir, "state-dir", "", "the broker's state `DIR` (the trail and the audit key); default the config file's stateDir, else $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
 	fs.StringVar(&t.configPath, "config", "", "the broker's config `FILE`: its stateDir and audit.dir stand in for --state-dir and --audit when those are not given (nothing else in it is used)")
-}
-
-// parseTrailFlags parses args like parseAuditFlags, then fills in from the config file the
-// locations no flag gave.
-func parseTrailFlags(fs *flag.FlagSet, args []string, t *trailFlags) ([]string, error) {
-	pos, err := parseAuditFlags(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.applyConfig(); err != nil {
-		return nil, err
-	}
-	return pos, nil
 }
 
 // applyConfig loads --config FILE, when given, with the broker's own loader (so a file the
@@ -294,7 +281,7 @@ type keyFlags struct {
 	oldKeys []string
 }
 
-func (k *keyFlags) register(fs *flag.FlagSet, old bool) {
+func (k *keyFlags) register(fs *pflag.FlagSet, old bool) {
 	fs.StringVar(&k.key, "key", "", "the audit key `FILE` (32 raw bytes, mode 0600); default $"+auditKeyEnv+" (64 hex digits), else <state-dir>/audit.key")
 	if old {
 		fs.Func("old-key", "an audit key `FILE` in use before a rotation; repeatable", func(v string) error {
@@ -391,7 +378,7 @@ type filterFlags struct {
 	since, until string
 }
 
-func (ff *filterFlags) register(fs *flag.FlagSet, kind bool) {
+func (ff *filterFlags) register(fs *pflag.FlagSet, kind bool) {
 	fs.StringVar(&ff.f.Server, "server", "", "records of the MCP server `NAME`")
 	fs.StringVar(&ff.f.Method, "method", "", "records of the `METHOD` (files/read, files/write, ...)")
 	if kind {
@@ -564,9 +551,8 @@ func (rp *readProblems) result() error {
 	return &exitCodeError{code: exitFailure}
 }
 
-// auditVerify runs `fsbroker audit verify`.
-func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newAuditFlagSet("verify", auditVerifyHelp, stderr)
+// auditVerify registers the flags of `fsbroker audit verify` and returns what runs it.
+func auditVerify(fs *pflag.FlagSet) func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
 	var (
 		tf        trailFlags
 		kf        keyFlags
@@ -584,86 +570,87 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	})
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, err := parseTrailFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	path, err := tf.path(pos)
-	if err != nil {
-		return err
-	}
-	if tf.stateDir == "" && kf.key == "" && os.Getenv(auditKeyEnv) == "" {
-		// As the broker that wrote it: its key is in its state directory, the trail's
-		// parent in the default layout.
-		tf.stateDir = trailStateDir(path)
-	}
-	macKeys, keySource, err := kf.loadFrom(&tf)
-	if err != nil {
-		return err
-	}
-	keys := audit.VerifyKeys{MAC: macKeys}
-	if len(pubs) == 0 {
-		dir := path
-		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
-			dir = filepath.Dir(path)
+	return func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
+		if err := tf.applyConfig(); err != nil {
+			return err
 		}
-		p := filepath.Join(dir, audit.PublicKeyFile)
-		published, err := audit.LoadPublishedKeys(dir) // checkpoint.pub, and those retired by a rotation
-		if err != nil {
-			return configErrorf("no checkpoint public key: %v; give a trusted copy with --checkpoint-pub FILE", err)
-		}
-		keys.Checkpoint = published
-		if !*asJSON {
-			fmt.Fprintf(stderr, "fsbroker: note: checkpoints checked against %s, which is only as trustworthy as the log directory; give a trusted copy with --checkpoint-pub\n", p)
-		}
-	}
-	for _, p := range pubs {
-		pub, err := audit.LoadPublicKey(p)
-		if err != nil {
-			return configErrorf("--checkpoint-pub: %v", err)
-		}
-		keys.Checkpoint = append(keys.Checkpoint, pub)
-	}
-	var opts []audit.VerifyOption
-	if len(witnesses) > 0 {
-		wl, err := readWitnesses(witnesses, keys)
+		path, err := tf.path(pos)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, audit.AgainstWitness(wl))
-	}
-	rep, err := verifyInterruptibly(ctx, path, keys, opts...)
-	if ctx.Err() != nil {
-		return fmt.Errorf("verify: %w", ctx.Err())
-	}
-	if err != nil {
-		return configErrorf("cannot verify %s: %v", path, err)
-	}
-	if ids := wrongKey(&rep); ids != nil {
-		// Not a sign of tampering: the key given is not this trail's.
-		given := audit.MACKeyID(macKeys[0])
-		for _, k := range macKeys[1:] {
-			given += ", --old-key " + audit.MACKeyID(k)
+		if tf.stateDir == "" && kf.key == "" && os.Getenv(auditKeyEnv) == "" {
+			// As the broker that wrote it: its key is in its state directory, the trail's
+			// parent in the default layout.
+			tf.stateDir = trailStateDir(path)
 		}
-		return configErrorf("%s is under audit key %s, but the key given (%s) has id %s: nothing could be verified. "+
-			"Give the key of the broker that wrote the trail: --key FILE, $%s, or --state-dir DIR (its state directory, which holds %s)",
-			path, strings.Join(ids, " and "), keySource, given, auditKeyEnv, audit.DefaultKeyFile)
-	}
-	if *asJSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
+		macKeys, keySource, err := kf.loadFrom(&tf)
 		if err != nil {
-			return fmt.Errorf("encode the report: %w", err)
+			return err
 		}
-		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+		keys := audit.VerifyKeys{MAC: macKeys}
+		if len(pubs) == 0 {
+			dir := path
+			if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+				dir = filepath.Dir(path)
+			}
+			p := filepath.Join(dir, audit.PublicKeyFile)
+			published, err := audit.LoadPublishedKeys(dir) // checkpoint.pub, and those retired by a rotation
+			if err != nil {
+				return configErrorf("no checkpoint public key: %v; give a trusted copy with --checkpoint-pub FILE", err)
+			}
+			keys.Checkpoint = published
+			if !*asJSON {
+				fmt.Fprintf(stderr, "fsbroker: note: checkpoints checked against %s, which is only as trustworthy as the log directory; give a trusted copy with --checkpoint-pub\n", p)
+			}
+		}
+		for _, p := range pubs {
+			pub, err := audit.LoadPublicKey(p)
+			if err != nil {
+				return configErrorf("--checkpoint-pub: %v", err)
+			}
+			keys.Checkpoint = append(keys.Checkpoint, pub)
+		}
+		var opts []audit.VerifyOption
+		if len(witnesses) > 0 {
+			wl, err := readWitnesses(witnesses, keys)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, audit.AgainstWitness(wl))
+		}
+		rep, err := verifyInterruptibly(ctx, path, keys, opts...)
+		if ctx.Err() != nil {
+			return fmt.Errorf("verify: %w", ctx.Err())
+		}
+		if err != nil {
+			return configErrorf("cannot verify %s: %v", path, err)
+		}
+		if ids := wrongKey(&rep); ids != nil {
+			// Not a sign of tampering: the key given is not this trail's.
+			given := audit.MACKeyID(macKeys[0])
+			for _, k := range macKeys[1:] {
+				given += ", --old-key " + audit.MACKeyID(k)
+			}
+			return configErrorf("%s is under audit key %s, but the key given (%s) has id %s: nothing could be verified. "+
+				"Give the key of the broker that wrote the trail: --key FILE, $%s, or --state-dir DIR (its state directory, which holds %s)",
+				path, strings.Join(ids, " and "), keySource, given, auditKeyEnv, audit.DefaultKeyFile)
+		}
+		if *asJSON {
+			b, err := json.MarshalIndent(rep, "", "  ")
+			if err != nil {
+				return fmt.Errorf("encode the report: %w", err)
+			}
+			if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		} else if err := printReport(stdout, path, &rep); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-	} else if err := printReport(stdout, path, &rep); err != nil {
-		return fmt.Errorf("write: %w", err)
+		if !rep.OK || rep.Segments == 0 {
+			return &exitCodeError{code: exitFailure}
+		}
+		return nil
 	}
-	if !rep.OK || rep.Segments == 0 {
-		return &exitCodeError{code: exitFailure}
-	}
-	return nil
 }
 
 // verifyInterruptibly runs audit.Verify, which takes no context, and returns early when ctx
@@ -773,9 +760,8 @@ func printWitness(b *strings.Builder, wr *audit.WitnessReport) {
 	}
 }
 
-// auditQuery runs `fsbroker audit query`.
-func auditQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newAuditFlagSet("query", auditQueryHelp, stderr)
+// auditQuery registers the flags of `fsbroker audit query` and returns what runs it.
+func auditQuery(fs *pflag.FlagSet) func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
 	var (
 		tf trailFlags
 		ff filterFlags
@@ -784,43 +770,44 @@ func auditQuery(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ff.register(fs, true)
 	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
 	limit := fs.Int("limit", 0, "print at most `N` records (0: all)")
-	pos, err := parseTrailFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	if *limit < 0 {
-		return configErrorf("--limit %d: must not be negative", *limit)
-	}
-	p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
-	if err != nil {
-		return err
-	}
-	problems := &readProblems{stderr: stderr}
-	n := 0
-	var stopped error
-	for e, err := range r.Entries(ctx) {
+	return func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
+		if err := tf.applyConfig(); err != nil {
+			return err
+		}
+		if *limit < 0 {
+			return configErrorf("--limit %d: must not be negative", *limit)
+		}
+		p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
 		if err != nil {
-			if stopped = problems.report(err); stopped != nil {
+			return err
+		}
+		problems := &readProblems{stderr: stderr}
+		n := 0
+		var stopped error
+		for e, err := range r.Entries(ctx) {
+			if err != nil {
+				if stopped = problems.report(err); stopped != nil {
+					break
+				}
+				continue
+			}
+			p.print(&e)
+			n++
+			if n == *limit || p.err != nil {
 				break
 			}
-			continue
 		}
-		p.print(&e)
-		n++
-		if n == *limit || p.err != nil {
-			break
+		if err := p.flush(); err != nil {
+			return err
 		}
+		if stopped != nil {
+			return fmt.Errorf("query: %w", stopped)
+		}
+		if n == 0 {
+			fmt.Fprintln(stderr, "fsbroker: no records match")
+		}
+		return problems.result()
 	}
-	if err := p.flush(); err != nil {
-		return err
-	}
-	if stopped != nil {
-		return fmt.Errorf("query: %w", stopped)
-	}
-	if n == 0 {
-		fmt.Fprintln(stderr, "fsbroker: no records match")
-	}
-	return problems.result()
 }
 
 // openTrail resolves the trail, the filter and the output format of a reading command.
@@ -844,9 +831,8 @@ func openTrail(tf *trailFlags, ff *filterFlags, pos []string, format string, std
 	return p, r, nil
 }
 
-// auditTail runs `fsbroker audit tail`.
-func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newAuditFlagSet("tail", auditTailHelp, stderr)
+// auditTail registers the flags of `fsbroker audit tail` and returns what runs it.
+func auditTail(fs *pflag.FlagSet) func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
 	var (
 		tf trailFlags
 		ff filterFlags
@@ -854,82 +840,82 @@ func auditTail(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tf.register(fs)
 	ff.register(fs, true)
 	format := fs.String("format", "table", "output `FORMAT`: table, or json (the record lines as they are in the trail)")
-	n := fs.Int("n", 10, "print the last `N` records")
-	follow := fs.Bool("f", false, "follow: print new records as they are appended, until interrupted")
-	pos, err := parseTrailFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	if *n < 0 {
-		return configErrorf("-n %d: must not be negative", *n)
-	}
-	p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
-	if err != nil {
-		return err
-	}
-	problems := &readProblems{stderr: stderr}
-	// The last n records: a ring.
-	last := make([]audit.Entry, 0, min(*n, 4096))
-	next := 0
-	var stopped error
-	for e, err := range r.Entries(ctx) {
-		switch {
-		case err != nil:
-			stopped = problems.report(err)
-		case *n == 0:
-		case len(last) < *n:
-			last = append(last, e)
-		default:
-			last[next] = e
-			next = (next + 1) % *n
+	n := fs.IntP("lines", "n", 10, "print the last `N` records")
+	follow := fs.BoolP("follow", "f", false, "follow: print new records as they are appended, until interrupted")
+	return func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
+		if err := tf.applyConfig(); err != nil {
+			return err
 		}
-		if stopped != nil {
-			break
+		if *n < 0 {
+			return configErrorf("-n %d: must not be negative", *n)
 		}
-	}
-	if stopped != nil {
-		if *follow {
-			return nil // interrupted
+		p, r, err := openTrail(&tf, &ff, pos, *format, stdout)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("tail: %w", stopped)
-	}
-	for i := range last {
-		p.print(&last[(next+i)%len(last)])
-	}
-	if err := p.flush(); err != nil {
-		return err
-	}
-	if !*follow {
-		return problems.result()
-	}
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+		problems := &readProblems{stderr: stderr}
+		// The last n records: a ring.
+		last := make([]audit.Entry, 0, min(*n, 4096))
+		next := 0
+		var stopped error
 		for e, err := range r.Entries(ctx) {
-			if err != nil {
-				if problems.report(err) != nil {
-					return nil // interrupted
-				}
-				continue
+			switch {
+			case err != nil:
+				stopped = problems.report(err)
+			case *n == 0:
+			case len(last) < *n:
+				last = append(last, e)
+			default:
+				last[next] = e
+				next = (next + 1) % *n
 			}
-			if p.print(&e); p.err != nil {
+			if stopped != nil {
 				break
 			}
+		}
+		if stopped != nil {
+			if *follow {
+				return nil // interrupted
+			}
+			return fmt.Errorf("tail: %w", stopped)
+		}
+		for i := range last {
+			p.print(&last[(next+i)%len(last)])
 		}
 		if err := p.flush(); err != nil {
 			return err
 		}
+		if !*follow {
+			return problems.result()
+		}
+		tick := time.NewTicker(followInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			for e, err := range r.Entries(ctx) {
+				if err != nil {
+					if problems.report(err) != nil {
+						return nil // interrupted
+					}
+					continue
+				}
+				if p.print(&e); p.err != nil {
+					break
+				}
+			}
+			if err := p.flush(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
-// auditExport runs `fsbroker audit export --format opa`.
-func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newAuditFlagSet("export", auditExportHelp, stderr)
+// auditExport registers the flags of `fsbroker audit export` and returns what runs it.
+func auditExport(fs *pflag.FlagSet) func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
 	var (
 		tf trailFlags
 		ff filterFlags
@@ -937,69 +923,70 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	tf.register(fs)
 	ff.register(fs, false)
 	format := fs.String("format", "opa", "export `FORMAT`: opa (OPA decision-log events, one JSON object a line)")
-	pos, err := parseTrailFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	if *format != "opa" {
-		return configErrorf("--format %q: want opa", *format)
-	}
-	f, err := ff.filter(time.Now())
-	if err != nil {
-		return err
-	}
-	path, err := tf.path(pos)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	problems := &readProblems{stderr: stderr}
-	for ev, err := range audit.ExportOPA(ctx, path, audit.OPAOptions{Filter: f, Version: brokerVersion()}) {
+	return func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
+		if err := tf.applyConfig(); err != nil {
+			return err
+		}
+		if *format != "opa" {
+			return configErrorf("--format %q: want opa", *format)
+		}
+		f, err := ff.filter(time.Now())
 		if err != nil {
-			if stopped := problems.report(err); stopped != nil {
-				return fmt.Errorf("export: %w", stopped)
+			return err
+		}
+		path, err := tf.path(pos)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		problems := &readProblems{stderr: stderr}
+		for ev, err := range audit.ExportOPA(ctx, path, audit.OPAOptions{Filter: f, Version: brokerVersion()}) {
+			if err != nil {
+				if stopped := problems.report(err); stopped != nil {
+					return fmt.Errorf("export: %w", stopped)
+				}
+				continue
 			}
-			continue
+			if err := enc.Encode(ev); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
 		}
-		if err := enc.Encode(ev); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
+		return problems.result()
 	}
-	return problems.result()
 }
 
-// auditHash runs `fsbroker audit hash PATH`.
-func auditHash(args []string, stdout, stderr io.Writer) error {
-	fs := newAuditFlagSet("hash", auditHashHelp, stderr)
+// auditHash registers the flags of `fsbroker audit hash PATH` and returns what runs it.
+func auditHash(fs *pflag.FlagSet) func(ctx context.Context, pos []string, stdout, stderr io.Writer) error {
 	var (
 		tf trailFlags
 		kf keyFlags
 	)
 	tf.registerState(fs)
 	kf.register(fs, false)
-	pos, err := parseTrailFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || pos[0] == "" {
-		return configErrorf("audit hash: give one PATH, got %q", pos)
-	}
-	p := pos[0]
-	if !filepath.IsAbs(p) {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return configErrorf("audit hash: %s: %v", p, err)
+	return func(_ context.Context, pos []string, stdout, stderr io.Writer) error {
+		if err := tf.applyConfig(); err != nil {
+			return err
 		}
-		p = abs
-		fmt.Fprintf(stderr, "fsbroker: hashing %s (the relative path made absolute; symlinks not resolved)\n", p)
+		if len(pos) != 1 || pos[0] == "" {
+			return configErrorf("audit hash: give one PATH, got %q", pos)
+		}
+		p := pos[0]
+		if !filepath.IsAbs(p) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return configErrorf("audit hash: %s: %v", p, err)
+			}
+			p = abs
+			fmt.Fprintf(stderr, "fsbroker: hashing %s (the relative path made absolute; symlinks not resolved)\n", p)
+		}
+		keys, err := kf.load(&tf)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(stdout, audit.PathDigest(keys[0], p)); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return nil
 	}
-	keys, err := kf.load(&tf)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(stdout, audit.PathDigest(keys[0], p)); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
 }

@@ -704,17 +704,17 @@ func TestAuditHelp(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"help"}, 0, []string{"fsbroker audit"}},
+		{[]string{"help"}, 0, []string{"\n  audit    check and read the audit trail"}},
 		{[]string{"help", "audit"}, 0, []string{"verify", "query", "tail", "export", "hash"}},
 		{[]string{"audit", "--help"}, 0, []string{"verify", "query"}},
 		{[]string{"help", "audit", "query"}, 0, []string{"does not verify", "audit verify", "-since", "-path-digest", "--since 24h", "--decision deny"}},
 		{[]string{"help", "audit", "verify"}, 0, []string{"-key", "-old-key", "-checkpoint-pub", "FSBROKER_AUDIT_KEY", "torn", "-config"}},
 		{[]string{"help", "audit", "hash"}, 0, []string{"-config", "-state-dir"}},
-		{[]string{"help", "audit", "tail"}, 0, []string{"-n", "-f"}},
+		{[]string{"help", "audit", "tail"}, 0, []string{"-n, --lines N", "-f, --follow"}},
 		{[]string{"help", "audit", "export"}, 0, []string{"OPA", "-format"}},
 		{[]string{"help", "audit", "hash"}, 0, []string{"canonical", "relative"}},
 		{[]string{"audit", "query", "-h"}, 0, []string{"does not verify"}},
-		{[]string{"audit"}, 2, []string{"verify, query, tail, export or hash"}},
+		{[]string{"audit"}, 2, []string{"export, hash, query, tail or verify"}},
 		{[]string{"audit", "frobnicate"}, 2, []string{"unknown command"}},
 		{[]string{"help", "audit", "frobnicate"}, 2, []string{"unknown command"}},
 	}

@@ -143,8 +143,11 @@ func configDuration(path, pointer, value string) (time.Duration, error) {
 	if value == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(value)
-	if err != nil || d <= 0 {
+	d, err := parseDuration(value)
+	switch {
+	case err != nil:
+		return 0, configErrorf("config %s: %s: %q: %v", path, pointer, value, err)
+	case d <= 0:
 		return 0, configErrorf("config %s: %s: %q is not a positive duration", path, pointer, value)
 	}
 	return d, nil

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
 
 	"github.com/fsbroker/fsbroker/broker/transport/child"
 	"github.com/fsbroker/fsbroker/cmd/internal/exampleserver"
@@ -28,6 +29,21 @@ import (
 // ./cmd/fsbroker demo`). It is not for people: the usage text and help leave
 // it out.
 const exampleServerCommand = "__example-server"
+
+// newExampleServerCommand returns the hidden exampleServerCommand. It takes
+// the example server's own flags, Go style (-script NAME), as
+// example-server does: they are parsed here, not by cobra.
+func newExampleServerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                exampleServerCommand,
+		Short:              "the example MCP server's scripted mode (the demo's server)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExampleServer(cmd.Context(), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+}
 
 // runExampleServer runs the hidden exampleServerCommand.
 func runExampleServer(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -45,47 +61,70 @@ func runExampleServer(ctx context.Context, args []string, stdin io.Reader, stdou
 		In: stdin, Out: stdout, Report: stderr})
 }
 
+const demoLong = `A guided session on built-in defaults, to see what fsbroker does before configuring it. The
+demo makes a small project in DIR (a read-only root, with a secret .env, and a writable scratch
+root), starts the project's example MCP server as a separate process and serves it exactly as
+fsbroker connect does, on the built-in policies, with consent answered by the auto provider.
+The server asks for files: it lists its roots, asks for consent, reads, writes, watches, and
+tries what the policies refuse (a write in the read-only root, the secret, a path climbing out
+of its root); it prints one line per request with fsbroker's answer. Then the demo prints the
+session's audit trail and verifies it.
+
+The files, state and audit trail stay in DIR (--dir, else a new temporary directory) to look at
+(fsbroker audit query --state-dir DIR/state).`
+
+// newDemoCommand returns `fsbroker demo`.
+func newDemoCommand() *cobra.Command {
+	var (
+		dir        string
+		serverLine string
+	)
+	c := &cobra.Command{
+		Use:   "demo [flags]",
+		Short: "a guided session on built-in defaults: decisions and the audit trail",
+		Long:  demoLong,
+		Example: `  # In a new temporary directory
+  fsbroker demo
+
+  # Keep the demo's files and trail, and read the trail again
+  fsbroker demo --dir /tmp/fsbroker-demo
+  fsbroker audit query --state-dir /tmp/fsbroker-demo/state --decision deny`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), dir, serverLine, cmd.Flags().Changed("server"), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	c.Flags().StringVar(&dir, "dir", "", "`DIR` for the demo's files, state and audit trail (default: a new temporary directory, kept)")
+	c.Flags().StringVar(&serverLine, "server", "", "the example server `COMMAND` line, split at spaces, to which \"-script demo\" is added "+
+		"(default: example-server next to this fsbroker, as make build puts it in bin/, else this fsbroker itself)")
+	return c
+}
+
 // runDemo runs `fsbroker demo`: a guided session on built-in defaults. The
 // project's example MCP server runs its demo script as a separate process,
 // started and served on its stdin and stdout exactly as `fsbroker connect`
 // does; the server prints one line per request with the broker's answer;
 // then the session's audit trail is shown and verified.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("fsbroker demo", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	dir := flags.String("dir", "", "`DIR` for the demo's files, state and audit trail (default: a new temporary directory, kept)")
-	serverLine := flags.String("server", "", "the example server `COMMAND` line, split at spaces, to which \"-script demo\" is added "+
-		"(default: example-server next to this fsbroker, as make build puts it in bin/, else this fsbroker itself)")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelpShown
-		}
-		return &configError{msg: err.Error()}
-	}
-	if flags.NArg() > 0 {
-		return configErrorf("demo takes no arguments, got %q", flags.Args())
-	}
-	given := false
-	flags.Visit(func(f *flag.Flag) { given = given || f.Name == "server" })
-	argv, err := demoServerCommand(*serverLine, given)
+func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdout, stderr io.Writer) error {
+	argv, err := demoServerCommand(serverLine, serverGiven)
 	if err != nil {
 		return err
 	}
-	if *dir == "" {
+	if dir == "" {
 		d, err := os.MkdirTemp("", "fsbroker-demo-")
 		if err != nil {
 			return fmt.Errorf("demo directory: %w", err)
 		}
-		*dir = d
+		dir = d
 	}
-	project, scratch, err := exampleserver.SeedDemo(*dir)
+	project, scratch, err := exampleserver.SeedDemo(dir)
 	if err != nil {
 		return err
 	}
-	state := filepath.Join(*dir, "state")
+	state := filepath.Join(dir, "state")
 
 	o, _, err := parseOptions("connect", []string{"--root", project, "--root", scratch + ":rw",
-		"--state-dir", state, "--log-level", "error", "--max-write-bytes", "1024", "--consent", "auto"}, stderr)
+		"--state-dir", state, "--log-level", "error", "--max-write-bytes", "1024", "--consent", "auto"})
 	if err != nil {
 		return err
 	}
@@ -121,11 +160,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	s.decisions = nil
 
 	fmt.Fprintf(stdout, "\nThe audit trail (fsbroker audit query --state-dir %s):\n\n", state)
-	if err := runAudit(ctx, []string{"query", "--state-dir", state}, stdout, stderr); err != nil {
+	if err := execute(ctx, []string{"audit", "query", "--state-dir", state}, nil, stdout, stderr); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nIs it intact? (fsbroker audit verify --state-dir %s)\n\n", state)
-	return runAudit(ctx, []string{"verify", "--state-dir", state}, stdout, stderr)
+	return execute(ctx, []string{"audit", "verify", "--state-dir", state}, nil, stdout, stderr)
 }
 
 // demoServerCommand returns the command line of the demo's server: the

@@ -5,18 +5,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/spf13/pflag"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
@@ -79,42 +80,28 @@ type options struct {
 	set map[string]bool // flags given on the command line
 }
 
-var commandHelp = map[string]string{
-	"stdio": `Usage: fsbroker stdio [flags]
+// Titles of the groups session flags are listed under in help.
+const (
+	flagsRoots    = "Roots, configuration and state"
+	flagsServer   = "Remote server"
+	flagsConsent  = "Consent and the server's identity"
+	flagsPolicies = "Policies"
+	flagsAudit    = "Audit trail"
+	flagsLimits   = "Limits"
+	flagsSession  = "Session timing"
+	flagsLog      = "Logging"
+)
 
-Serve one MCP server on this process's stdin and stdout: fsbroker plays the MCP
-client, sends initialize, and answers the server's roots/list requests. Logs go
-to stderr.
-`,
-	"connect": `Usage: fsbroker connect [flags] -- CMD [ARGS...]
-       fsbroker connect [flags] --url URL
+// stateDirHelp says what the state directory holds.
+const stateDirHelp = "`DIR` for the broker's state, outside every root: consent grants and blocks (grants/), " +
+	"usage counters (usage/), the audit keys (audit.key, audit-checkpoint.key), the audit trail (audit/, unless --audit " +
+	"places it), lock files (locks/), and policy bundles and decision-log progress when the config's opa member " +
+	"uses them (bundles/, decisionlog/); default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker"
 
-Start CMD as an MCP server over stdio and serve it. The server's stderr goes to
-fsbroker's log. The session ends when the server exits; when fsbroker is
-stopped (SIGINT, SIGTERM) it closes the server's stdin, then sends SIGTERM,
-then SIGKILL, waiting --shutdown-timeout between steps.
-
-With --url (or remote.url in the config file), serve the remote MCP server at
-URL over Streamable HTTP instead (--ca, --header; see docs/remote.md).
-`,
-	"wrap": `Usage: fsbroker wrap [flags] -- CMD [ARGS...]
-
-Sit between an MCP host (on this process's stdin and stdout) and the MCP server
-CMD, started as a child process: every message passes both ways unchanged,
-except that the host's initialize gets the roots capability and the server's
-roots/list and files/* requests are answered by fsbroker (the host never sees
-them). The host's own roots narrow the operator's. fsbroker exits with the
-server's exit status. See docs/wrap.md.
-`,
-}
-
-// newFlagSet returns the flag set of a session command bound to a fresh
-// options value, or nil for an unknown command.
-func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
-	help, ok := commandHelp[cmd]
-	if !ok {
-		return nil, nil
-	}
+// registerSessionFlags registers the flags of the session command cmd
+// (stdio, connect, wrap) on fs, bound to a fresh options value with the
+// defaults.
+func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 	o := &options{
 		logLevel:        "info",
 		logFormat:       "text",
@@ -127,69 +114,85 @@ func newFlagSet(cmd string, out io.Writer) (*flag.FlagSet, *options) {
 		opTimeout:       broker.DefaultOperationTimeout,
 		lockWait:        executor.DefaultLockWait,
 	}
-	fs := flag.NewFlagSet("fsbroker "+cmd, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(out, help, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&o.configPath, "config", "", "config `FILE` (YAML; see docs/config.md); watched and reloaded on change")
+	fs.SortFlags = false
 	fs.Func("root", "a root `DIR`; DIR:rw makes it writable (read-only is the default); repeatable", func(v string) error {
 		o.rootFlags = append(o.rootFlags, v)
 		return nil
 	})
-	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "log `LEVEL`: trace, debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "log `FORMAT`: text or json (logs go to stderr)")
-	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", o.maxMessageBytes, "largest accepted message, in `BYTES`")
-	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "requests handled at once (`N`)")
-	fs.DurationVar(&o.initTimeout, "init-timeout", o.initTimeout, "how long to wait for the server's initialize result")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "how long in-flight requests may run after the session ends, and each step of stopping a child")
-	fs.DurationVar(&o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
-	fs.StringVar(&o.stateDir, "state-dir", "", "`DIR` for the broker's state (grants, usage, locks, audit keys and trail), outside every root; default $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
-	fs.Int64Var(&o.maxReadBytes, "max-read-bytes", o.maxReadBytes, "largest length one files/read may ask for, in `BYTES`")
-	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
-	fs.DurationVar(&o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
-	fs.DurationVar(&o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
-	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
+	fs.StringVar(&o.configPath, "config", "", "config `FILE` (YAML; see docs/config.md); watched and reloaded on change")
+	fs.StringVar(&o.stateDir, "state-dir", "", stateDirHelp)
+	setFlagGroup(fs, flagsRoots, "root", "config", "state-dir")
+	if cmd == "connect" || cmd == "wrap" {
+		registerRemoteFlags(fs, o)
+		setFlagGroup(fs, flagsServer, "url", "ca", "header")
+	}
+
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
+	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
+	setFlagGroup(fs, flagsConsent, "consent", "server-id")
+
 	fs.StringVar(&o.policiesDir, "policies", "", "policy `DIR` (Rego and data.json/yaml), tested at load and reloaded on change; default: the built-in policies")
 	fs.StringVar(&o.bundle, "bundle", "", "policy bundle `FILE` (.tar.gz as opa build makes it), instead of --policies; reloaded on change")
 	fs.StringVar(&o.bundleKey, "bundle-key", "", "`FILE` with the key that must have signed the bundle: a PEM public key, or the shared secret for HS256")
 	fs.StringVar(&o.bundleKeyAlg, "bundle-key-alg", "RS256", "the bundle signature's `ALG` (RS256, ES256, HS256, ...)")
 	fs.StringVar(&o.bundleKeyID, "bundle-key-id", "default", "the `ID` of the signing key, as opa build --signing-key names it")
-	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent: auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
-	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
-	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
-	fs.IntVar(&o.serverInFlight, "max-in-flight-per-server", broker.DefaultMaxInFlightServer, "requests of one server handled at once, over all its sessions (`N`)")
+	setFlagGroup(fs, flagsPolicies, "policies", "bundle", "bundle-key", "bundle-key-alg", "bundle-key-id")
+
 	fs.StringVar(&o.auditDir, "audit", "", "audit trail `DIR`, where this process writes its own segment files; default <state-dir>/audit")
 	fs.StringVar(&o.auditSync, "audit-sync", "batch", "audit durability `MODE`: batch (fsync within 10 ms), always (fsync before the operation) or none")
 	fs.BoolVar(&o.redactPaths, "audit-redact-paths", false, "record paths in the audit trail as keyed digests (see fsbroker audit hash)")
 	fs.Int64Var(&o.auditSegment, "audit-segment-bytes", audit.DefaultMaxSegmentBytes, "start a new audit segment file after `BYTES`")
-	fs.DurationVar(&o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
-	fs.DurationVar(&o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
+	durationVar(fs, &o.auditSegmentAge, "audit-segment-age", audit.DefaultMaxSegmentAge, "start a new audit segment file once the current one is this old")
+	durationVar(fs, &o.retentionAge, "audit-retention-age", 0, "delete closed audit segments older than this (0: keep them all)")
 	fs.Int64Var(&o.retentionBytes, "audit-retention-bytes", 0, "delete the oldest closed audit segments while all of them hold more than `BYTES` (0: no limit)")
 	fs.Func("audit-witness", "send the audit trail's signed checkpoints to `SPEC`, outside the state directory: syslog, syslog:udp://HOST:PORT, syslog:tcp://HOST:PORT, syslog:unixgram:///PATH or file:PATH; repeatable (see fsbroker audit verify --witness)", func(v string) error {
 		o.auditWitness = append(o.auditWitness, v)
 		return nil
 	})
-	if cmd == "connect" || cmd == "wrap" {
-		registerRemoteFlags(fs, o)
-	}
-	return fs, o
+	setFlagGroup(fs, flagsAudit, "audit", "audit-sync", "audit-redact-paths", "audit-segment-bytes", "audit-segment-age",
+		"audit-retention-age", "audit-retention-bytes", "audit-witness")
+
+	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", o.maxMessageBytes, "largest accepted message, in `BYTES`")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "requests handled at once (`N`)")
+	fs.Int64Var(&o.maxReadBytes, "max-read-bytes", o.maxReadBytes, "largest length one files/read may ask for, in `BYTES`")
+	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
+	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
+	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
+	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
+	fs.IntVar(&o.serverInFlight, "max-in-flight-per-server", broker.DefaultMaxInFlightServer, "requests of one server handled at once, over all its sessions (`N`)")
+	durationVar(fs, &o.opTimeout, "operation-timeout", o.opTimeout, "deadline of each file operation")
+	durationVar(fs, &o.lockWait, "lock-wait", o.lockWait, "how long an operation waits for a file lock before CONCURRENCY_CONFLICT")
+	setFlagGroup(fs, flagsLimits, "max-message-bytes", "max-in-flight", "max-read-bytes", "max-write-bytes", "max-watches",
+		"rate-limit", "rate-burst", "max-in-flight-per-server", "operation-timeout", "lock-wait")
+
+	durationVar(fs, &o.initTimeout, "init-timeout", o.initTimeout, "how long to wait for the server's initialize result")
+	durationVar(fs, &o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "how long in-flight requests may run after the session ends, and each step of stopping a child")
+	durationVar(fs, &o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
+	setFlagGroup(fs, flagsSession, "init-timeout", "shutdown-timeout", "ping-interval")
+
+	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "log `LEVEL`: trace, debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "log `FORMAT`: text or json (logs go to stderr)")
+	setFlagGroup(fs, flagsLog, "log-level", "log-format")
+	return o
 }
 
-// parseOptions parses a session command's flags. It returns the arguments
-// after the flags (after "--" for connect).
-func parseOptions(cmd string, args []string, out io.Writer) (*options, []string, error) {
-	fs, o := newFlagSet(cmd, out)
+// markSet records which flags of fs the command line gave.
+func (o *options) markSet(fs *pflag.FlagSet) {
+	o.set = map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { o.set[f.Name] = true })
+}
+
+// parseOptions parses the flags of the session command cmd from args, as
+// its command line would give them (the demo builds its session so). It
+// returns the arguments after the flags.
+func parseOptions(cmd string, args []string) (*options, []string, error) {
+	fs := pflag.NewFlagSet("fsbroker "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := registerSessionFlags(fs, cmd)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, errHelpShown
-		}
 		return nil, nil, &configError{msg: err.Error()}
 	}
-	o.set = map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	o.markSet(fs)
 	return o, fs.Args(), nil
 }
 
@@ -633,4 +636,46 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	}
 	o.mergeRemote(c)
 	return nil
+}
+
+// durationValue is a duration flag whose error, for a number without a unit
+// (--init-timeout 10), says that a unit is needed.
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string {
+	if *d == 0 {
+		return "0" // what pflag takes for a zero default, which help leaves out
+	}
+	return time.Duration(*d).String()
+}
+
+// Type is the name help gives the flag's value.
+func (d *durationValue) Type() string { return "duration" }
+
+// durationVar registers a duration flag (see durationValue).
+func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*durationValue)(p), name, usage)
+}
+
+// parseDuration parses a Go duration (300ms, 10s, 2m, 1h30m); a bare number
+// other than 0 is refused with the unit it lacks named.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		return d, nil
+	}
+	if _, numErr := strconv.ParseFloat(strings.TrimSpace(s), 64); numErr == nil {
+		return 0, fmt.Errorf("a duration needs a unit, as in %ss (or ms, m, h)", strings.TrimSpace(s))
+	}
+	return 0, fmt.Errorf("not a duration: want a number and a unit, as in 500ms, 10s, 2m or 1h30m")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
@@ -23,28 +25,24 @@ import (
 	"github.com/fsbroker/fsbroker/schema"
 )
 
-const grantsUsage = `Usage: fsbroker grants COMMAND [flags]
-
-Show and take back the consent the broker keeps in <state-dir>/grants: grants
+const grantsLong = `Show and take back the consent the broker keeps in <state-dir>/grants: grants
 (which MCP server may read, or read and write, which paths: mount-relative, as
 "proj/docs"; a grant covers its path and everything beneath it), and blocks of
 the operator's pre-approvals (roots[].consent: preapproved in the config file).
 The state directory is --state-dir, else the stateDir of the --config FILE,
 else the default: the broker resolves it the same way, so --config FILE alone
-finds the grants of a broker started with that file.
+finds the grants of a broker started with that file. See docs/consent.md.`
 
-Commands:
-  list    [--server S] [--root DIR] [--json]        grants, pre-approvals and blocks
-  revoke  [--server S] [--path P] [--id ID] [--all] take grants away and block
-                                                    pre-approved access, also in running brokers
-  restore [--server S] [--path P] [--id ID] [--all] lift blocks
+const grantsExample = `  # What each server may read and write
+  fsbroker grants list
 
-Run "fsbroker help grants COMMAND" for a command's flags.
-`
+  # Take a server's access to a path away, in running brokers too (within 1 s)
+  fsbroker grants revoke --server notes --path proj/private
 
-const grantsListHelp = `Usage: fsbroker grants list [flags]
+  # Lift the blocks of pre-approved access revoke made for a server
+  fsbroker grants restore --server notes`
 
-Print the consent grants: server, access (read, or write which includes read),
+const grantsListHelp = `Print the consent grants: server, access (read, or write which includes read),
 path, the root directory its mount named when it was granted, when granted,
 when it expires, the consent provider that granted it, and its id (for
 fsbroker grants revoke --id). Expired grants are shown, marked expired, until
@@ -69,9 +67,7 @@ Exit status: 0 ok (nothing listed included); 1 a grants file could not be read
 a file of blocks it cannot read as blocking); 2 bad flags.
 `
 
-const grantsRevokeHelp = `Usage: fsbroker grants revoke [flags]
-
-Take consent away. The grants that match every selector given are revoked:
+const grantsRevokeHelp = `Take consent away. The grants that match every selector given are revoked:
 --server (one server's), --path (those on PATH and beneath it), --id (one
 grant); --all, alone, revokes every grant of every server. And, unless --id is
 given, the operator's pre-approved access is blocked for the same selection:
@@ -96,9 +92,7 @@ still covers the path, a grants file could not be read or changed, or the audit
 trail could not record it; 2 bad flags.
 `
 
-const grantsRestoreHelp = `Usage: fsbroker grants restore [flags]
-
-Lift the blocks of pre-approved access (made by fsbroker grants revoke) that
+const grantsRestoreHelp = `Lift the blocks of pre-approved access (made by fsbroker grants revoke) that
 match every selector given: --server (the blocks of one server, not those for
 every server), --path (the blocks on PATH and beneath it, not a broader one),
 --id (one block); --all, alone, lifts every block. Running brokers allow the
@@ -113,59 +107,59 @@ Exit status: 0 lifted; 1 nothing matched, a grants file could not be read or
 changed, or the audit trail could not record it; 2 bad flags.
 `
 
-// grantsCommands is `fsbroker grants list|revoke|restore`.
-var grantsCommands = &commandGroup{name: "grants", usage: grantsUsage, cmds: []subcommand{
-	{"list", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-		return grantsList(args, stdout, stderr)
-	}},
-	{"revoke", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-		return grantsRevoke(args, stdout, stderr)
-	}},
-	{"restore", func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-		return grantsRestore(args, stdout, stderr)
-	}},
-}}
-
-// runGrants runs `fsbroker grants list|revoke|restore`.
-func runGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return grantsCommands.run(ctx, args, stdout, stderr)
+// newGrantsCommand returns `fsbroker grants list|revoke|restore`.
+func newGrantsCommand() *cobra.Command {
+	return newGroupCommand(&cobra.Command{
+		Use:     "grants COMMAND",
+		Short:   "show and take back consent grants, and block pre-approved roots (list, revoke, restore)",
+		Long:    grantsLong,
+		Example: grantsExample,
+	},
+		leafCommand(&cobra.Command{
+			Use:   "list",
+			Short: "print the grants, the pre-approved roots and the blocks",
+			Long:  grantsListHelp,
+			Example: `  fsbroker grants list
+  fsbroker grants list --config /etc/fsbroker/fsbroker.yaml --server notes --json`,
+			Args: noArgs,
+		}, grantsList),
+		leafCommand(&cobra.Command{
+			Use:   "revoke",
+			Short: "take grants away and block pre-approved access, in running brokers too",
+			Long:  grantsRevokeHelp,
+			Example: `  fsbroker grants revoke --server notes
+  fsbroker grants revoke --path proj/private
+  fsbroker grants revoke --id 3f2a9c`,
+			Args: noArgs,
+		}, grantsRevoke),
+		leafCommand(&cobra.Command{
+			Use:   "restore",
+			Short: "lift blocks of pre-approved access",
+			Long:  grantsRestoreHelp,
+			Example: `  fsbroker grants restore --server notes
+  fsbroker grants restore --all`,
+			Args: noArgs,
+		}, grantsRestore),
+	)
 }
 
-// newGrantsFlagSet returns the flag set of `fsbroker grants NAME` with the flags that locate
-// the state directory, bound to tf (whose applyConfig and state resolve it as the audit
-// commands and the broker do).
-func newGrantsFlagSet(name, help string, out io.Writer, tf *trailFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("fsbroker grants "+name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(out, help, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
+// registerGrantsState registers the flags of a grants command that locate the state directory,
+// bound to tf (whose applyConfig and state resolve it as the audit commands and the broker do).
+func registerGrantsState(fs *pflag.FlagSet, tf *trailFlags) {
 	fs.StringVar(&tf.stateDir, "state-dir", "", "the broker's state `DIR` (the grants are in DIR/grants); default the config file's stateDir, else $XDG_STATE_HOME/fsbroker or ~/.local/state/fsbroker")
 	fs.StringVar(&tf.configPath, "config", "", "the broker's config `FILE`: its stateDir stands in for --state-dir when that is not given, and its roots are the broker's roots")
-	return fs
 }
 
 // rootFlag registers --root on a grants command: the broker's roots besides the config file's.
-func rootFlag(fs *flag.FlagSet, dst *[]string, use string) {
+func rootFlag(fs *pflag.FlagSet, dst *[]string, use string) {
 	fs.Func("root", "a root `DIR` of the broker, as its --root (DIR:rw allowed); repeatable: "+use, func(v string) error {
 		*dst = append(*dst, v)
 		return nil
 	})
 }
 
-// parseGrantsFlags parses a grants command's flags (it takes no arguments) and returns the
-// grants directory.
-func parseGrantsFlags(fs *flag.FlagSet, args []string, tf *trailFlags) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", errHelpShown
-		}
-		return "", &configError{msg: err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return "", configErrorf("%s: unexpected argument %q (every selector is a flag)", fs.Name(), fs.Arg(0))
-	}
+// grantsDir resolves the grants directory once a grants command's flags are parsed.
+func grantsDir(tf *trailFlags) (string, error) {
 	if err := tf.applyConfig(); err != nil {
 		return "", err
 	}
@@ -178,7 +172,7 @@ func parseGrantsFlags(fs *flag.FlagSet, args []string, tf *trailFlags) (string, 
 
 // selectorFlags registers the selectors of revoke and restore in f, and --audit in tf: help
 // holds the usage of --server, --path, --id and --all, then what --audit records.
-func selectorFlags(fs *flag.FlagSet, f *grants.RevokeFilter, tf *trailFlags, help [5]string) {
+func selectorFlags(fs *pflag.FlagSet, f *grants.RevokeFilter, tf *trailFlags, help [5]string) {
 	fs.StringVar(&f.Server, "server", "", help[0])
 	fs.StringVar(&f.Path, "path", "", help[1])
 	fs.StringVar(&f.ID, "id", "", help[2])
@@ -186,10 +180,10 @@ func selectorFlags(fs *flag.FlagSet, f *grants.RevokeFilter, tf *trailFlags, hel
 	fs.StringVar(&tf.auditPath, "audit", "", "the audit trail `DIR` to record "+help[4]+" in (as the brokers' --audit); default the config file's audit.dir, else <state-dir>/audit")
 }
 
-// parseSelectorFlags is parseGrantsFlags for revoke and restore, which then checks the
-// selectors in f (selectors).
-func parseSelectorFlags(fs *flag.FlagSet, args []string, tf *trailFlags, verb, what string, f *grants.RevokeFilter) (string, error) {
-	dir, err := parseGrantsFlags(fs, args, tf)
+// selectorsDir is grantsDir for revoke and restore, which then checks the selectors in f
+// (selectors).
+func selectorsDir(tf *trailFlags, verb, what string, f *grants.RevokeFilter) (string, error) {
+	dir, err := grantsDir(tf)
 	if err != nil {
 		return "", err
 	}
@@ -230,63 +224,65 @@ func openGrants(dir string) (*grants.Store, error) {
 	return s, nil
 }
 
-// grantsList runs `fsbroker grants list`.
-func grantsList(args []string, stdout, stderr io.Writer) error {
+// grantsList registers the flags of `fsbroker grants list` and returns what runs it.
+func grantsList(fs *pflag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf trailFlags
-	fs := newGrantsFlagSet("list", grantsListHelp, stderr, &tf)
+	registerGrantsState(fs, &tf)
 	server := fs.String("server", "", "only the grants and blocks of the server `ID` (its pinned id, else its declared name), and the blocks for every server")
 	asJSON := fs.Bool("json", false, `print one JSON object: "grants" (id, server, access, path, root when known, rootStatus, granted, expires when set, by, expired), "preapprovals" (mount, path, access) and "blocks" (id, server, everyServer, path when not every path, root when known, blocked, by)`)
 	var rootFlags []string
 	rootFlag(fs, &rootFlags, "grants whose root changed are marked")
-	dir, err := parseGrantsFlags(fs, args, &tf)
-	if err != nil {
-		return err
-	}
-	current, err := brokerRoots(tf.configPath, rootFlags)
-	if err != nil {
-		return err
-	}
-	s, err := openGrants(dir)
-	if err != nil {
-		return err
-	}
-	var (
-		gs      []grants.Grant
-		bs      []grants.Block
-		readErr error
-	)
-	if s != nil {
-		defer s.Close()
-		var gErr, bErr error
-		if *server != "" {
-			gs, gErr = listBoth(s, *server)
-			bs, bErr = blocksBoth(s, *server)
+	return func(_ context.Context, _ []string, stdout, stderr io.Writer) error {
+		dir, err := grantsDir(&tf)
+		if err != nil {
+			return err
+		}
+		current, err := brokerRoots(tf.configPath, rootFlags)
+		if err != nil {
+			return err
+		}
+		s, err := openGrants(dir)
+		if err != nil {
+			return err
+		}
+		var (
+			gs      []grants.Grant
+			bs      []grants.Block
+			readErr error
+		)
+		if s != nil {
+			defer s.Close()
+			var gErr, bErr error
+			if *server != "" {
+				gs, gErr = listBoth(s, *server)
+				bs, bErr = blocksBoth(s, *server)
+			} else {
+				gs, gErr = s.ListAll()
+				bs, bErr = s.ListBlocks()
+			}
+			readErr = errors.Join(gErr, bErr)
+			if errors.Is(readErr, grants.ErrInvalid) {
+				return configErrorf("--server: %v", readErr)
+			}
+		}
+		pre := preapprovals(current)
+		now := time.Now()
+		if *asJSON {
+			err = printListJSON(stdout, gs, pre, bs, current, now)
 		} else {
-			gs, gErr = s.ListAll()
-			bs, bErr = s.ListBlocks()
+			err = printList(stdout, gs, pre, bs, current, now)
 		}
-		readErr = errors.Join(gErr, bErr)
-		if errors.Is(readErr, grants.ErrInvalid) {
-			return configErrorf("--server: %v", readErr)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
 		}
+		if readErr != nil {
+			return grantsReadFailure(stderr, readErr)
+		}
+		if len(gs) == 0 && len(pre) == 0 && len(bs) == 0 && !*asJSON {
+			fmt.Fprintln(stderr, "fsbroker: no grants, pre-approvals or blocks in", dir)
+		}
+		return nil
 	}
-	pre := preapprovals(current)
-	now := time.Now()
-	if *asJSON {
-		err = printListJSON(stdout, gs, pre, bs, current, now)
-	} else {
-		err = printList(stdout, gs, pre, bs, current, now)
-	}
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if readErr != nil {
-		return grantsReadFailure(stderr, readErr)
-	}
-	if len(gs) == 0 && len(pre) == 0 && len(bs) == 0 && !*asJSON {
-		fmt.Fprintln(stderr, "fsbroker: no grants, pre-approvals or blocks in", dir)
-	}
-	return nil
 }
 
 // grantsReadFailure reports grants files that could not be read or changed, and ends the
@@ -304,13 +300,13 @@ func grantsReadFailure(stderr io.Writer, err error) error {
 // grantsRevoke runs `fsbroker grants revoke`: it blocks the pre-approved access the selectors
 // name (not with --id), then revokes the grants they match, so that at no moment does the
 // server hold more than before; then it records both in the audit trail.
-func grantsRevoke(args []string, stdout, stderr io.Writer) error {
+func grantsRevoke(fs *pflag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		tf        trailFlags
 		f         grants.RevokeFilter
 		rootFlags []string
 	)
-	fs := newGrantsFlagSet("revoke", grantsRevokeHelp, stderr, &tf)
+	registerGrantsState(fs, &tf)
 	selectorFlags(fs, &f, &tf, [5]string{
 		"the grants of the server `ID` (its pinned id, else its declared name), and its pre-approved access",
 		"the grants on the mount-relative `PATH` (proj/dir) and beneath it, not a broader grant; and pre-approved access there",
@@ -318,87 +314,89 @@ func grantsRevoke(args []string, stdout, stderr io.Writer) error {
 		"every grant of every server, and every server's pre-approved access (alone: not with another selector)",
 		"the revocations and blocks"})
 	rootFlag(fs, &rootFlags, "a block records the directory its path's mount names")
-	dir, err := parseSelectorFlags(fs, args, &tf, "revoke", "grant", &f)
-	if err != nil {
-		return err
-	}
-	current, err := brokerRoots(tf.configPath, rootFlags)
-	if err != nil {
-		return err
-	}
-	blocks := blocksOf(f, current, "fsbroker grants revoke by "+operator())
-	var s *grants.Store
-	if len(blocks) > 0 {
-		// A block needs the grants directory: made in an existing state directory only, so
-		// that a mistyped --state-dir is not taken for a new one.
-		if _, err := os.Stat(filepath.Dir(dir)); err != nil {
-			return configErrorf("--state-dir %s: %v", filepath.Dir(dir), err)
+	return func(_ context.Context, _ []string, stdout, stderr io.Writer) error {
+		dir, err := selectorsDir(&tf, "revoke", "grant", &f)
+		if err != nil {
+			return err
 		}
-		if s, err = grants.Open(dir); err != nil {
-			return configErrorf("--state-dir: %v", err)
+		current, err := brokerRoots(tf.configPath, rootFlags)
+		if err != nil {
+			return err
 		}
-	} else if s, err = openGrants(dir); err != nil {
-		return err
-	}
-	if s == nil {
-		fmt.Fprintln(stderr, "fsbroker: no grant matches: there are no grants in", dir)
-		return &exitCodeError{code: exitFailure}
-	}
-	defer s.Close()
-	var (
-		added, kept []grants.Block
-		errs        []error
-	)
-	for _, b := range blocks {
-		stored, isNew, err := s.Block(b)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case isNew:
-			added = append(added, stored)
-		default:
-			kept = append(kept, stored)
+		blocks := blocksOf(f, current, "fsbroker grants revoke by "+operator())
+		var s *grants.Store
+		if len(blocks) > 0 {
+			// A block needs the grants directory: made in an existing state directory only, so
+			// that a mistyped --state-dir is not taken for a new one.
+			if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+				return configErrorf("--state-dir %s: %v", filepath.Dir(dir), err)
+			}
+			if s, err = grants.Open(dir); err != nil {
+				return configErrorf("--state-dir: %v", err)
+			}
+		} else if s, err = openGrants(dir); err != nil {
+			return err
 		}
-	}
-	revoked, revokeErr := revokeBoth(s, f)
-	if errors.Is(revokeErr, grants.ErrInvalid) {
-		return &configError{msg: revokeErr.Error()}
-	}
-	if len(revoked) > 0 {
-		fmt.Fprintf(stdout, "revoked %d grant(s):\n", len(revoked))
-		if err := printGrants(stdout, revoked, nil, time.Now()); err != nil {
-			return fmt.Errorf("write: %w", err)
+		if s == nil {
+			fmt.Fprintln(stderr, "fsbroker: no grant matches: there are no grants in", dir)
+			return &exitCodeError{code: exitFailure}
 		}
-	}
-	for _, part := range []struct {
-		title string
-		bs    []grants.Block
-	}{{"blocked pre-approved access", added}, {"already blocked", kept}} {
-		if len(part.bs) > 0 {
-			fmt.Fprintf(stdout, "%s (fsbroker grants restore lifts a block):\n", part.title)
-			if err := printBlocks(stdout, part.bs); err != nil {
+		defer s.Close()
+		var (
+			added, kept []grants.Block
+			errs        []error
+		)
+		for _, b := range blocks {
+			stored, isNew, err := s.Block(b)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case isNew:
+				added = append(added, stored)
+			default:
+				kept = append(kept, stored)
+			}
+		}
+		revoked, revokeErr := revokeBoth(s, f)
+		if errors.Is(revokeErr, grants.ErrInvalid) {
+			return &configError{msg: revokeErr.Error()}
+		}
+		if len(revoked) > 0 {
+			fmt.Fprintf(stdout, "revoked %d grant(s):\n", len(revoked))
+			if err := printGrants(stdout, revoked, nil, time.Now()); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
-	}
-	if recs := append(revocationRecords(revoked), blockRecords("grants/revoke", false, added)...); len(recs) > 0 {
-		if err := recordGrantChanges(&tf, recs); err != nil {
-			fmt.Fprintln(stderr, "fsbroker: the grants are revoked and the blocks in place, but the audit trail does not show it:", err)
+		for _, part := range []struct {
+			title string
+			bs    []grants.Block
+		}{{"blocked pre-approved access", added}, {"already blocked", kept}} {
+			if len(part.bs) > 0 {
+				fmt.Fprintf(stdout, "%s (fsbroker grants restore lifts a block):\n", part.title)
+				if err := printBlocks(stdout, part.bs); err != nil {
+					return fmt.Errorf("write: %w", err)
+				}
+			}
+		}
+		if recs := append(revocationRecords(revoked), blockRecords("grants/revoke", false, added)...); len(recs) > 0 {
+			if err := recordGrantChanges(&tf, recs); err != nil {
+				fmt.Fprintln(stderr, "fsbroker: the grants are revoked and the blocks in place, but the audit trail does not show it:", err)
+				return &exitCodeError{code: exitFailure}
+			}
+		}
+		if err := errors.Join(append(errs, revokeErr)...); err != nil {
+			return grantsReadFailure(stderr, err)
+		}
+		broader := f.Path != "" && explainBroader(s, f, stderr)
+		switch {
+		case len(revoked) == 0 && len(added) == 0 && len(kept) == 0:
+			fmt.Fprintln(stderr, "fsbroker: no grant matches")
+			return &exitCodeError{code: exitFailure}
+		case broader:
 			return &exitCodeError{code: exitFailure}
 		}
+		return nil
 	}
-	if err := errors.Join(append(errs, revokeErr)...); err != nil {
-		return grantsReadFailure(stderr, err)
-	}
-	broader := f.Path != "" && explainBroader(s, f, stderr)
-	switch {
-	case len(revoked) == 0 && len(added) == 0 && len(kept) == 0:
-		fmt.Fprintln(stderr, "fsbroker: no grant matches")
-		return &exitCodeError{code: exitFailure}
-	case broader:
-		return &exitCodeError{code: exitFailure}
-	}
-	return nil
 }
 
 // blocksOf returns the blocks a revocation with f makes: none for --id (it names one grant);
@@ -440,57 +438,59 @@ func operator() string {
 	return fmt.Sprintf("%s (uid %s)", u.Username, u.Uid)
 }
 
-// grantsRestore runs `fsbroker grants restore`.
-func grantsRestore(args []string, stdout, stderr io.Writer) error {
+// grantsRestore registers the flags of `fsbroker grants restore` and returns what runs it.
+func grantsRestore(fs *pflag.FlagSet) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		tf trailFlags
 		f  grants.RevokeFilter
 	)
-	fs := newGrantsFlagSet("restore", grantsRestoreHelp, stderr, &tf)
+	registerGrantsState(fs, &tf)
 	selectorFlags(fs, &f, &tf, [5]string{
 		"the blocks of the server `ID` (its pinned id, else its declared name); not those for every server",
 		"the blocks on the mount-relative `PATH` (proj/dir) and beneath it; not a broader block",
 		"the block `ID` (from fsbroker grants list)",
 		"every block (alone: not with another selector)",
 		"the restores"})
-	dir, err := parseSelectorFlags(fs, args, &tf, "restore", "block", &f)
-	if err != nil {
-		return err
-	}
-	s, err := openGrants(dir)
-	if err != nil {
-		return err
-	}
-	if s == nil {
-		fmt.Fprintln(stderr, "fsbroker: no block matches: there are no grants or blocks in", dir)
-		return &exitCodeError{code: exitFailure}
-	}
-	defer s.Close()
-	restored, restoreErr := restoreBoth(s, f)
-	if errors.Is(restoreErr, grants.ErrInvalid) {
-		return &configError{msg: restoreErr.Error()}
-	}
-	if len(restored) > 0 {
-		fmt.Fprintf(stdout, "lifted %d block(s):\n", len(restored))
-		if err := printBlocks(stdout, restored); err != nil {
-			return fmt.Errorf("write: %w", err)
+	return func(_ context.Context, _ []string, stdout, stderr io.Writer) error {
+		dir, err := selectorsDir(&tf, "restore", "block", &f)
+		if err != nil {
+			return err
 		}
-		if err := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored)); err != nil {
-			fmt.Fprintln(stderr, "fsbroker: the blocks are lifted, but the audit trail does not show it:", err)
+		s, err := openGrants(dir)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			fmt.Fprintln(stderr, "fsbroker: no block matches: there are no grants or blocks in", dir)
 			return &exitCodeError{code: exitFailure}
 		}
+		defer s.Close()
+		restored, restoreErr := restoreBoth(s, f)
+		if errors.Is(restoreErr, grants.ErrInvalid) {
+			return &configError{msg: restoreErr.Error()}
+		}
+		if len(restored) > 0 {
+			fmt.Fprintf(stdout, "lifted %d block(s):\n", len(restored))
+			if err := printBlocks(stdout, restored); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			if err := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored)); err != nil {
+				fmt.Fprintln(stderr, "fsbroker: the blocks are lifted, but the audit trail does not show it:", err)
+				return &exitCodeError{code: exitFailure}
+			}
+		}
+		if restoreErr != nil {
+			return grantsReadFailure(stderr, restoreErr)
+		}
+		if len(restored) == 0 {
+			fmt.Fprintln(stderr, "fsbroker: no block matches")
+		}
+		explainRemainingBlocks(s, f, stderr) // what is left blocks, which errs on the safe side: a note
+		if len(restored) == 0 {
+			return &exitCodeError{code: exitFailure}
+		}
+		return nil
 	}
-	if restoreErr != nil {
-		return grantsReadFailure(stderr, restoreErr)
-	}
-	if len(restored) == 0 {
-		fmt.Fprintln(stderr, "fsbroker: no block matches")
-	}
-	explainRemainingBlocks(s, f, stderr) // what is left blocks, which errs on the safe side: a note
-	if len(restored) == 0 {
-		return &exitCodeError{code: exitFailure}
-	}
-	return nil
 }
 
 // explainBroader names the grants that cover f.Path from above, which a revocation of the

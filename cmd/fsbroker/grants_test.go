@@ -536,7 +536,7 @@ func TestGrantsUsageErrors(t *testing.T) {
 		{[]string{"grants", "revoke", "--state-dir", dir, "--all", "--server", "notes"}, "cannot be combined"},
 		{[]string{"grants", "revoke", "--state-dir", dir, "--path", "/abs/path"}, "--path"},
 		{[]string{"grants", "revoke", "--state-dir", dir, "--path", "proj/../etc"}, "not canonical"},
-		{[]string{"grants", "revoke", "--state-dir", dir, "notes"}, `unexpected argument "notes"`},
+		{[]string{"grants", "revoke", "--state-dir", dir, "notes"}, `grants revoke takes no arguments, got ["notes"]`},
 		{[]string{"grants", "list", "--state-dir", dir, "--frob"}, "frob"},
 		{[]string{"grants", "list", "--state-dir", dir, "--server", "\xff"}, "--server"},
 	}
@@ -557,8 +557,8 @@ func TestGrantsHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help"}, []string{"fsbroker grants list|revoke"}},
-		{[]string{"help", "grants"}, []string{"fsbroker grants COMMAND", "list", "revoke", "--config FILE"}},
+		{[]string{"help"}, []string{"\n  grants   show and take back consent grants"}},
+		{[]string{"help", "grants"}, []string{"fsbroker grants COMMAND", "list", "revoke", "restore", "--config FILE"}},
 		{[]string{"help", "grants", "list"}, []string{"fsbroker grants list", "-server", "-json", "-state-dir", "-config"}},
 		{[]string{"help", "grants", "revoke"}, []string{"fsbroker grants revoke", "-server", "-path", "-id", "-all", "cannot be narrowed", "Exit status"}},
 		{[]string{"grants", "help"}, []string{"fsbroker grants COMMAND"}},
@@ -574,9 +574,9 @@ func TestGrantsHelp(t *testing.T) {
 			}
 		}
 	}
-	// -h on a subcommand prints its flags to stderr and is not an error.
-	if _, stderr, code := runFsbroker(t, nil, "grants", "revoke", "-h"); code != 0 || !strings.Contains(stderr, "-all") {
-		t.Errorf("grants revoke -h: exit status %d, stderr:\n%s", code, stderr)
+	// -h on a subcommand prints its help and flags to stdout and is not an error.
+	if stdout, stderr, code := runFsbroker(t, nil, "grants", "revoke", "-h"); code != 0 || !strings.Contains(stdout, "--all") {
+		t.Errorf("grants revoke -h: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if _, stderr, code := runFsbroker(t, nil, "help", "grants", "frob"); code != 2 || !strings.Contains(stderr, "frob") {
 		t.Errorf("help grants frob: exit status %d, stderr:\n%s", code, stderr)

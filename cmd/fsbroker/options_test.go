@@ -19,8 +19,8 @@ func TestVersionAndHelp(t *testing.T) {
 	}{
 		{[]string{"version"}, []string{"fsbroker "}},
 		{[]string{"--version"}, []string{"fsbroker "}},
-		{[]string{"help"}, []string{"fsbroker stdio", "fsbroker connect"}},
-		{[]string{"help", "stdio"}, []string{"fsbroker stdio", "-root", "-config", "-log-level", "-log-format"}},
+		{[]string{"help"}, []string{"\n  stdio     serve one MCP server", "\n  connect   start an MCP server"}},
+		{[]string{"help", "stdio"}, []string{"fsbroker stdio", "--root DIR", "--config FILE", "--log-level", "--log-format"}},
 		{[]string{"help", "connect"}, []string{"fsbroker connect", "-shutdown-timeout"}},
 	}
 	for _, tc := range cases {
@@ -34,10 +34,13 @@ func TestVersionAndHelp(t *testing.T) {
 			}
 		}
 	}
-	// -h on a session command shows its flags and is not an error.
-	_, stderr, code := runFsbroker(t, nil, "stdio", "-h")
-	if code != 0 || !strings.Contains(stderr, "-root") {
-		t.Errorf("fsbroker stdio -h: exit status %d, stderr:\n%s", code, stderr)
+	// -h, -help and --help on a session command show its help and flags
+	// on stdout and are not an error.
+	for _, h := range []string{"-h", "-help", "--help"} {
+		stdout, stderr, code := runFsbroker(t, nil, "stdio", h)
+		if code != 0 || !strings.Contains(stdout, "--root DIR") || stderr != "" {
+			t.Errorf("fsbroker stdio %s: exit status %d, stdout:\n%s\nstderr:\n%s", h, code, stdout, stderr)
+		}
 	}
 	if _, stderr, code := runFsbroker(t, nil, "help", "frobnicate"); code != 2 || !strings.Contains(stderr, "frobnicate") {
 		t.Errorf("fsbroker help frobnicate: exit status %d (want 2), stderr:\n%s", code, stderr)

@@ -120,7 +120,9 @@ func TestPolicyCommands(t *testing.T) {
 		{[]string{"policy", "test", broken}, 3, "x.rego:"},
 		{[]string{"policy", "check", good}, 0, "type-checks"},
 		{[]string{"policy", "check", broken}, 3, "x.rego:"},
-		{[]string{"policy", "frobnicate"}, 2, "usage"},
+		{[]string{"policy", "frobnicate"}, 2, `unknown command "frobnicate": want check or test`},
+		{[]string{"policy"}, 2, "give a command: check or test"},
+		{[]string{"policy", "test", good, broken}, 2, "at most one policy directory"},
 	}
 	for _, c := range cases {
 		stdout, stderr, code := runFsbroker(t, nil, c.args...)

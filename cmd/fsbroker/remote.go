@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/transport/remote"
@@ -36,7 +37,7 @@ const noServerMessage = "connect needs the server command after --, as in: fsbro
 	"or a remote server: fsbroker connect --root DIR --url URL (or remote.url in the config file)"
 
 // registerRemoteFlags adds connect's flags for a remote server.
-func registerRemoteFlags(fs *flag.FlagSet, o *options) {
+func registerRemoteFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.remoteURL, "url", "", "serve the remote MCP server at `URL` (http or https) over Streamable HTTP instead of starting a command; see docs/remote.md")
 	fs.StringVar(&o.remoteCA, "ca", "", "PEM `FILE` of the CA certificates the remote server's certificate must chain to (default: the system's roots)")
 	// A Func flag whose errors would quote the value (a secret) is not

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
@@ -25,15 +27,42 @@ import (
 // PROTOCOL.md section 3).
 const configDebounce = 100 * time.Millisecond
 
+const stdioLong = `Serve one MCP server on this process's stdin and stdout: fsbroker plays the MCP client,
+sends initialize, and answers the server's roots/list and files/* requests (files/read,
+files/write, files/list, files/create, files/delete, files/rename, files/watch, files/consent)
+within the roots, the consent and the policies, recording each decision in the audit trail.
+stdout carries only protocol messages; the log goes to stderr. The session ends when the input
+closes, or on SIGINT or SIGTERM.
+
+Use stdio when something else holds the server's pipes (a launcher, a test); connect starts the
+server itself.`
+
+const stdioExample = `  # One read-only and one writable root, the server on this process's stdio
+  fsbroker stdio --root ~/project --root ~/scratch:rw
+
+  # The settings in a config file (roots, consent, policies, audit), the log as JSON
+  fsbroker stdio --config ~/.config/fsbroker/fsbroker.yaml --log-format json`
+
+// newStdioCommand returns `fsbroker stdio`.
+func newStdioCommand() *cobra.Command {
+	var o *options
+	c := &cobra.Command{
+		Use:     "stdio",
+		Short:   "serve one MCP server on this process's stdin and stdout",
+		Long:    stdioLong,
+		Example: stdioExample,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.markSet(cmd.Flags())
+			return runStdio(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o = registerSessionFlags(c.Flags(), "stdio")
+	return c
+}
+
 // runStdio serves one server on this process's stdin and stdout.
-func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o, rest, err := parseOptions("stdio", args, stderr)
-	if err != nil {
-		return err
-	}
-	if len(rest) > 0 {
-		return configErrorf("stdio takes no arguments, got %q", rest)
-	}
+func runStdio(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
 	s, err := prepare(o, stderr)
 	if err != nil {
 		return err
@@ -47,12 +76,64 @@ func runStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return err
 }
 
-// runConnect starts the server command as a child process and serves it.
-func runConnect(ctx context.Context, args []string, stderr io.Writer) error {
-	o, rest, err := parseOptions("connect", args, stderr)
-	if err != nil {
-		return err
+const connectLong = `Start CMD as an MCP server, a child process, and serve it over its stdin and stdout: fsbroker
+plays the MCP client and answers the server's roots/list and files/* requests within the roots,
+the consent and the policies. The server's stderr goes to fsbroker's log (stderr). The session
+ends when the server exits (fsbroker then exits 0, or 1 when the server failed); when fsbroker
+is stopped (SIGINT, SIGTERM) it closes the server's stdin, then sends SIGTERM, then SIGKILL,
+waiting --shutdown-timeout between steps.
+
+The server command comes after "--", which is required: every word after it is the server's.
+
+With --url (or remote.url in the config file), serve the remote MCP server at URL over
+Streamable HTTP instead (--ca, --header; see docs/remote.md).`
+
+const connectExample = `  # The project's example server, with one read-only root
+  fsbroker connect --root ~/project -- example-server
+
+  # A server from npm, a writable root, consent asked on this terminal
+  fsbroker connect --root ~/notes:rw --consent prompt -- npx -y some-mcp-server
+
+  # A remote server over Streamable HTTP, its token from the environment
+  fsbroker connect --root ~/project --url https://mcp.example.com/mcp \
+    --header "Authorization: Bearer $TOKEN"`
+
+// newConnectCommand returns `fsbroker connect`.
+func newConnectCommand() *cobra.Command {
+	var o *options
+	c := &cobra.Command{
+		Use:         "connect [flags] -- CMD [ARGS...]",
+		Short:       "start an MCP server as a child process and serve it (or a remote one: --url)",
+		Long:        connectLong,
+		Example:     connectExample,
+		Args:        cobra.ArbitraryArgs,
+		Annotations: map[string]string{serverCommandAnnotation: "true"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.markSet(cmd.Flags())
+			rest, err := serverCommand(cmd, args)
+			if err != nil {
+				return err
+			}
+			return runConnect(cmd.Context(), o, rest, cmd.ErrOrStderr())
+		},
 	}
+	c.Flags().SetInterspersed(false)
+	o = registerSessionFlags(c.Flags(), "connect")
+	return c
+}
+
+// serverCommand returns the server command of connect or wrap: the
+// arguments after "--", which must come first.
+func serverCommand(cmd *cobra.Command, args []string) ([]string, error) {
+	if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+		return nil, configErrorf("%s: put \"--\" before the server command, as in: fsbroker %s --root DIR -- %s",
+			cmd.Name(), cmd.Name(), strings.Join(args, " "))
+	}
+	return args, nil
+}
+
+// runConnect starts the server command as a child process and serves it.
+func runConnect(ctx context.Context, o *options, rest []string, stderr io.Writer) error {
 	if len(rest) == 0 || o.remoteURL != "" {
 		return runRemote(ctx, o, rest, stderr) // a remote server over Streamable HTTP
 	}

@@ -2,13 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=..." (release
@@ -93,22 +93,32 @@ func brokerVersion() string {
 // shortRevision is the first 12 characters of a commit hash.
 func shortRevision(rev string) string { return rev[:min(len(rev), 12)] }
 
-// runVersion runs `fsbroker version [--json]`.
-func runVersion(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("fsbroker version", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print one JSON object, for machines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelpShown
-		}
-		return &configError{msg: err.Error()}
+// newVersionCommand returns `fsbroker version`.
+func newVersionCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "print the version, commit, Go and OPA versions",
+		Long: `Print where this binary comes from, read from the build information the go command
+embedded in it: the module version (a release tag, or a Go pseudo-version of the commit), the
+commit and its time (and whether the work tree had uncommitted changes), the Go version and
+platform, and the version of OPA, the policy engine built in. --json prints the same as one
+JSON object (version, revision, time, modified, go, platform, opa).`,
+		Example: `  fsbroker version
+  fsbroker version --json | jq -r .revision`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVersion(asJSON, cmd.OutOrStdout())
+		},
 	}
-	if fs.NArg() > 0 {
-		return configErrorf("version takes no arguments (got %q)", fs.Arg(0))
-	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object, for machines")
+	return c
+}
+
+// runVersion prints the build report, as text or as JSON.
+func runVersion(asJSON bool, stdout io.Writer) error {
 	r := readBuildReport()
-	if *asJSON {
+	if asJSON {
 		out, err := json.Marshal(r)
 		if err != nil {
 			return err

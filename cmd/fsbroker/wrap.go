@@ -6,20 +6,62 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/transport/proxy"
 )
 
+const wrapLong = `Sit between an MCP host (on this process's stdin and stdout) and the MCP server CMD, started as
+a child process: every message passes both ways unchanged, except that the host's initialize
+gets the roots capability and the server's roots/list and files/* requests are answered by
+fsbroker (the host never sees them). The host's own roots narrow the operator's. fsbroker exits
+with the server's exit status. A host's MCP config runs it in place of the server: see
+docs/hosts.md and docs/wrap.md.
+
+For a server that does its own file I/O, wrap controls the roots it is told, not the files it
+opens (docs/hosts.md says what each mode controls).
+
+The server command comes after "--", which is required: every word after it is the server's.
+With --url, wrap a remote server over Streamable HTTP instead.`
+
+const wrapExample = `  # In a host's MCP config: the reference filesystem server, one root
+  fsbroker wrap --server-id files --root ~/project \
+    -- npx -y @modelcontextprotocol/server-filesystem ~/project
+
+  # A remote server, for a host that speaks only stdio
+  fsbroker wrap --root ~/project --url https://mcp.example.com/mcp`
+
+// newWrapCommand returns `fsbroker wrap`.
+func newWrapCommand() *cobra.Command {
+	var o *options
+	c := &cobra.Command{
+		Use:         "wrap [flags] -- CMD [ARGS...]",
+		Short:       "sit between an MCP host (this process's stdio) and the server it starts",
+		Long:        wrapLong,
+		Example:     wrapExample,
+		Args:        cobra.ArbitraryArgs,
+		Annotations: map[string]string{serverCommandAnnotation: "true"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.markSet(cmd.Flags())
+			rest, err := serverCommand(cmd, args)
+			if err != nil {
+				return err
+			}
+			return runWrap(cmd.Context(), o, rest, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	o = registerSessionFlags(c.Flags(), "wrap")
+	return c
+}
+
 // runWrap sits between an MCP host (this process's stdin and stdout) and the
 // server command, started as a child process: messages pass both ways
 // unchanged, but the server's roots/list and files/* are answered here (see
 // broker/transport/proxy). fsbroker exits with the server's exit status.
-func runWrap(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o, rest, err := parseOptions("wrap", args, stderr)
-	if err != nil {
-		return err
-	}
+func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(rest) > 0 && o.remoteURL != "" {
 		return configErrorf("wrap serves either a server command (after --) or a remote server (--url), not both")
 	}
