@@ -14,7 +14,8 @@ TEST_FUZZTIME ?= 3s
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's|^\./||; s|/[^/]*:func |:|')
 
 .PHONY: demo-sdk all build test bench bench-e2e fuzz lint demo clean \
-	release release-linux-amd64 release-check release-tools
+	release release-linux-amd64 release-check release-tools \
+	build-fsbroker man completions package-docs
 
 all: lint test
 
@@ -22,6 +23,40 @@ all: lint test
 build:
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/example-server ./cmd/example-server
+
+# build-fsbroker: the fsbroker binary alone, for the targets that run it
+build-fsbroker:
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
+
+## man: the man pages of every command, generated from the command tree
+## (fsbroker __man), into MANDIR (bin/man): fsbroker.1, fsbroker-connect.1,
+## fsbroker-audit-verify.1, ...; read one with man -l. Dated by the commit
+## the binary is built from. Not committed.
+MANDIR ?= $(BIN)/man
+man: build-fsbroker
+	rm -rf $(MANDIR)
+	$(BIN)/fsbroker __man $(MANDIR)
+
+## completions: the shell completion scripts (fsbroker completion SHELL)
+## into COMPLETIONSDIR (bin/completions): fsbroker.bash, _fsbroker (zsh) and
+## fsbroker.fish. Not committed.
+COMPLETIONSDIR ?= $(BIN)/completions
+completions: build-fsbroker
+	rm -rf $(COMPLETIONSDIR)
+	mkdir -p $(COMPLETIONSDIR)
+	$(BIN)/fsbroker completion bash > $(COMPLETIONSDIR)/fsbroker.bash
+	$(BIN)/fsbroker completion zsh > $(COMPLETIONSDIR)/_fsbroker
+	$(BIN)/fsbroker completion fish > $(COMPLETIONSDIR)/fsbroker.fish
+
+## package-docs: the man pages, compressed (gzip -n: no name or time in them,
+## so that they are the same at every build), and the completion scripts,
+## into PACKAGE_DOCS (build/package-docs/man, .../completions): what the
+## Linux packages install. GoReleaser's before hook (.goreleaser.yaml).
+PACKAGE_DOCS ?= build/package-docs
+package-docs:
+	@$(MAKE) --no-print-directory man completions \
+		BIN=$(PACKAGE_DOCS)/bin MANDIR=$(PACKAGE_DOCS)/man COMPLETIONSDIR=$(PACKAGE_DOCS)/completions
+	gzip -n -9 -f $(PACKAGE_DOCS)/man/*.1
 
 ## test: every test (unit, integration over real pipes and subprocesses,
 ## interoperability, fuzz seed corpora), with the race detector, then each
@@ -178,6 +213,6 @@ demo: build
 demo-sdk: build
 	$(BIN)/fsbroker connect --root . --log-level debug -- $(BIN)/example-server -exit-after-roots
 
-## clean: remove bin/ and DIST (dist/)
+## clean: remove bin/, DIST (dist/) and PACKAGE_DOCS (build/package-docs)
 clean:
-	rm -rf $(BIN) $(DIST)
+	rm -rf $(BIN) $(DIST) $(PACKAGE_DOCS)

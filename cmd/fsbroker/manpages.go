@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
 )
 
 // manCommand is a hidden command: `fsbroker __man DIR` writes the man pages
@@ -48,16 +50,63 @@ func writeManPages(root *cobra.Command, dir string) error {
 		return err
 	}
 	header := &doc.GenManHeader{
-		Title:   "FSBROKER",
 		Section: "1",
 		Date:    &date,
 		Source:  "fsbroker " + readBuildReport().Version,
 		Manual:  "fsbroker manual",
 	}
+	asMarkdown(root)
 	if err := doc.GenManTree(root, header, dir); err != nil {
 		return fmt.Errorf("man pages: %w", err)
 	}
 	return nil
+}
+
+// asMarkdown rewrites the descriptions and flag usages of c's tree, written
+// as plain text for help, as the Markdown that cobra/doc renders man pages
+// from: characters Markdown would take for markup (<state-dir> for a tag,
+// * and _ for emphasis) are escaped, and lines indented by two spaces
+// (commands to type) are kept as they are, in a code block. The tree is the
+// one built for this command line alone.
+func asMarkdown(c *cobra.Command) {
+	c.Short = escapeMarkdown(c.Short)
+	c.Long = helpToMarkdown(c.Long)
+	c.Flags().VisitAll(func(f *pflag.Flag) { f.Usage = escapeMarkdown(f.Usage) })
+	for _, sub := range c.Commands() {
+		asMarkdown(sub)
+	}
+}
+
+// markdownEscaper escapes what Markdown takes for markup in running text;
+// backquotes stay (pflag names a flag's value by them, and they are code).
+var markdownEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`,
+	"[", `\[`, "]", `\]`, "#", `\#`)
+
+func escapeMarkdown(s string) string { return markdownEscaper.Replace(s) }
+
+// helpToMarkdown is escapeMarkdown for a description, whose lines indented
+// by two spaces become code blocks.
+func helpToMarkdown(text string) string {
+	var b strings.Builder
+	inCode := false
+	for _, line := range strings.Split(text, "\n") {
+		code := strings.HasPrefix(line, "  ")
+		switch {
+		case code && !inCode:
+			b.WriteString("\n```\n")
+		case !code && inCode:
+			b.WriteString("```\n\n")
+		}
+		inCode = code
+		if !code {
+			line = escapeMarkdown(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	if inCode {
+		b.WriteString("```\n")
+	}
+	return b.String()
 }
 
 // manDate is the date the man pages carry.
