@@ -479,10 +479,19 @@ func installDeb(t *testing.T, deb, version, head string, commitTime time.Time) {
 	if err != nil {
 		t.Fatalf("dpkg-deb --contents %s: %v", deb, err)
 	}
-	for _, want := range []string{"./usr/bin/fsbroker", "./usr/share/doc/fsbroker/copyright", "./usr/share/doc/fsbroker/README.md"} {
+	wantFiles := []string{"./usr/bin/fsbroker", "./usr/share/doc/fsbroker/copyright", "./usr/share/doc/fsbroker/README.md",
+		"./" + strings.TrimPrefix(debBashCompletion, "/"), "./" + strings.TrimPrefix(debZshCompletion, "/"),
+		"./" + strings.TrimPrefix(debFishCompletion, "/")}
+	for _, c := range commandsOf(newRootCommand(nil, io.Discard, io.Discard)) {
+		wantFiles = append(wantFiles, "./usr/share/man/man1/"+strings.ReplaceAll(c.CommandPath(), " ", "-")+".1.gz")
+	}
+	for _, want := range wantFiles {
 		if !strings.Contains(string(listing), " "+want+"\n") {
 			t.Errorf("%s lacks %s:\n%s", deb, want, listing)
 		}
+	}
+	if n := strings.Count(string(listing), "./usr/share/man/man1/"); n != len(wantFiles)-6 {
+		t.Errorf("%s holds %d man pages, want one for each of the %d commands:\n%s", deb, n, len(wantFiles)-6, listing)
 	}
 
 	if out, err := exec.Command("dpkg", "-i", deb).CombinedOutput(); err != nil {
@@ -501,4 +510,38 @@ func installDeb(t *testing.T, deb, version, head string, commitTime time.Time) {
 		t.Errorf("dpkg-query fsbroker: %v %q", err, status)
 	}
 	checkReleasedVersion(t, releasedVersion(t, installed), version, head, commitTime)
+	checkInstalledDocs(t, installed)
+}
+
+// Where the .deb puts the completion scripts.
+const (
+	debBashCompletion = "/usr/share/bash-completion/completions/fsbroker"
+	debZshCompletion  = "/usr/share/zsh/vendor-completions/_fsbroker"
+	debFishCompletion = "/usr/share/fish/vendor_completions.d/fsbroker.fish"
+)
+
+// checkInstalledDocs checks the man pages and completion scripts the .deb
+// installed: man finds fsbroker-connect's page, and the bash script is valid
+// bash, loads, and is the one the installed fsbroker prints.
+func checkInstalledDocs(t *testing.T, installed string) {
+	t.Helper()
+	if _, err := exec.LookPath("man"); err == nil {
+		cmd := exec.Command("man", "fsbroker-connect")
+		cmd.Env = append(os.Environ(), "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100")
+		out, err := cmd.CombinedOutput()
+		if text := strings.Join(strings.Fields(string(out)), " "); err != nil || !strings.Contains(text, "fsbroker-connect - start an MCP server") {
+			t.Errorf("man fsbroker-connect: %v\n%s", err, out)
+		}
+	}
+	if out, err := exec.Command("bash", "-n", debBashCompletion).CombinedOutput(); err != nil {
+		t.Errorf("bash -n %s: %v\n%s", debBashCompletion, err, out)
+	}
+	out, err := exec.Command("bash", "-c", `source "$1" && complete -p fsbroker`, "bash", debBashCompletion).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "__start_fsbroker") {
+		t.Errorf("loading %s: %v\n%s", debBashCompletion, err, out)
+	}
+	printed, err := exec.Command(installed, "completion", "bash").Output()
+	if err != nil || string(printed) != readFile(t, debBashCompletion) {
+		t.Errorf("%s differs from what %s completion bash prints (%v)", debBashCompletion, installed, err)
+	}
 }
