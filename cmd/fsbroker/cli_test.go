@@ -200,3 +200,31 @@ func TestCommandLineErrors(t *testing.T) {
 		t.Errorf("fsbroker -version: exit %d, stdout %q", code, stdout)
 	}
 }
+
+// TestDurationNeedsAUnit: a duration flag given a bare number is a usage
+// error that says a unit is needed, with the value and the unit in an
+// example (10 -> 10s), and names the flag.
+func TestDurationNeedsAUnit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args        []string
+		flag, value string
+	}{
+		{[]string{"stdio", "--root", dir, "--init-timeout", "10"}, "--init-timeout", "10"},
+		{[]string{"connect", "--root", dir, "--shutdown-timeout=2.5", "--", "true"}, "--shutdown-timeout", "2.5"},
+		{[]string{"conformance", "--grace", "10"}, "--grace", "10"},
+	} {
+		stdout, stderr, code := runFsbroker(t, nil, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, `"`+tc.flag+`"`) ||
+			!strings.Contains(stderr, "a duration needs a unit, as in "+tc.value+"s") {
+			t.Errorf("fsbroker %q: exit %d, stderr %q; want 2, the flag and the unit", tc.args, code, stderr)
+		}
+		if stdout != "" || strings.Contains(stderr, "policies loaded") {
+			t.Errorf("fsbroker %q: stdout %q, stderr %q: want only the message", tc.args, stdout, stderr)
+		}
+	}
+	if _, err := parseDuration("1x"); err == nil || !strings.Contains(err.Error(), "as in 500ms, 10s") {
+		t.Errorf("parseDuration(1x) = %v, want an example of a duration", err)
+	}
+}
