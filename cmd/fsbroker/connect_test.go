@@ -71,19 +71,42 @@ func TestConnectInteropWithGoSDKServer(t *testing.T) {
 	}
 }
 
-// A server that exits with a failure status at once: fsbroker exits 1 and
-// its log gives the server's status (and what the server said).
+// A server that exits at once, with a failure status or killed: fsbroker
+// exits 1 and its log says that the server exited, with its status, before
+// answering initialize (after what the server said), never the broken pipe
+// or the closed connection that the exit left.
 func TestConnectServerFails(t *testing.T) {
 	t.Parallel()
-	p := startBroker(t, "", "connect", "--root", t.TempDir(), "--",
-		"sh", "-c", "echo server-is-leaving >&2; exit 3")
-	if code := p.waitExit(); code != 1 {
-		t.Errorf("exit status = %d, want 1", code)
-	}
-	for _, want := range []string{"exit status 3", "server-is-leaving"} {
-		if !strings.Contains(p.log(), want) {
-			t.Errorf("log has no %q", want)
-		}
+	for _, tc := range []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"false"}, []string{"the server exited (status 1) before answering initialize"}},
+		{[]string{"sh", "-c", "echo server-is-leaving >&2; exit 3"},
+			[]string{"server-is-leaving", "the server exited (status 3) before answering initialize", "exit status 3"}},
+		{[]string{"sh", "-c", "kill -9 $$"}, []string{"the server exited (signal: killed) before answering initialize"}},
+	} {
+		t.Run(tc.argv[len(tc.argv)-1], func(t *testing.T) {
+			t.Parallel()
+			p := startBroker(t, "", append([]string{"connect", "--root", t.TempDir(), "--"}, tc.argv...)...)
+			if code := p.waitExit(); code != 1 {
+				t.Errorf("exit status = %d, want 1", code)
+			}
+			log := p.log()
+			for _, want := range tc.want {
+				if !strings.Contains(log, want) {
+					t.Errorf("log has no %q:\n%s", want, log)
+				}
+			}
+			for _, unwanted := range []string{"broken pipe", "closed the connection"} {
+				if strings.Contains(log, unwanted) {
+					t.Errorf("log says %q:\n%s", unwanted, log)
+				}
+			}
+			if strings.Index(log, "server-is-leaving") > strings.Index(log, "before answering initialize") {
+				t.Errorf("the server's own message comes after fsbroker's:\n%s", log)
+			}
+		})
 	}
 }
 

@@ -148,6 +148,7 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 		}
 		return fmt.Errorf("start the demo server: %w", err)
 	}
+	s.proc = proc
 	fmt.Fprintf(stdout, "  server: %s, pid %d: a separate process, which fsbroker (pid %d) started and serves\n",
 		strings.Join(argv, " "), proc.PID(), os.Getpid())
 	fmt.Fprintf(stdout, "  on its stdin and stdout as fsbroker connect does\n\n")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/child"
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/decisionlog"
 	"github.com/fsbroker/fsbroker/broker/executor"
@@ -218,6 +219,7 @@ type setup struct {
 	consent   consent.Provider
 	grants    *grants.Store
 	decisions *decisionlog.Uploader
+	proc      *child.Process // the server process fsbroker started (connect, wrap, demo), else nil
 }
 
 // close releases what prepare opened: the audit trail is flushed and its

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -166,7 +167,7 @@ func runConnect(ctx context.Context, o *options, rest []string, stderr io.Writer
 // exited on its own (not stopped by fsbroker).
 func (s *setup) serveChild(ctx context.Context, proc *child.Process) (serveErr error, exitedOnItsOwn bool) {
 	o := s.opts
-	stream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
+	stream := jsonrpc.NewLineStream(proc.Stdout(), s.serverInput(proc), o.maxMessageBytes)
 	sessionCtx, endSession := context.WithCancel(ctx)
 	defer endSession()
 	served := make(chan error, 1)
@@ -331,11 +332,76 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 			"got", verr.Got, "supported", broker.SupportedVersions())
 		return errAlreadyLogged
 	case err != nil:
+		if status, exited := s.serverExited(); exited {
+			// The server's end of the pipes closed because it exited: that is
+			// what a person can act on, not the broken pipe it left. What it
+			// said on stderr comes first.
+			s.proc.StderrLogged(s.opts.shutdownTimeout)
+			stage := "before answering initialize"
+			if sess.Server().ProtocolVersion != "" {
+				stage = "during the session"
+			}
+			s.log.Error(fmt.Sprintf("the server exited (%s) %s; what it wrote to stderr, if anything, is above (fsbroker.server)", status, stage))
+			s.log.Debug("the session's error", "error", err)
+			return errAlreadyLogged
+		}
 		s.log.Error("session failed", "error", err)
 		return errAlreadyLogged
 	}
 	s.log.Info("session ended")
 	return nil
+}
+
+// serverInput is the server process's stdin as a session writes to it: a
+// write that fails because the server exited says so, and how ("the server
+// exited (status 1)"), instead of the broken pipe it left.
+func (s *setup) serverInput(proc *child.Process) io.WriteCloser {
+	return exitAwareWriter{WriteCloser: proc.Stdin(), exited: s.serverExited}
+}
+
+// exitAwareWriter is serverInput's writer.
+type exitAwareWriter struct {
+	io.WriteCloser
+	exited func() (status string, exited bool)
+}
+
+func (w exitAwareWriter) Write(b []byte) (int, error) {
+	n, err := w.WriteCloser.Write(b)
+	if err != nil {
+		if status, exited := w.exited(); exited {
+			return n, &serverExitedError{status: status, err: err}
+		}
+	}
+	return n, err
+}
+
+// serverExitedError is a write to a server that had exited.
+type serverExitedError struct {
+	status string
+	err    error
+}
+
+func (e *serverExitedError) Error() string { return "the server exited (" + e.status + ")" }
+func (e *serverExitedError) Unwrap() error { return e.err }
+
+// serverExited reports, for a session with a server process fsbroker
+// started, whether that process has exited, and how ("status 3", "signal:
+// killed"). A session whose stream broke ends as its server exits: the
+// process is waited for up to the shutdown timeout.
+func (s *setup) serverExited() (status string, exited bool) {
+	p := s.proc
+	if p == nil {
+		return "", false
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(s.opts.shutdownTimeout):
+		return "", false
+	}
+	if code := p.ExitCode(); code >= 0 {
+		return fmt.Sprintf("status %d", code), true
+	}
+	return p.ExitDescription(), true
 }
 
 // startServer starts the server command (connect, wrap); a command that
@@ -349,6 +415,7 @@ func (s *setup) startServer(argv []string) (*child.Process, error) {
 		return nil, err
 	}
 	s.log.Info("started server", "command", argv[0], "pid", proc.PID(), "roots", s.roots.Len())
+	s.proc = proc
 	return proc, nil
 }
 

@@ -83,7 +83,7 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
-	serverStream := jsonrpc.NewLineStream(proc.Stdout(), proc.Stdin(), o.maxMessageBytes)
+	serverStream := jsonrpc.NewLineStream(proc.Stdout(), s.serverInput(proc), o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
 		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"))
 	}

@@ -93,6 +93,11 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // Exited is closed when the child has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
+// StderrLogged waits up to d until everything the child wrote to stderr has
+// been logged (its stderr has ended: the child, and any process it left
+// holding it, exited), and reports whether it has.
+func (p *Process) StderrLogged(d time.Duration) bool { return waitGroupFor(&p.stderrWG, d) }
+
 func (p *Process) logStderr(r *os.File) {
 	defer p.stderrWG.Done()
 	br := bufio.NewReaderSize(r, maxStderrLine)
