@@ -71,6 +71,14 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{name: "connect with a non-executable command", args: []string{"connect", "--root", proj, "--", file},
 			want: []string{file}},
 		{name: "connect with bad flags", args: []string{"connect", "--root", missing, "--", "sh"}, want: []string{"--root", missing}},
+		{name: "wrap with a command not in PATH", args: []string{"wrap", "--root", proj, "--", "fsbroker-no-such-server"},
+			want: []string{"fsbroker-no-such-server"}},
+		{name: "bad consent", args: []string{"stdio", "--root", proj, "--consent", "maybe"}, want: []string{"--consent", "maybe"}},
+		{name: "bad audit sync", args: []string{"stdio", "--root", proj, "--audit-sync", "sometimes"}, want: []string{"--audit-sync", "sometimes"}},
+		{name: "audit segments too small", args: []string{"stdio", "--root", proj, "--audit-segment-bytes", "10"},
+			want: []string{"--audit-segment-bytes"}},
+		{name: "bad audit witness", args: []string{"stdio", "--root", proj, "--audit-witness", "carrier-pigeon"},
+			want: []string{"--audit-witness"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,7 +99,18 @@ func TestUsageAndConfigErrors(t *testing.T) {
 			if p.hasMessage(func(*message) bool { return true }) {
 				t.Error("a protocol message was sent despite the configuration error")
 			}
+			checkNoPoliciesLoaded(t, log)
 		})
+	}
+}
+
+// checkNoPoliciesLoaded fails the test when the log of a command that ended
+// on a usage error says the policies were loaded: every setting is checked
+// before, so that the usage error is all a mistyped command line prints.
+func checkNoPoliciesLoaded(t *testing.T, log string) {
+	t.Helper()
+	if strings.Contains(log, "policies loaded") {
+		t.Errorf("the policies were loaded before the usage error:\n%s", log)
 	}
 }
 

@@ -434,6 +434,7 @@ func TestConsentFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "--consent") {
 			t.Errorf("--consent %q: exit status %d, stderr:\n%s", spec, code, stderr)
 		}
+		checkNoPoliciesLoaded(t, stderr)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
-	"github.com/fsbroker/fsbroker/broker/child"
+	"github.com/fsbroker/fsbroker/broker/transport/child"
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/decisionlog"
 	"github.com/fsbroker/fsbroker/broker/executor"
@@ -243,9 +243,9 @@ func (s *setup) close() {
 	}
 }
 
-// openAudit opens this process's audit writer, with extra options (its witnesses) after the
-// others.
-func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
+// auditSettings checks the audit trail's settings and returns the writer's
+// options they make (the witnesses aside).
+func auditSettings(o *options) ([]audit.Option, error) {
 	mode, err := audit.ParseSyncMode(o.auditSync)
 	if err != nil {
 		return nil, configErrorf("--audit-sync %q: want batch, always or none", o.auditSync)
@@ -253,7 +253,6 @@ func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 	if o.auditSegment < 4096 {
 		return nil, configErrorf("--audit-segment-bytes %d: must be at least 4096", o.auditSegment)
 	}
-	dir := o.auditDirOrDefault()
 	if o.auditSegmentAge <= 0 || o.retentionAge < 0 || o.retentionBytes < 0 {
 		return nil, configErrorf("--audit-segment-age must be positive, --audit-retention-age and --audit-retention-bytes not negative")
 	}
@@ -266,6 +265,17 @@ func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 		}
 		opts = append(opts, audit.WithKey(key))
 	}
+	return opts, nil
+}
+
+// openAudit opens this process's audit writer, with extra options (its witnesses) after the
+// others.
+func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
+	opts, err := auditSettings(o)
+	if err != nil {
+		return nil, err
+	}
+	dir := o.auditDirOrDefault()
 	w, err := audit.Open(dir, append(opts, extra...)...)
 	if err != nil {
 		return nil, configErrorf("--audit %s: %v", dir, err)
@@ -317,8 +327,12 @@ func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
 }
 
 // prepare loads the config file, merges it under the flags, checks every
-// setting, and builds the logger and the roots. Errors are configErrors.
-func prepare(o *options, stderr io.Writer) (*setup, error) {
+// setting, and builds the logger and the roots; then it opens the state
+// and loads the policies. Errors are configErrors. Every check of a
+// setting, and the checks the command adds (its server command, its remote
+// server), runs before the policies are loaded, so that a usage error is
+// the only thing a mistyped command line prints.
+func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup, error) {
 	tuneGC()
 	v, err := schema.New()
 	if err != nil {
@@ -390,13 +404,18 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 		return nil, &configError{msg: err.Error()}
 	}
 	s.current.Store(s.roots)
-	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
-		return nil, err
-	}
 	if o.consentSpec == "" {
 		s.consent = consent.Default()
 	} else if s.consent, err = consent.Parse(o.consentSpec); err != nil {
 		return nil, configErrorf("--consent %q: %v", o.consentSpec, err)
+	}
+	if _, err := auditSettings(o); err != nil {
+		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(s); err != nil {
+			return nil, err
+		}
 	}
 	if s.grants, err = grants.Open(filepath.Join(o.stateDir, grants.DirName), grants.WithLogger(s.log.Named("grants"))); err != nil {
 		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
@@ -407,6 +426,10 @@ func prepare(o *options, stderr io.Writer) (*setup, error) {
 	}
 	witnesses, err := witnessOptions(o, s.roots, s.log.Named("audit"))
 	if err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
 		s.close()
 		return nil, err
 	}

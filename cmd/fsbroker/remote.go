@@ -77,18 +77,12 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 	if o.remoteURL == "" && o.configPath == "" {
 		return configErrorf(noServerMessage)
 	}
-	s, err := prepare(o, stderr)
+	var stream *remote.Stream
+	s, err := prepare(o, stderr, remoteCheck(&stream))
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	if o.remoteURL == "" {
-		return configErrorf(noServerMessage)
-	}
-	stream, err := s.openRemote()
-	if err != nil {
-		return err
-	}
 	s.log.Info("serving a remote server", "url", stream.URL(), "roots", s.roots.Len())
 	// A POST that hangs, or keeps being retried, must not hold fsbroker once
 	// it is told to stop: in-flight replies get the shutdown timeout, then
@@ -109,6 +103,21 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 	close(served)
 	_ = stream.Close()
 	return err
+}
+
+// remoteCheck is what prepare checks for a remote server, before it loads
+// the policies: a URL is given (--url, or the config's remote.url), and the
+// remote settings make a stream (no request is made yet), which *stream
+// receives.
+func remoteCheck(stream **remote.Stream) func(*setup) error {
+	return func(s *setup) error {
+		if s.opts.remoteURL == "" {
+			return configErrorf(noServerMessage)
+		}
+		var err error
+		*stream, err = s.openRemote()
+		return err
+	}
 }
 
 // openRemote makes the stream to the remote server from the options.

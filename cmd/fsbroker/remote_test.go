@@ -547,6 +547,7 @@ func TestRemoteURLConfigErrors(t *testing.T) {
 			if strings.Contains(p.log(), "hidden-value") {
 				t.Errorf("the log shows a header value: %q", p.log())
 			}
+			checkNoPoliciesLoaded(t, p.log())
 		})
 	}
 }

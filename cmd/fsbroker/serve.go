@@ -138,7 +138,7 @@ func runConnect(ctx context.Context, o *options, rest []string, stderr io.Writer
 	if len(rest) == 0 || o.remoteURL != "" {
 		return runRemote(ctx, o, rest, stderr) // a remote server over Streamable HTTP
 	}
-	s, err := prepare(o, stderr)
+	s, err := prepare(o, stderr, serverCommandCheck(rest))
 	if err != nil {
 		return err
 	}
@@ -402,6 +402,17 @@ func (s *setup) serverExited() (status string, exited bool) {
 		return fmt.Sprintf("status %d", code), true
 	}
 	return p.ExitDescription(), true
+}
+
+// serverCommandCheck is what prepare checks for a server command, before it
+// loads the policies: the program can be found and run.
+func serverCommandCheck(argv []string) func(*setup) error {
+	return func(*setup) error {
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return configErrorf("server command %q: %v", argv[0], err)
+		}
+		return nil
+	}
 }
 
 // startServer starts the server command (connect, wrap); a command that

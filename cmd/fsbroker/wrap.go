@@ -11,6 +11,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/transport/proxy"
+	"github.com/fsbroker/fsbroker/broker/transport/remote"
 )
 
 const wrapLong = `Sit between an MCP host (on this process's stdin and stdout) and the MCP server CMD, started as
@@ -71,7 +72,7 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 	if len(rest) == 0 {
 		return wrapRemote(ctx, o, stdin, stdout, stderr)
 	}
-	s, err := prepare(o, stderr)
+	s, err := prepare(o, stderr, serverCommandCheck(rest))
 	if err != nil {
 		return err
 	}
@@ -155,15 +156,12 @@ loop:
 // remote.url): the host on this process's stdio, the server over Streamable
 // HTTP. It ends when the host closes its input or the remote session ends.
 func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
-	s, err := prepare(o, stderr)
+	var serverStream *remote.Stream
+	s, err := prepare(o, stderr, remoteCheck(&serverStream))
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	serverStream, err := s.openRemote()
-	if err != nil {
-		return err
-	}
 	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.roots.Len())
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
