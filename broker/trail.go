@@ -121,11 +121,23 @@ const DeclaredPrefix = "declared:"
 // DeclaredPrefix. A server that declares the name an operator pinned for
 // another one therefore never holds that one's grants, nor spends its quota.
 func (s *Session) StateKey() string {
-	id, pinned := s.serverID()
+	return StateKeyOf(s.serverID())
+}
+
+// StateKeyOf is the state key of the identity id, pinned by the operator or
+// only declared by the server (see StateKey).
+func StateKeyOf(id string, pinned bool) string {
 	if pinned {
 		return id
 	}
 	return DeclaredPrefix + id
+}
+
+// IdentityOf undoes StateKeyOf: the identity a state key is kept for, as the
+// audit trail names the server, and whether the operator pinned it.
+func IdentityOf(key string) (id string, pinned bool) {
+	id, declared := strings.CutPrefix(key, DeclaredPrefix)
+	return id, !declared
 }
 
 // serverID is the server's identity: the pinned id, else its declared name.

@@ -42,8 +42,9 @@ const grantsExample = `  # What each server may read and write
   # Lift the blocks of pre-approved access revoke made for a server
   fsbroker grants restore --server notes`
 
-const grantsListHelp = `Print the consent grants: server, access (read, or write which includes read),
-path, the root directory its mount named when it was granted, when granted,
+const grantsListHelp = `Print the consent grants: server (as the audit trail names it: the pinned id,
+or the name the server declared; IDENTITY says which), access (read, or write
+which includes read), path, the root directory its mount named when it was granted, when granted,
 when it expires, the consent provider that granted it, and its id (for
 fsbroker grants revoke --id). Expired grants are shown, marked expired, until
 the broker next changes that server's grants; they grant nothing.
@@ -229,7 +230,7 @@ func grantsList(fs *pflag.FlagSet) func(ctx context.Context, args []string, stdo
 	var tf trailFlags
 	registerGrantsState(fs, &tf)
 	server := fs.String("server", "", "only the grants and blocks of the server `ID` (its pinned id, else its declared name), and the blocks for every server")
-	asJSON := fs.Bool("json", false, `print one JSON object: "grants" (id, server, access, path, root when known, rootStatus, granted, expires when set, by, expired), "preapprovals" (mount, path, access) and "blocks" (id, server, everyServer, path when not every path, root when known, blocked, by)`)
+	asJSON := fs.Bool("json", false, `print one JSON object: "grants" (id, access, path, root when known, granted, expires when set, by, server and pinned (named as in the audit trail), rootStatus, expired), "preapprovals" (mount, path, access) and "blocks" (id, path when not every path, root when known, blocked, by, server, pinned, everyServer)`)
 	var rootFlags []string
 	rootFlag(fs, &rootFlags, "grants whose root changed are marked")
 	return func(_ context.Context, _ []string, stdout, stderr io.Writer) error {
@@ -508,8 +509,9 @@ func explainBroader(s *grants.Store, f grants.RevokeFilter, stderr io.Writer) bo
 			continue
 		}
 		found = true
-		fmt.Fprintf(stderr, "fsbroker: but the %s grant %s of server %s on %s covers %s and everything beneath it; a grant cannot be narrowed: to take %s away, revoke that grant (fsbroker grants revoke --id %s)\n",
-			g.Access, g.ID, cell(g.Server), cell(g.Path), cell(f.Path), cell(f.Path), g.ID)
+		name, kind := serverIdentity(g.Server)
+		fmt.Fprintf(stderr, "fsbroker: but the %s grant %s of server %s (%s) on %s covers %s and everything beneath it; a grant cannot be narrowed: to take %s away, revoke that grant (fsbroker grants revoke --id %s)\n",
+			g.Access, g.ID, name, kind, cell(g.Path), cell(f.Path), cell(f.Path), g.ID)
 	}
 	return found
 }
@@ -533,8 +535,12 @@ func explainRemainingBlocks(s *grants.Store, f grants.RevokeFilter, stderr io.Wr
 		if !b.CoversPath(f.Path) && (b.Path == "" || !area.CoversPath(b.Path)) {
 			continue // elsewhere
 		}
+		whose := "(every server)"
+		if name, kind := blockServer(b); !b.EveryServer() {
+			whose = name + " (" + kind + ")"
+		}
 		fmt.Fprintf(stderr, "fsbroker: but the block %s of %s on %s still applies there; lift it with fsbroker grants restore --id %s\n",
-			b.ID, blockServer(b), blockPath(b), b.ID)
+			b.ID, whose, blockPath(b), b.ID)
 	}
 }
 
@@ -604,7 +610,7 @@ func rootStatus(g grants.Grant, current *roots.Set) (status, note string) {
 // broker's current roots (nil: not known).
 func printGrants(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tACCESS\tPATH\tROOT\tGRANTED\tEXPIRES\tBY\tID")
+	fmt.Fprintln(tw, "SERVER\tIDENTITY\tACCESS\tPATH\tROOT\tGRANTED\tEXPIRES\tBY\tID")
 	for _, g := range gs {
 		expires := "never"
 		if !g.Expires.IsZero() {
@@ -614,7 +620,8 @@ func printGrants(w io.Writer, gs []grants.Grant, current *roots.Set, now time.Ti
 			}
 		}
 		_, root := rootStatus(g, current)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Server), g.Access, cell(g.Path), root,
+		name, kind := serverIdentity(g.Server)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, kind, g.Access, cell(g.Path), root,
 			g.Granted.UTC().Format(time.RFC3339), expires, cell(g.By), g.ID)
 	}
 	return tw.Flush()
@@ -681,25 +688,37 @@ func printList(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grants.Bl
 // printBlocks prints blocks as an aligned table.
 func printBlocks(w io.Writer, bs []grants.Block) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tPATH\tROOT\tBLOCKED\tBY\tID")
+	fmt.Fprintln(tw, "SERVER\tIDENTITY\tPATH\tROOT\tBLOCKED\tBY\tID")
 	for _, b := range bs {
 		root := "-"
 		if b.Root.Known() {
 			root = cell(b.Root.Path)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", blockServer(b), blockPath(b), root,
+		name, kind := blockServer(b)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, kind, blockPath(b), root,
 			b.Blocked.UTC().Format(time.RFC3339), cell(b.By), b.ID)
 	}
 	return tw.Flush()
 }
 
-// blockServer names a block's server for a person: "(every server)" for a block of every
-// server.
-func blockServer(b grants.Block) string {
+// blockServer names a block's server for a person, as serverIdentity does: "(every server)"
+// and "-" for a block of every server.
+func blockServer(b grants.Block) (name, kind string) {
 	if b.EveryServer() {
-		return "(every server)"
+		return "(every server)", "-"
 	}
-	return cell(b.Server)
+	return serverIdentity(b.Server)
+}
+
+// serverIdentity names the server of a grant or block store key for a person as the audit
+// trail names it (its pinned id, or the name it declared: broker.IdentityOf), and says which
+// of the two it is: "pinned" or "declared".
+func serverIdentity(key string) (name, kind string) {
+	id, pinned := broker.IdentityOf(key)
+	if pinned {
+		return cell(id), "pinned"
+	}
+	return cell(id), "declared"
 }
 
 // blockPath names a block's path for a person: "(every path)" for a block of every path.
@@ -710,17 +729,22 @@ func blockPath(b grants.Block) string {
 	return cell(b.Path)
 }
 
-// grantJSON is a grant as list --json prints it.
+// grantJSON is a grant as list --json prints it: its server named as the audit trail names
+// it, with whether that identity is pinned.
 type grantJSON struct {
 	grants.Grant
+	Server     string `json:"server"`
+	Pinned     bool   `json:"pinned"`
 	RootStatus string `json:"rootStatus"`
 	Expired    bool   `json:"expired"`
 }
 
-// blockJSON is a block as list --json prints it.
+// blockJSON is a block as list --json prints it, its server named as in grantJSON.
 type blockJSON struct {
 	grants.Block
-	EveryServer bool `json:"everyServer"`
+	Server      string `json:"server"`
+	Pinned      bool   `json:"pinned"`
+	EveryServer bool   `json:"everyServer"`
 }
 
 // listJSON is what list --json prints.
@@ -738,10 +762,12 @@ func printListJSON(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grant
 	}
 	for i, g := range gs {
 		status, _ := rootStatus(g, current)
-		out.Grants[i] = grantJSON{Grant: g, RootStatus: status, Expired: !g.Live(now)}
+		id, pinned := broker.IdentityOf(g.Server)
+		out.Grants[i] = grantJSON{Grant: g, Server: id, Pinned: pinned, RootStatus: status, Expired: !g.Live(now)}
 	}
 	for i, b := range bs {
-		out.Blocks[i] = blockJSON{Block: b, EveryServer: b.EveryServer()}
+		id, pinned := broker.IdentityOf(b.Server)
+		out.Blocks[i] = blockJSON{Block: b, Server: id, Pinned: pinned && !b.EveryServer(), EveryServer: b.EveryServer()}
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
@@ -751,21 +777,15 @@ func printListJSON(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grant
 	return err
 }
 
-// recordServer is the server member of a record about a grant or block of the store key key:
-// the pinned id, or the declared name without its prefix (declared tells which).
-func recordServer(key string) (server string, declared bool) {
-	return strings.CutPrefix(key, broker.DeclaredPrefix)
-}
-
 // revocationRecords are the records of revoked grants: one grant record each, with no path
 // (the trail may redact paths, and the grant record written when consent was given holds
 // it): the grant id links the two.
 func revocationRecords(revoked []grants.Grant) []audit.Record {
 	var recs []audit.Record
 	for _, g := range revoked {
-		server, declared := recordServer(g.Server)
+		server, pinned := broker.IdentityOf(g.Server)
 		detail := "revoked " + g.ID + " with fsbroker grants revoke"
-		if declared {
+		if !pinned {
 			detail += " (a declared name's grant)"
 		}
 		recs = append(recs, audit.Record{Kind: audit.KindGrant, Server: server, Method: "grants/revoke", Operation: string(g.Access),
@@ -782,12 +802,12 @@ func revocationRecords(revoked []grants.Grant) []audit.Record {
 func blockRecords(method string, lifted bool, bs []grants.Block) []audit.Record {
 	var recs []audit.Record
 	for _, b := range bs {
-		server, declared := recordServer(b.Server)
+		server, pinned := broker.IdentityOf(b.Server)
 		whose := "server " + strconv.Quote(server)
 		switch {
 		case b.EveryServer():
 			whose = "every server"
-		case declared:
+		case !pinned:
 			whose = "the declared name " + strconv.Quote(server)
 		}
 		where := "a path"
@@ -828,13 +848,14 @@ func recordGrantChanges(tf *trailFlags, recs []audit.Record) error {
 }
 
 // serverKeys are the grant-store keys --server S names: the pinned id S, and
-// the declared name S (kept as broker.DeclaredPrefix+S, so that a server
-// declaring a pinned id's name never holds its grants).
+// the declared name S (broker.StateKeyOf keeps them apart, so that a server
+// declaring a pinned id's name never holds its grants). "declared:S" names
+// the declared name alone.
 func serverKeys(server string) []string {
-	if strings.HasPrefix(server, broker.DeclaredPrefix) {
-		return []string{server}
+	if id, pinned := broker.IdentityOf(server); !pinned {
+		return []string{broker.StateKeyOf(id, false)}
 	}
-	return []string{server, broker.DeclaredPrefix + server}
+	return []string{broker.StateKeyOf(server, true), broker.StateKeyOf(server, false)}
 }
 
 // listBoth lists the grants of every key --server S names.

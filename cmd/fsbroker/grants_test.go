@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
@@ -102,15 +104,15 @@ func TestGrantsList(t *testing.T) {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
-	if len(lines) != 5 || !regexp.MustCompile(`^SERVER +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`).MatchString(lines[0]) {
+	if len(lines) != 5 || !regexp.MustCompile(`^SERVER +IDENTITY +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`).MatchString(lines[0]) {
 		t.Fatalf("table:\n%s", stdout)
 	}
 	proj, docs := regexp.QuoteMeta(gs.roots["proj"]), regexp.QuoteMeta(gs.roots["docs"])
 	for i, want := range []string{
-		`^indexer +read +docs +` + docs + ` +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +never +command:/usr/local/bin/ask +` + gs.ids["indexer read:docs"] + `$`,
-		`^indexer +read +proj/src +` + proj + ` +\S+ +never +preapproved +` + gs.ids["indexer read:proj/src"] + `$`,
-		`^notes +read +docs/public +` + docs + ` +\S+ +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +auto +` + gs.ids["notes read:docs/public"] + `$`,
-		`^notes +write +proj +` + proj + ` +\S+ +never +prompt +` + gs.ids["notes write:proj"] + `$`,
+		`^indexer +pinned +read +docs +` + docs + ` +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +never +command:/usr/local/bin/ask +` + gs.ids["indexer read:docs"] + `$`,
+		`^indexer +pinned +read +proj/src +` + proj + ` +\S+ +never +preapproved +` + gs.ids["indexer read:proj/src"] + `$`,
+		`^notes +pinned +read +docs/public +` + docs + ` +\S+ +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +auto +` + gs.ids["notes read:docs/public"] + `$`,
+		`^notes +pinned +write +proj +` + proj + ` +\S+ +never +prompt +` + gs.ids["notes write:proj"] + `$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(lines[i+1]) {
 			t.Errorf("row %d = %q, want %s", i+1, lines[i+1], want)
@@ -276,8 +278,8 @@ func TestGrantsRevoke(t *testing.T) {
 	// pinned id and its declared name), and the broader grant, which still covers it, is named:
 	// exit status 1.
 	stdout, stderr, code := revoke("--server", "notes", "--path", "proj/secret")
-	if code != 1 || strings.Contains(stdout, "revoked") || !regexp.MustCompile(`(?m)^notes +proj/secret +- `).MatchString(stdout) ||
-		!regexp.MustCompile(`(?m)^declared:notes +proj/secret `).MatchString(stdout) ||
+	if code != 1 || strings.Contains(stdout, "revoked") || !regexp.MustCompile(`(?m)^notes +pinned +proj/secret +- `).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^notes +declared +proj/secret `).MatchString(stdout) ||
 		!strings.Contains(stderr, "--id "+gs.ids["notes write:proj"]) || !strings.Contains(stderr, "cannot be narrowed") {
 		t.Fatalf("revoke beneath a grant: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -293,7 +295,7 @@ func TestGrantsRevoke(t *testing.T) {
 	// block of every server there.
 	stdout, stderr, code = revoke("--path", "docs/")
 	if code != 0 || !strings.Contains(stdout, "revoked 2 grant(s)") || !strings.Contains(stdout, gs.ids["notes read:docs/public"]) ||
-		!strings.Contains(stdout, gs.ids["indexer read:docs"]) || !regexp.MustCompile(`(?m)^\(every server\) +docs `).MatchString(stdout) {
+		!strings.Contains(stdout, gs.ids["indexer read:docs"]) || !regexp.MustCompile(`(?m)^\(every server\) +- +docs `).MatchString(stdout) {
 		t.Fatalf("revoke --path docs: exit status %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if got := gs.remaining(t); !equalStrings(got, []string{"indexer read:proj/src", "notes write:proj"}) {
@@ -311,7 +313,7 @@ func TestGrantsRevoke(t *testing.T) {
 	}
 	// All: every grant, and every server everywhere.
 	stdout, _, code = revoke("--all")
-	if code != 0 || !strings.Contains(stdout, "revoked 1 grant(s)") || !regexp.MustCompile(`(?m)^\(every server\) +\(every path\) `).MatchString(stdout) {
+	if code != 0 || !strings.Contains(stdout, "revoked 1 grant(s)") || !regexp.MustCompile(`(?m)^\(every server\) +- +\(every path\) `).MatchString(stdout) {
 		t.Fatalf("revoke --all: exit status %d, stdout:\n%s", code, stdout)
 	}
 	if got := gs.remaining(t); len(got) != 0 {
@@ -376,6 +378,9 @@ func TestGrantsListAndRestoreBlocks(t *testing.T) {
 	}
 	blocks := map[string]blockJSON{}
 	for _, b := range out.Blocks {
+		if !b.EveryServer {
+			b.Server = broker.StateKeyOf(b.Server, b.Pinned) // to tell the two apart below
+		}
 		blocks[b.Server+" "+b.Path] = b
 	}
 	projRoot := grantRoot(t, gs.roots["proj"])
@@ -394,10 +399,10 @@ func TestGrantsListAndRestoreBlocks(t *testing.T) {
 	// The text: the grants table, then the pre-approved roots, then the blocks.
 	stdout, _, _ := run("grants", "list", "--config", cfg)
 	for _, want := range []string{
-		`(?m)^SERVER +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`,
+		`(?m)^SERVER +IDENTITY +ACCESS +PATH +ROOT +GRANTED +EXPIRES +BY +ID$`,
 		`(?m)^pre-approved roots .*:\nMOUNT +ACCESS +ROOT\nproj +write +` + regexp.QuoteMeta(gs.roots["proj"]) + `$`,
-		`(?m)^blocks .*:\nSERVER +PATH +ROOT +BLOCKED +BY +ID$`,
-		`(?m)^\(every server\) +proj/vendor +` + regexp.QuoteMeta(gs.roots["proj"]) + ` +\S+ +fsbroker grants revoke by .+ +` + blocks[" proj/vendor"].ID + `$`,
+		`(?m)^blocks .*:\nSERVER +IDENTITY +PATH +ROOT +BLOCKED +BY +ID$`,
+		`(?m)^\(every server\) +- +proj/vendor +` + regexp.QuoteMeta(gs.roots["proj"]) + ` +\S+ +fsbroker grants revoke by .+ +` + blocks[" proj/vendor"].ID + `$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("list does not match %s:\n%s", want, stdout)
@@ -607,5 +612,61 @@ func TestGrantsRevokeRecordsInTheGivenTrail(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no grants/revoke record in %s (segments %q)", trail, segments)
+	}
+}
+
+// TestGrantsListNamesServersAsTheTrail: grants list names the server of each
+// grant as the audit trail names it (the declared name, or the pinned id),
+// and says which of the two it is, for both a declared name and a pinned id;
+// the name it shows finds the grant's records with audit query --server.
+func TestGrantsListNamesServersAsTheTrail(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	for i, extra := range [][]string{nil, {"--server-id", "indexer-prod"}} {
+		p := startBroker(t, "", w.args("auto", extra...)...)
+		p.handshake("2025-11-25") // declares csPeer
+		if granted, _ := csConsent(t, p, 1, "read", []string{"proj/docs", "proj/a.txt"}[i]); !granted {
+			t.Fatal("consent was not granted")
+		}
+		p.closeStdin()
+		p.waitExit()
+	}
+
+	trailServer := map[string]string{} // grant id -> the server its grant record names
+	for _, rec := range trailRecordsOf(t, w.trail(), audit.KindGrant) {
+		id, _, _ := strings.Cut(strings.TrimPrefix(rec.Detail, "granted "), " ")
+		trailServer[id] = rec.Server
+	}
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", w.state)
+	if code != 0 {
+		t.Fatalf("grants list: exit %d: %s", code, stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(rows) != 3 || !regexp.MustCompile(`^SERVER +IDENTITY +ACCESS `).MatchString(rows[0]) {
+		t.Fatalf("grants list:\n%s", stdout)
+	}
+	want := map[string]string{csPeer: "declared", "indexer-prod": "pinned"}
+	for _, row := range rows[1:] {
+		f := strings.Fields(row)
+		id := f[len(f)-1]
+		if trailServer[id] == "" || f[0] != trailServer[id] || want[f[0]] != f[1] {
+			t.Errorf("grants list names the server of %s %q (%s); the trail names it %q; want the same name, %s",
+				id, f[0], f[1], trailServer[id], want[trailServer[id]])
+		}
+		query, _, _ := runFsbroker(t, nil, "audit", "query", "--state-dir", w.state, "--server", f[0], "--kind", "grant")
+		if !strings.Contains(query, id) {
+			t.Errorf("audit query --server %s does not find the grant %s:\n%s", f[0], id, query)
+		}
+	}
+
+	var listed listJSON
+	stdout, _, _ = runFsbroker(t, nil, "grants", "list", "--state-dir", w.state, "--json")
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range listed.Grants {
+		if g.Server != trailServer[g.ID] || g.Pinned != (g.Server == "indexer-prod") {
+			t.Errorf("grants list --json: server %q, pinned %v; the trail names it %q", g.Server, g.Pinned, trailServer[g.ID])
+		}
 	}
 }

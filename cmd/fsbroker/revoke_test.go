@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker"
 )
 
 // preapprovedConfig writes a config file that pre-approves the world's roots: proj read-only,
@@ -66,7 +67,7 @@ func readUntil(t *testing.T, p *proc, path string, refused bool, since time.Time
 }
 
 // blockIDs returns the ids of the blocks grants list shows, by "server path" ("" for every
-// server or every path).
+// server or every path; a declared name's server as its state key, declared:NAME).
 func blockIDs(t *testing.T, state string) map[string]string {
 	t.Helper()
 	var out listJSON
@@ -75,7 +76,11 @@ func blockIDs(t *testing.T, state string) map[string]string {
 	}
 	ids := map[string]string{}
 	for _, b := range out.Blocks {
-		ids[b.Server+" "+b.Path] = b.ID
+		server := b.Server
+		if !b.EveryServer {
+			server = broker.StateKeyOf(b.Server, b.Pinned)
+		}
+		ids[server+" "+b.Path] = b.ID
 	}
 	return ids
 }
@@ -101,7 +106,7 @@ func TestRevokeBlocksPreapprovedRoots(t *testing.T) {
 
 	start := time.Now()
 	out := grantsCmd(t, w.state, 0, "revoke", "--all")
-	if !regexp.MustCompile(`(?m)^\(every server\) +\(every path\) `).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^\(every server\) +- +\(every path\) `).MatchString(out) {
 		t.Fatalf("revoke --all:\n%s", out)
 	}
 	readUntil(t, p, "proj/a.txt", true, start, "grants revoke --all started")

@@ -46,6 +46,12 @@ func trailDirs(t *testing.T) (dir, state, trail, root string) {
 // trailDecisionRecords returns the decision records in the segments of dir.
 func trailDecisionRecords(t *testing.T, dir string) []audit.Record {
 	t.Helper()
+	return trailRecordsOf(t, dir, audit.KindDecision)
+}
+
+// trailRecordsOf returns the records of kind in the segments of dir.
+func trailRecordsOf(t *testing.T, dir string, kind audit.Kind) []audit.Record {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	var out []audit.Record
 	for _, f := range files {
@@ -56,7 +62,7 @@ func trailDecisionRecords(t *testing.T, dir string) []audit.Record {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
 			var r audit.Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == audit.KindDecision {
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == kind {
 				out = append(out, r)
 			}
 		}
