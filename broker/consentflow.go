@@ -243,6 +243,7 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 	var (
 		entries []InputPath
 		targets = map[string]executor.Target{}
+		removed []consent.Removed // for the provider to show: never approvable, and why
 	)
 	for _, raw := range p.RequestedPaths {
 		t, err := s.resolve(ctx, raw, true)
@@ -250,7 +251,9 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 			if errcode.Of(err) == errcode.InvalidPath {
 				return nil, err
 			}
-			continue // outside every root (or unreachable): never approvable
+			// Outside every root (or unreachable): never approvable.
+			removed = append(removed, consent.Removed{Path: raw, Reason: unresolvedReason(err)})
+			continue
 		}
 		mp := t.Path.MountPath()
 		if _, dup := targets[mp]; dup {
@@ -270,6 +273,9 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 		for _, e := range entries {
 			if ok[e.MountPath] {
 				approvable = append(approvable, e.MountPath)
+			} else if err == nil {
+				removed = append(removed, consent.Removed{Path: e.MountPath,
+					Reason: s.whyNotConsentable(ctx, access, targets[e.MountPath], e.Requested)})
 			}
 		}
 	}
@@ -282,6 +288,7 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 			Paths:   approvable,
 			Access:  string(access),
 			Roots:   s.consentRoots(),
+			Removed: removed,
 		})
 		if err != nil {
 			s.log.Warn("consent was not given", "provider", decision.Provider, "error", err)
@@ -334,6 +341,36 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 		}
 	}
 	return consentResult{Granted: len(approved) > 0, ApprovedPaths: approved}, nil
+}
+
+// unresolvedReason says why a requested path that could not be resolved is
+// not asked about: the refusal's reason, else that it is outside every root.
+func unresolvedReason(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) && e.Reason != "" {
+		return e.Reason
+	}
+	return "outside every root"
+}
+
+// whyNotConsentable says why the policy lets nobody grant access to t (as
+// the server wrote it, requested) for the consent provider to show: the
+// reasons of the policy's decision on a request of that access on t, made
+// as if a grant covered t (so that the missing grant is not the reason), or,
+// when that decision allows it, that the policy's consentable rule leaves
+// it out. The decision is not recorded: nothing is done on t.
+func (s *Session) whyNotConsentable(ctx context.Context, access grants.Access, t executor.Target, requested string) string {
+	req := Request{Method: "files/read", Operation: OpRead, Path: t, Requested: requested}
+	if access == grants.Write {
+		req.Method, req.Operation = "files/write", OpWrite
+	}
+	req.Input = s.policyInput(req)
+	req.Input.Grants = append(req.Input.Grants, InputGrant{Access: string(access), Path: t.Path.MountPath(),
+		Granted: req.Input.Time.RFC3339})
+	if v := s.decider.Decide(ctx, req); !v.Allow && len(v.Reasons) > 0 {
+		return strings.Join(v.Reasons, "; ")
+	}
+	return "the policy does not let it be granted"
 }
 
 // providerName names who decided, for the audit record.

@@ -117,6 +117,9 @@ func (c *Command) Ask(ctx context.Context, req Request) (Decision, error) {
 	if req.Roots == nil {
 		req.Roots = []Root{}
 	}
+	if req.Removed == nil {
+		req.Removed = []Removed{}
+	}
 	input, err := json.Marshal(commandInput{Version: 1, Request: req})
 	if err != nil {
 		return d, &CommandError{Program: c.path, Reason: "cannot encode the request", Err: err}

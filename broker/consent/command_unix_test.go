@@ -111,11 +111,12 @@ func TestCommandInput(t *testing.T) {
 	}{
 		{sampleRequest(), `{"version":1,"server":{"id":"notes","name":"notes","version":"1.2.0","pinned":false},` +
 			`"message":"I need your notes.","paths":["proj/a","proj/b","proj/c"],"access":"read",` +
-			`"roots":[{"mount":"proj","name":"Project","path":"/home/ann/proj","writable":false}]}` + "\n"},
+			`"roots":[{"mount":"proj","name":"Project","path":"/home/ann/proj","writable":false}],"removed":[]}` + "\n"},
 		{Request{Server: Server{ID: "acme", Name: "n\x1b[2J", Pinned: true}, Message: "<b>hi</b>\n\x07",
-			Paths: []string{"w/x", "w/x"}},
+			Paths: []string{"w/x", "w/x"}, Removed: []Removed{{Path: "w/.env", Reason: "secrets: a secret"}}},
 			`{"version":1,"server":{"id":"acme","name":"n\u001b[2J","version":"","pinned":true},` +
-				`"message":"\u003cb\u003ehi\u003c/b\u003e\n\u0007","paths":["w/x"],"access":"read","roots":[]}` + "\n"},
+				`"message":"\u003cb\u003ehi\u003c/b\u003e\n\u0007","paths":["w/x"],"access":"read","roots":[],` +
+				`"removed":[{"path":"w/.env","reason":"secrets: a secret"}]}` + "\n"},
 	}
 	for _, tt := range tests {
 		if _, err := p.Ask(context.Background(), tt.req); err != nil {

@@ -78,6 +78,20 @@ type Request struct {
 	// Roots optionally describe the roots of Paths, for display; a path's
 	// root is the one whose Mount is the path's first segment.
 	Roots []Root `json:"roots"`
+	// Removed are the requested paths that are not asked about, and why:
+	// those outside every root, and those the policy lets nobody grant. They
+	// are for display only: nothing a provider answers grants them.
+	Removed []Removed `json:"removed"`
+}
+
+// Removed is a requested path left out of a consent question.
+type Removed struct {
+	// Path is the path: mount-relative when it is inside a root, else as
+	// the server wrote it (untrusted).
+	Path string `json:"path"`
+	// Reason says why it is not asked about: "outside every root", or the
+	// policy's reasons (which may quote what the server sent).
+	Reason string `json:"reason"`
 }
 
 // Decision is a provider's answer.
@@ -104,6 +118,7 @@ type options struct {
 	timeout time.Duration
 	env     []string
 	envSet  bool
+	held    *HeldOutput
 }
 
 // WithTimeout bounds one question: how long the prompt waits for the person,
@@ -120,6 +135,14 @@ func WithTimeout(d time.Duration) Option {
 // instead of the broker's own. An empty, non-nil list runs it with none.
 func WithEnv(env []string) Option {
 	return func(o *options) { o.env, o.envSet = env, true }
+}
+
+// WithHeldOutput has the prompt hold h (the log, written to the terminal
+// the prompt asks on) while a question is on the terminal: what is written
+// to h meanwhile comes out once the question is answered or ends. Other
+// providers ignore it.
+func WithHeldOutput(h *HeldOutput) Option {
+	return func(o *options) { o.held = h }
 }
 
 func newOptions(opts []Option) options {

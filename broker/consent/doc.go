@@ -35,7 +35,14 @@
 //   - each path, numbered, with its root's display name and directory when
 //     the caller gave them, and a reminder that a grant covers everything
 //     beneath the path;
+//   - the requested paths that are not asked about (Request.Removed: outside
+//     every root, or never grantable by the policy), each with why, escaped
+//     and cut;
 //   - the server's message, sanitized (below), each line prefixed "  | ".
+//
+// While the question is on the terminal, the HeldOutput given with
+// WithHeldOutput (the broker's log) is held: what is written to it comes out
+// once the question ends, so no log line lands in the middle of it.
 //
 // It then discards keys typed before the question (so typed-ahead input
 // cannot answer it) and reads a line: "a" approves all, "n" or an empty line
@@ -71,7 +78,8 @@
 //	  "message": "I need your notes to build the index.",
 //	  "paths": ["proj/notes", "proj/todo.md"],
 //	  "access": "read",
-//	  "roots": [{"mount": "proj", "name": "Project", "path": "/home/ann/proj", "writable": false}]
+//	  "roots": [{"mount": "proj", "name": "Project", "path": "/home/ann/proj", "writable": false}],
+//	  "removed": [{"path": "proj/.env", "reason": "secrets: path matches the protected name pattern \".env\""}]
 //	}
 //
 // version is 1 for this layout (new members may be added within it);
@@ -80,7 +88,8 @@
 // server.pinned is true); message is the server's text, as sent (untrusted);
 // paths are mount-relative, canonical, in the roots, and without repeats;
 // access is "read" or "write"; roots (possibly empty) describes the roots of
-// the paths.
+// the paths; removed (possibly empty) are the requested paths left out, and
+// why, for display only.
 //
 // The program answers on stdout, with exit status 0, in the shape of the
 // files/consent result (PROTOCOL.md section 5):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ func TestMain(m *testing.M) {
 type helperJob struct {
 	TimeoutMS int       `json:"timeoutMs"`
 	Requests  []Request `json:"requests"`
+	// LogToTerminal has the helper write numbered log lines to the terminal
+	// all along, through a HeldOutput the prompt holds.
+	LogToTerminal bool `json:"logToTerminal"`
 }
 
 // helperResult is what a helper writes on stdout for each request.
@@ -41,6 +45,8 @@ type helperOutput struct {
 	Results  []helperResult `json:"results"`
 	Terminal bool           `json:"terminal"` // TerminalAvailable()
 	Default  string         `json:"default"`  // the provider Default chose
+	// With LogToTerminal: the log lines written in all, and while Ask ran.
+	LogLines, LogLinesDuringAsk int
 }
 
 // promptRole asks every request of the job at once, each on its own
@@ -50,7 +56,38 @@ func promptRole([]string) error {
 	if err := json.NewDecoder(os.Stdin).Decode(&job); err != nil {
 		return fmt.Errorf("the job: %w", err)
 	}
-	p, err := NewPrompt(WithTimeout(time.Duration(job.TimeoutMS) * time.Millisecond))
+	opts := []Option{WithTimeout(time.Duration(job.TimeoutMS) * time.Millisecond)}
+	var (
+		logged   atomic.Int64
+		stopLog  = make(chan struct{})
+		logEnded = make(chan struct{})
+	)
+	if job.LogToTerminal {
+		tty, err := openTerminal()
+		if err != nil {
+			return fmt.Errorf("open the terminal: %w", err)
+		}
+		defer tty.Close()
+		held := NewHeldOutput(tty, nil)
+		opts = append(opts, WithHeldOutput(held))
+		go func() {
+			defer close(logEnded)
+			for {
+				fmt.Fprintf(held, "[INFO] log line %d\n", logged.Add(1))
+				select {
+				case <-stopLog:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+		}()
+		for logged.Load() < 3 { // some lines before the question
+			time.Sleep(time.Millisecond)
+		}
+	} else {
+		close(logEnded)
+	}
+	p, err := NewPrompt(opts...)
 	if err != nil {
 		return err
 	}
@@ -62,6 +99,7 @@ func promptRole([]string) error {
 		out.Default = NameDeny
 	}
 	var wg sync.WaitGroup
+	before := logged.Load()
 	for i, req := range job.Requests {
 		wg.Go(func() {
 			d, err := p.Ask(context.Background(), req)
@@ -75,5 +113,14 @@ func promptRole([]string) error {
 		})
 	}
 	wg.Wait()
+	out.LogLinesDuringAsk = int(logged.Load() - before)
+	if job.LogToTerminal {
+		for logged.Load() < before+int64(out.LogLinesDuringAsk)+3 { // some lines after the question
+			time.Sleep(time.Millisecond)
+		}
+		close(stopLog)
+	}
+	<-logEnded
+	out.LogLines = int(logged.Load())
 	return json.NewEncoder(os.Stdout).Encode(out)
 }

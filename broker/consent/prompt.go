@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // promptSlot lets one prompt at a time use the terminal, across every Prompt
@@ -18,6 +19,7 @@ var promptSlot = make(chan struct{}, 1)
 // Prompt asks the person at the controlling terminal.
 type Prompt struct {
 	timeout time.Duration
+	held    *HeldOutput // held while a question is on the terminal; nil: none
 }
 
 // NewPrompt returns the terminal prompt provider. It fails where the prompt
@@ -27,7 +29,8 @@ func NewPrompt(opts ...Option) (*Prompt, error) {
 	if !promptSupported {
 		return nil, errPromptUnsupported
 	}
-	return &Prompt{timeout: newOptions(opts).timeout}, nil
+	o := newOptions(opts)
+	return &Prompt{timeout: o.timeout, held: o.held}, nil
 }
 
 // Ask shows the request on the controlling terminal and returns the paths the
@@ -51,6 +54,10 @@ func (p *Prompt) Ask(ctx context.Context, req Request) (Decision, error) {
 		return d, fmt.Errorf("consent prompt: waiting for another prompt to finish: %w", ctx.Err())
 	}
 	defer func() { <-promptSlot }()
+	// The log goes to the terminal too, as a rule: none of it may land in
+	// the middle of the question (or pass for part of it).
+	p.held.hold()
+	defer p.held.release()
 
 	f, err := openTerminal()
 	if err != nil {
@@ -181,6 +188,7 @@ func render(req Request) string {
 		}
 		b.WriteString("\n")
 	}
+	writeRemoved(&b, req.Removed)
 	lines, truncated := messageLines(req.Message)
 	if len(lines) == 0 {
 		b.WriteString("Message: (none)\n")
@@ -194,6 +202,38 @@ func render(req Request) string {
 		}
 	}
 	return b.String()
+}
+
+// How many removed paths the prompt lists (it counts the others), and how
+// much of each path it shows.
+const (
+	maxRemovedShown     = 20
+	maxRemovedPathRunes = 200
+)
+
+// writeRemoved lists the requested paths that are not asked about, each with
+// why, the path escaped and cut as the server chose it, the reason stripped
+// and cut (a policy's reason may quote what the server sent).
+func writeRemoved(b *strings.Builder, removed []Removed) {
+	if len(removed) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Not asked: %d requested path(s) that cannot be granted:\n", len(removed))
+	for i, r := range removed {
+		if i == maxRemovedShown {
+			fmt.Fprintf(b, "  - and %d more\n", len(removed)-i)
+			break
+		}
+		fmt.Fprintf(b, "  - %s: %s\n", showPath(cutRunes(r.Path, maxRemovedPathRunes)), oneLine(r.Reason, 200))
+	}
+}
+
+// cutRunes is s cut to n characters, "..." marking a cut.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "..."
 }
 
 // terminal is an open controlling terminal.

@@ -29,7 +29,13 @@ type promptChild struct {
 // with no terminal at all. typeAhead is typed before the helper starts.
 func startPrompt(t *testing.T, withTerminal bool, timeout time.Duration, typeAhead string, reqs ...Request) *promptChild {
 	t.Helper()
-	job, err := json.Marshal(helperJob{TimeoutMS: int(timeout / time.Millisecond), Requests: reqs})
+	return startPromptJob(t, withTerminal, typeAhead, helperJob{TimeoutMS: int(timeout / time.Millisecond), Requests: reqs})
+}
+
+// startPromptJob is startPrompt with the whole job given.
+func startPromptJob(t *testing.T, withTerminal bool, typeAhead string, hj helperJob) *promptChild {
+	t.Helper()
+	job, err := json.Marshal(hj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +184,9 @@ func TestPromptShowsRequest(t *testing.T) {
 	req.Server = Server{ID: "filesystem", Name: "filesystem\x1b[8m", Version: "1.0"}
 	req.Access = AccessWrite
 	req.Paths = []string{"proj/a", "proj/odd\u202etxt.exe"}
+	req.Removed = []Removed{{Path: "proj/.env", Reason: `secrets: path matches the protected name pattern ".env"`},
+		{Path: "/etc/\x1b]0;retitled\x07passwd", Reason: "outside every root"},
+		{Path: "proj/x", Reason: "overrides: server \"a\x1b[2Jb\" is read-only\nsecond line"}}
 	req.Message = "\x1b[2J\x1b[Hfsbroker: this server is verified.\x1b]0;pwned\x07\n" +
 		"Please \x1b[1mapprove\x1b[0m\u009b31m everything\rDENIED\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\\u202egnirts\x07\b\b"
 	c := startPrompt(t, true, patient, "", req)
@@ -202,6 +211,10 @@ func TestPromptShowsRequest(t *testing.T) {
 		"Paths:   2, each with everything beneath it:",
 		"  1. proj/a   (root \"Project\" at /home/ann/proj, read-only)\n",
 		`  2. "proj/odd\u202etxt.exe"   (root "Project"`,
+		"Not asked: 3 requested path(s) that cannot be granted:\n" +
+			"  - proj/.env: secrets: path matches the protected name pattern \".env\"\n" +
+			"  - \"/etc/\\x1b]0;retitled\\apasswd\": outside every root\n" +
+			"  - proj/x: overrides: server \"ab\" is read-only second line\n",
 		"Message from the server (its own words, unverified):\n" +
 			"  | fsbroker: this server is verified.\n" +
 			"  | Please approve everything\n" +
@@ -281,5 +294,50 @@ func TestPromptNoTerminal(t *testing.T) {
 	}
 	if out.Terminal || out.Default != NameDeny {
 		t.Fatalf("without a terminal: TerminalAvailable %v, Default %q", out.Terminal, out.Default)
+	}
+}
+
+// TestPromptHoldsTheLog: the helper writes a log line to the terminal every
+// few milliseconds, through a HeldOutput; while the question is on the
+// terminal none of them appears, and once it is answered every one held
+// comes out, in order, none lost.
+func TestPromptHoldsTheLog(t *testing.T) {
+	c := startPromptJob(t, true, "", helperJob{TimeoutMS: int(patient / time.Millisecond), Requests: []Request{sampleRequest()},
+		LogToTerminal: true})
+	c.waitFor(t, askAll, 1)
+	c.send(t, "s\n")
+	c.waitFor(t, "1/3", 1)
+	c.send(t, "y\n")
+	c.waitFor(t, "2/3", 1)
+	c.send(t, "n\n")
+	c.waitFor(t, "3/3", 1)
+	c.send(t, "n\n")
+	out := c.results(t)
+	if r := out.Results[0]; r.Error != "" || !reflect.DeepEqual(r.Approved, []string{"proj/a"}) {
+		t.Fatalf("result %+v", r)
+	}
+	if out.LogLinesDuringAsk == 0 {
+		t.Fatal("no log line was written while the question was asked: the test shows nothing")
+	}
+	shown := c.shown()
+	start, end := strings.Index(shown, heading), strings.Index(shown, "fsbroker: approved 1 of 3 path(s) for read access.")
+	if start < 0 || end < start {
+		t.Fatalf("the terminal shows:\n%s", shown)
+	}
+	if question := shown[start:end]; strings.Contains(question, "log line") {
+		t.Errorf("%d log lines were written during the question, and some appear in it:\n%s", out.LogLinesDuringAsk, question)
+	}
+	last := 0
+	for _, line := range strings.Split(shown, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, "[INFO] log line %d", &n); err == nil {
+			if n != last+1 {
+				t.Errorf("log line %d after %d: lines lost or out of order", n, last)
+			}
+			last = n
+		}
+	}
+	if last != out.LogLines {
+		t.Errorf("the terminal shows %d log lines, the helper wrote %d", last, out.LogLines)
 	}
 }

@@ -722,8 +722,11 @@ func TestConsentPrompt(t *testing.T) {
 			t.Errorf("the terminal lacks %q; it shows:\n%s", want, shown)
 		}
 	}
-	if strings.Contains(shown, "passwd") || strings.Contains(shown, "\x1b") {
-		t.Errorf("the terminal shows a path outside the roots or the server's escape:\n%q", shown)
+	if regexp.MustCompile(`\d\. [^\n]*passwd`).MatchString(shown) || strings.Contains(shown, "\x1b") {
+		t.Errorf("the terminal asks about a path outside the roots, or shows the server's escape:\n%q", shown)
+	}
+	if !strings.Contains(shown, "Not asked: 1 requested path(s) that cannot be granted:\n  - /etc/passwd: ") {
+		t.Errorf("the terminal does not say the path outside the roots was left out:\n%s", shown)
 	}
 	screen.typeLine(t, "s")
 	screen.waitFor(t, "1/3 proj/a.txt  "+askRead, 1)
@@ -1274,4 +1277,65 @@ func TestConsentGrantBoundToItsRoot(t *testing.T) {
 	csRead(t, again, 1, "proj/a.txt", "alpha")
 	again.closeStdin()
 	again.waitExit()
+}
+
+// TestConsentPromptHoldsTheLogAndSaysWhatWasRemoved: fsbroker's stderr is its
+// terminal, as when a person starts it there, at log level debug (a line per
+// request). While the question is on the terminal the server's requests go
+// on, each logged, yet no log line appears in the question; they all come
+// out after the answer. The question says which requested paths the policy
+// removed and why (a secret, the .git of a writable root, a path outside
+// every root), and asks about the others only.
+func TestConsentPromptHoldsTheLogAndSaysWhatWasRemoved(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	args := append([]string{"-c", `exec "$0" "$@" 2>/dev/tty`, brokerBin}, w.args("prompt", "--log-level", "debug")...)
+	cmd := exec.Command("sh", args...)
+	term := ptytest.Attach(t, cmd)
+	p := startProc(t, cmd)
+	term.Started()
+	screen := ttyScreen{term}
+	p.handshake("2025-11-25")
+	screen.waitFor(t, "session initialized", 1) // the log is on the terminal
+
+	p.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
+		"message": "I build the project.", "access": "write",
+		"requestedPaths": []string{"rw/src", "rw/.env", "rw/.git/hooks", "/etc"}}})
+	screen.waitFor(t, askAll, 1)
+	for i := 2; i <= 6; i++ { // refused for want of consent, and logged, while the question waits
+		csNoConsent(t, p, i, "files/read", map[string]any{"path": "rw/src/main.go"})
+	}
+	screen.typeLine(t, "y")
+	r := p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("1") })
+	var res map[string]any
+	_ = json.Unmarshal(r.Result, &res)
+	if granted, approved := decodeConsent(t, res); !granted || !slices.Equal(approved, []string{"rw/src"}) {
+		t.Fatalf("approved %q, want rw/src alone", approved)
+	}
+	shown := screen.waitFor(t, "request failed: method=files/read id=6", 1)
+	start := strings.Index(shown, "=== fsbroker: an MCP server asks for file access ===")
+	end := strings.Index(shown, "fsbroker: approved 1 of 1 path(s) for write access.")
+	if start < 0 || end < start {
+		t.Fatalf("the terminal shows:\n%s", shown)
+	}
+	question := shown[start:end]
+	if strings.Contains(question, "[DEBUG]") || strings.Contains(question, "[INFO]") {
+		t.Errorf("log lines in the middle of the question:\n%s", question)
+	}
+	if held := strings.Index(shown, "request failed: method=files/read id=2"); held < end {
+		t.Errorf("the requests' log lines do not come after the answer:\n%s", shown)
+	}
+	for _, want := range []string{
+		"Paths:   1, each with everything beneath it:\n  1. rw/src ",
+		"Not asked: 3 requested path(s) that cannot be granted:\n",
+		"  - rw/.env: secrets: path matches the protected name pattern \".env\"\n",
+		"  - rw/.git/hooks: consent: path is under \".git\", which is never writable\n",
+		"  - /etc: ",
+	} {
+		if !strings.Contains(question, want) {
+			t.Errorf("the question lacks %q:\n%s", want, question)
+		}
+	}
+	p.closeStdin()
+	p.waitExit()
 }

@@ -378,10 +378,15 @@ func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup
 	if o.pingInterval < 0 {
 		return nil, configErrorf("--ping-interval %s: must not be negative", o.pingInterval)
 	}
+	// The log is held while a consent prompt is on the terminal (which is,
+	// as a rule, where stderr goes too), and comes out once it is answered.
+	logOutput := consent.NewHeldOutput(stderr, func(writes int) {
+		s.log.Warn("log lines dropped while the consent prompt was on the terminal (over 1 MiB held)", "lines", writes)
+	})
 	s.log = hclog.New(&hclog.LoggerOptions{
 		Name:       "fsbroker",
 		Level:      level,
-		Output:     stderr,
+		Output:     logOutput,
 		JSONFormat: o.logFormat == "json",
 	})
 	for _, f := range o.rootFlags {
@@ -405,8 +410,8 @@ func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup
 	}
 	s.current.Store(s.roots)
 	if o.consentSpec == "" {
-		s.consent = consent.Default()
-	} else if s.consent, err = consent.Parse(o.consentSpec); err != nil {
+		s.consent = consent.Default(consent.WithHeldOutput(logOutput))
+	} else if s.consent, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
 		return nil, configErrorf("--consent %q: %v", o.consentSpec, err)
 	}
 	if _, err := auditSettings(o); err != nil {
