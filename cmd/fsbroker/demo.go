@@ -70,8 +70,9 @@ tries what the policies refuse (a write in the read-only root, the secret, a pat
 of its root); it prints one line per request with fsbroker's answer. Then the demo prints the
 session's audit trail and verifies it.
 
-The files, state and audit trail stay in DIR (--dir, else a new temporary directory) to look at
-(fsbroker audit query --state-dir DIR/state).`
+Every line the demo prints fits in 100 columns. With --dir DIR, the files, state and audit
+trail stay in DIR to look at (fsbroker audit query --state-dir DIR/state); without it, the demo
+works in a new temporary directory and removes it at the end.`
 
 // newDemoCommand returns `fsbroker demo`.
 func newDemoCommand() *cobra.Command {
@@ -94,7 +95,7 @@ func newDemoCommand() *cobra.Command {
 			return runDemo(cmd.Context(), dir, serverLine, cmd.Flags().Changed("server"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	c.Flags().StringVar(&dir, "dir", "", "`DIR` for the demo's files, state and audit trail (default: a new temporary directory, kept)")
+	c.Flags().StringVar(&dir, "dir", "", "`DIR` for the demo's files, state and audit trail, kept (default: a new temporary directory, removed at the end)")
 	c.Flags().StringVar(&serverLine, "server", "", "the example server `COMMAND` line, split at spaces, to which \"-script demo\" is added "+
 		"(default: example-server next to this fsbroker, as make build puts it in bin/, else this fsbroker itself)")
 	return c
@@ -110,12 +111,20 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	if err != nil {
 		return err
 	}
-	if dir == "" {
+	stdout = &wrapWriter{w: stdout, width: demoWidth}
+	stderr = &wrapWriter{w: stderr, width: demoWidth}
+	kept := dir != ""
+	if !kept {
 		d, err := os.MkdirTemp("", "fsbroker-demo-")
 		if err != nil {
 			return fmt.Errorf("demo directory: %w", err)
 		}
 		dir = d
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				fmt.Fprintf(stderr, "fsbroker: demo: cannot remove its temporary directory: %v\n", err)
+			}
+		}()
 	}
 	project, scratch, err := exampleserver.SeedDemo(dir)
 	if err != nil {
@@ -135,12 +144,18 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	defer s.close()
 
 	fmt.Fprintf(stdout, "fsbroker demo: the project's example MCP server asks fsbroker for files.\n")
-	fmt.Fprintf(stdout, "  roots: %s (read-only), %s (writable), neither pre-approved; built-in policies;\n", project, scratch)
-	fmt.Fprintf(stdout, "  consent answered by the auto provider, which approves what the server asks for and nothing\n")
-	fmt.Fprintf(stdout, "  else (the default is a prompt on your terminal); audit trail in %s\n", filepath.Join(state, "audit"))
+	where := "a temporary directory, removed at the end (--dir DIR keeps one)"
+	if kept {
+		where = "the directory you gave, kept"
+	}
+	fmt.Fprintf(stdout, "  in %s: %s\n", dir, where)
+	fmt.Fprintf(stdout, "  roots: project (read-only), scratch (writable), neither pre-approved; built-in policies\n")
+	fmt.Fprintf(stdout, "  consent answered by the auto provider, which approves what the server asks for and the\n")
+	fmt.Fprintf(stdout, "  policy lets be granted (the default is a prompt on your terminal); audit trail in state/audit\n")
 	// The server's stderr is its report: package child logs each line of it
 	// at Info, and this logger writes those lines to the demo's output.
 	report := &serverReport{Logger: s.log.Named("server"), out: stdout}
+	s.consent = &demoConsent{Provider: s.consent, report: report}
 	proc, err := child.Start(argv[0], argv[1:], report)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
@@ -149,9 +164,8 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 		return fmt.Errorf("start the demo server: %w", err)
 	}
 	s.proc = proc
-	fmt.Fprintf(stdout, "  server: %s, pid %d: a separate process, which fsbroker (pid %d) started and serves\n",
-		strings.Join(argv, " "), proc.PID(), os.Getpid())
-	fmt.Fprintf(stdout, "  on its stdin and stdout as fsbroker connect does\n\n")
+	fmt.Fprintf(stdout, "  server: %s, pid %d: a separate process, which fsbroker (pid %d) started and serves "+
+		"on its stdin and stdout as fsbroker connect does\n\n", strings.Join(argv, " "), proc.PID(), os.Getpid())
 	if err := s.serveProcess(ctx, proc); err != nil {
 		return err
 	}
@@ -160,8 +174,9 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	s.usage = nil
 	s.decisions = nil
 
-	fmt.Fprintf(stdout, "\nThe audit trail (fsbroker audit query --state-dir %s):\n\n", state)
-	if err := execute(ctx, []string{"audit", "query", "--state-dir", state}, nil, stdout, stderr); err != nil {
+	fmt.Fprintf(stdout, "\nThe audit trail (paths under %s; fsbroker audit query --state-dir %s shows it whole):\n\n",
+		dir, state)
+	if err := printDemoTrail(ctx, stdout, filepath.Join(state, "audit"), dir); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nIs it intact? (fsbroker audit verify --state-dir %s)\n\n", state)
@@ -210,15 +225,28 @@ func isRegularFile(path string) bool {
 // come. Everything else goes to the broker's log.
 type serverReport struct {
 	hclog.Logger
-	mu  sync.Mutex
-	out io.Writer
+	mu      sync.Mutex
+	out     io.Writer
+	consent []string // why paths were not approvable, for the next files/consent lines
 }
 
-// Info writes msg, one of the server's stderr lines, to the demo's output.
+// Info writes msg, one of the server's stderr lines, to the demo's output;
+// a files/consent line is followed by why paths were not approvable.
 func (r *serverReport) Info(msg string, _ ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprintln(r.out, msg)
+	if len(r.consent) > 0 && strings.Contains(msg, " files/consent ") {
+		fmt.Fprintln(r.out, r.consent[0])
+		r.consent = r.consent[1:]
+	}
+}
+
+// explainNextConsent has why follow the server's next files/consent line.
+func (r *serverReport) explainNextConsent(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.consent = append(r.consent, why)
 }
 
 // serveProcess serves the server process proc until the session ends, then

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // runDemoBinary runs `fsbroker demo args...` with the fsbroker at bin and
@@ -78,6 +79,8 @@ func TestDemo(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 			}
+			checkDemoWidth(t, stdout, stderr)
+			stdout = unwrapDemo(stdout)
 			project, scratch := filepath.Join(dir, "project"), filepath.Join(dir, "scratch")
 
 			// The server: the command the demo says it started, with the pid it
@@ -98,11 +101,17 @@ func TestDemo(t *testing.T) {
 
 			checkReport(t, stdout, demoOutcomes(project, scratch, false))
 			for _, want := range []string{
-				"session_start  example-server",
-				"consent ",
-				"grant ",
+				"session_start  -",
+				"server example-server 1.0.0",
+				"consent        files/consent  allow",
+				"grant          files/consent  allow",
 				"the path climbs above its root",
 				"intact: 1 segment(s)",
+				// A refused consent says why.
+				"not approved: project/.env, /etc not approvable: /etc (the path is outside every root); " +
+					`project/.env (secrets: path matches the protected name pattern ".env")`,
+				`not approved: project/README.md not approvable: project/README.md (readonly: the root of path ("project") is read-only)`,
+				"in " + dir + ": the directory you gave, kept",
 			} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("demo output lacks %q:\n%s", want, stdout)
@@ -131,5 +140,65 @@ func TestDemoBadServer(t *testing.T) {
 	}
 	if stdout != "" {
 		t.Errorf("stdout %q, want nothing", stdout)
+	}
+}
+
+// checkDemoWidth fails the test for every line of the demo's output wider
+// than 100 columns.
+func checkDemoWidth(t *testing.T, outputs ...string) {
+	t.Helper()
+	for _, out := range outputs {
+		for i, line := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(line); n > demoWidth {
+				t.Errorf("line %d is %d columns, more than %d: %q", i+1, n, demoWidth, line)
+			}
+		}
+	}
+}
+
+// unwrapDemo joins the demo's continuation lines (indented 6 columns or
+// more) to the lines they continue.
+func unwrapDemo(out string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(out, "\n") {
+		if i > 0 {
+			if strings.HasPrefix(line, "      ") && strings.TrimSpace(line) != "" {
+				b.WriteString(" " + strings.TrimSpace(line))
+				continue
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// TestDemoRemovesItsTemporaryDirectory: without --dir, the demo works in a
+// new temporary directory (under TMPDIR), says so, and removes it at the
+// end; every line it prints fits in 100 columns, with the long paths of a
+// deep TMPDIR too.
+func TestDemoRemovesItsTemporaryDirectory(t *testing.T) {
+	t.Parallel()
+	tmp := filepath.Join(realDir(t, t.TempDir()), strings.Repeat("deep-directory-", 6))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(brokerBin, "demo")
+	cmd.Env = append(brokerEnv(), "TMPDIR="+tmp)
+	stdout, stderr, code := runExec(t, cmd)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	checkDemoWidth(t, stdout, stderr)
+	// The path is longer than a line: compare without the breaks.
+	compact := strings.Join(strings.Fields(stdout), "")
+	if !regexp.MustCompile(`in` + regexp.QuoteMeta(tmp) + `/fsbroker-demo-\d+:atemporarydirectory,removedattheend`).MatchString(compact) {
+		t.Fatalf("the demo does not say it works in a temporary directory under %s:\n%s", tmp, stdout)
+	}
+	if !strings.Contains(unwrapDemo(stdout), "intact: 1 segment(s)") {
+		t.Errorf("the demo did not run to its end:\n%s", stdout)
+	}
+	if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+		t.Errorf("the demo left %v in TMPDIR (%v)", entries, err)
 	}
 }
