@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -231,5 +232,83 @@ func TestDurationNeedsAUnit(t *testing.T) {
 	}
 	if _, err := parseDuration("1x"); err == nil || !strings.Contains(err.Error(), "as in 500ms, 10s") {
 		t.Errorf("parseDuration(1x) = %v, want an example of a duration", err)
+	}
+}
+
+// TestDocumentedFlagsWork: every flag the README's and docs/protocol.md's
+// command tables name is a flag of the command the row names, taken with
+// two dashes and with one; every flag of their flag tables is one of every
+// serving command (stdio, connect, wrap), or of those the row names. Rows
+// of what is not built yet are left out.
+func TestDocumentedFlagsWork(t *testing.T) {
+	t.Parallel()
+	root := newRootCommand(nil, io.Discard, io.Discard)
+	flagName := regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+	checked := 0
+	check := func(doc, row string, path []string, flags []string) {
+		t.Helper()
+		c, rest, err := root.Find(path)
+		if err != nil || len(rest) > 0 {
+			t.Errorf("%s: %q names the command %q, which does not exist", doc, row, path)
+			return
+		}
+		c.InitDefaultHelpFlag()
+		for _, f := range flags {
+			name := strings.TrimPrefix(f, "--")
+			if c.Flags().Lookup(name) == nil {
+				t.Errorf("%s: %q: fsbroker %s has no flag %s", doc, row, strings.Join(path, " "), f)
+				continue
+			}
+			if got := oneDashLongFlags(root, append(slices.Clone(path), "-"+name)); got[len(got)-1] != f {
+				t.Errorf("%s: fsbroker %s -%s is not taken as %s (%q)", doc, strings.Join(path, " "), name, f, got)
+			}
+			checked++
+		}
+	}
+	for _, doc := range []string{"../../README.md", "../../docs/protocol.md"} {
+		text := readFile(t, doc)
+		if doc == "../../docs/protocol.md" { // section 7, the command line
+			start := strings.Index(text, "\n## 7. ")
+			end := strings.Index(text[start+1:], "\n## ") + start + 1
+			text = text[start:end]
+		}
+		for _, row := range strings.Split(text, "\n") {
+			if !strings.HasPrefix(row, "| `") || strings.Contains(row, "not built yet") {
+				continue
+			}
+			first, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " | ")
+			flags := flagName.FindAllString(first, -1)
+			if cmdLine, ok := strings.CutPrefix(first, "`fsbroker "); ok {
+				words := strings.Fields(strings.Trim(cmdLine, "`"))
+				var path []string
+				for _, w := range words {
+					if strings.ContainsAny(w, "[]-|.") || strings.ToUpper(w) == w {
+						break
+					}
+					path = append(path, w)
+				}
+				if alternatives := strings.Fields(strings.Trim(cmdLine, "`")); len(path) == 1 && len(alternatives) > 1 &&
+					strings.Contains(alternatives[1], `\|`) {
+					path = append(path, strings.Split(alternatives[1], `\|`)[0]) // grants list|revoke|restore: the first
+				}
+				if len(flags) > 0 {
+					check(doc, row, path, flags)
+				}
+				continue
+			}
+			if !strings.HasPrefix(first, "`--") {
+				continue
+			}
+			commands := []string{"stdio", "connect", "wrap"}
+			if strings.Contains(first, "(`connect`, `wrap`)") {
+				commands = commands[1:]
+			}
+			for _, c := range commands {
+				check(doc, row, []string{c}, flags)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("%d flags checked: the tables were not found", checked)
 	}
 }
