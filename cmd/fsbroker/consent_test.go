@@ -184,6 +184,10 @@ type commandRequest struct {
 		Path     string `json:"path"`
 		Writable bool   `json:"writable"`
 	} `json:"roots"`
+	Removed []struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	} `json:"removed"`
 }
 
 // commandRequests reads the requests an approveAllScript was given.
@@ -643,6 +647,22 @@ func TestConsentPolicyNarrows(t *testing.T) {
 	if len(reqs) != 2 || !slices.Equal(reqs[0].Paths, []string{"rw/src"}) || reqs[0].Access != "write" ||
 		!slices.Equal(reqs[1].Paths, []string{"proj/docs", "rw/.git"}) || reqs[1].Access != "read" {
 		t.Fatalf("the command was asked %+v, want [rw/src] (write) then [proj/docs rw/.git] (read)", reqs)
+	}
+	// It is told what was left out, and why: every other path asked for.
+	why := map[string]string{}
+	for _, r := range reqs[0].Removed {
+		why[r.Path] = r.Reason
+	}
+	for path, want := range map[string]string{"rw/.git/hooks": `".git", which is never writable`, "rw/.git": `".git", which is never writable`,
+		"proj/docs": `readonly: the root of path ("proj") is read-only`, "rw/.env": "secrets: ", "rw/.ssh": "secrets: ",
+		"/etc": "outside every root", filepath.Join(w.base, "rw_evil"): "outside every root",
+		"rw/../proj/docs": "climbs above its root"} {
+		if !strings.Contains(why[path], want) {
+			t.Errorf("the command was told %s was left out because %q, want %q", path, why[path], want)
+		}
+	}
+	if len(why) != 9 {
+		t.Errorf("the command was told of %d removed paths, want 9: %+v", len(why), reqs[0].Removed)
 	}
 
 	csResult(t, p, 4, "files/write", map[string]any{"path": "rw/src/lib.go", "content": "package main"})
