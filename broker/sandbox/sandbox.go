@@ -1,0 +1,181 @@
+// Package sandbox confines a process with Landlock: the MCP server that
+// fsbroker connect and wrap start (so that the files it opens itself stay
+// within the operator's roots), and the broker process itself.
+//
+// A [Rules] value lists the paths a confined process may use: Read paths
+// (and everything beneath them) may be read and executed, Write paths may
+// also be changed as a whole (written, created, removed, truncated, renamed
+// between their directories). [Restrict] applies rules to the calling
+// process with the highest Landlock ABI the kernel offers; the kernel then
+// refuses everything else with EACCES, whatever path is used. The server is
+// confined through a re-executed helper ([NewChild], [RunHelper]), so that
+// the broker is never bound by the server's rules. See docs/sandbox.md.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Mode is how --sandbox asks for confinement.
+type Mode string
+
+const (
+	// Off confines nothing.
+	Off Mode = "off"
+	// On confines, and refuses to start without Landlock.
+	On Mode = "on"
+	// BestEffort confines where Landlock exists and runs unconfined where it
+	// does not, saying which.
+	BestEffort Mode = "best-effort"
+)
+
+// ParseMode reads a --sandbox value (or the config file's sandbox.mode):
+// "on" (or "true", as a bare --sandbox gives), "best-effort", or "off" (or
+// "false").
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(s) {
+	case "on", "true":
+		return On, nil
+	case "best-effort":
+		return BestEffort, nil
+	case "off", "false", "":
+		return Off, nil
+	}
+	return "", fmt.Errorf("sandbox mode %q: want on, best-effort or off", s)
+}
+
+// ErrUnavailable is the error of confining where the kernel has no Landlock
+// (not built in, not enabled at boot, or not Linux).
+var ErrUnavailable = errors.New("Landlock is not available on this system (Linux 5.13 or later with Landlock enabled at boot, lsm=landlock)")
+
+// Rules are the paths a confined process may use. Paths that do not exist
+// are left out when the rules are applied.
+type Rules struct {
+	// Read paths may be read and executed: a directory with everything
+	// beneath it, or one file.
+	Read []string `json:"read,omitempty"`
+	// Write paths may also be changed: files written and truncated, entries
+	// created, removed and renamed anywhere beneath a directory (ioctl on
+	// devices included).
+	Write []string `json:"write,omitempty"`
+}
+
+// With returns r with more's paths added.
+func (r Rules) With(more Rules) Rules {
+	return Rules{Read: append(slices.Clone(r.Read), more.Read...), Write: append(slices.Clone(r.Write), more.Write...)}
+}
+
+// Describe lists the rules one a line, as docs/sandbox.md shows them:
+// "read  PATH" and "write PATH", in the order given, absolute and clean,
+// without repeats.
+func (r Rules) Describe() string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, list := range []struct {
+		word  string
+		paths []string
+	}{{"write", r.Write}, {"read ", r.Read}} {
+		for _, p := range list.paths {
+			key := list.word + clean(p)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			fmt.Fprintf(&b, "%s %s\n", list.word, clean(p))
+		}
+	}
+	return b.String()
+}
+
+func clean(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// DefaultSystemPaths are the paths a program needs to start, readable and
+// executable: the system's programs and libraries, the few files of /etc
+// that the C library, TLS and time zones read, /proc, and the parts of /sys
+// that language runtimes read for the CPU count and memory limits. Not
+// /etc as a whole, not /home, not /tmp, not /run, not /var. python3, node
+// and a static Go binary start with these alone.
+func DefaultSystemPaths() []string {
+	return []string{
+		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
+		"/etc/localtime", "/etc/timezone",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/crypto-policies",
+		"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf",
+		"/etc/services", "/etc/protocols", "/etc/passwd", "/etc/group", "/etc/mime.types",
+		"/proc",
+		"/sys/devices/system/cpu", "/sys/fs/cgroup", "/sys/kernel/mm/transparent_hugepage",
+	}
+}
+
+// DefaultDevices are the device files every program may read and write:
+// /dev/null, /dev/zero, /dev/full, /dev/random and /dev/urandom.
+func DefaultDevices() []string {
+	return []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+}
+
+// Root is one of the operator's roots, as the sandbox sees it.
+type Root struct {
+	Path     string
+	Writable bool
+}
+
+// Config is the sandbox section of the config file: System replaces the
+// default system paths when it is not nil; Read and Write add paths.
+type Config struct {
+	System []string
+	Read   []string
+	Write  []string
+}
+
+// ServerRules are the rules a server runs under: the system paths (the
+// config's, else [DefaultSystemPaths]) and the config's Read paths
+// readable, the read-only roots readable, the writable roots, the devices
+// of [DefaultDevices] and the config's Write paths writable. The private
+// temporary directory and the server's own executable are added by
+// [NewChild].
+func ServerRules(cfg Config, roots []Root) Rules {
+	system := cfg.System
+	if system == nil {
+		system = DefaultSystemPaths()
+	}
+	r := Rules{Read: append(slices.Clone(system), cfg.Read...)}
+	for _, root := range roots {
+		if root.Writable {
+			r.Write = append(r.Write, root.Path)
+		} else {
+			r.Read = append(r.Read, root.Path)
+		}
+	}
+	r.Write = append(append(r.Write, DefaultDevices()...), cfg.Write...)
+	return r
+}
+
+// Status says how a process is confined.
+type Status struct {
+	// ABI is the Landlock ABI the rules were applied with; 0: not confined.
+	ABI int
+	// Reason is why a process is not confined (ABI 0).
+	Reason string
+}
+
+// Confined reports whether the rules were applied.
+func (s Status) Confined() bool { return s.ABI > 0 }
+
+// String is the status as the log and the session_start record give it:
+// "confined (Landlock ABI 7)", or "not confined: REASON".
+func (s Status) String() string {
+	if s.Confined() {
+		return fmt.Sprintf("confined (Landlock ABI %d)", s.ABI)
+	}
+	return "not confined: " + s.Reason
+}

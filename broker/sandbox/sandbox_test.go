@@ -1,0 +1,44 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"": Off, "off": Off, "false": Off, "true": On, "on": On, "best-effort": BestEffort, "Best-Effort": BestEffort} {
+		got, err := ParseMode(in)
+		if err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseMode("maybe"); err == nil || !strings.Contains(err.Error(), "maybe") {
+		t.Errorf("ParseMode(maybe) = %v, want an error naming it", err)
+	}
+}
+
+// The rules a config gives: its system paths replace the defaults, its
+// read and write paths add to them, read-only roots are read, writable
+// roots and the devices written.
+func TestServerRules(t *testing.T) {
+	r := ServerRules(Config{System: []string{"/usr"}, Read: []string{"/opt/tools"}, Write: []string{"/var/cache/srv"}},
+		[]Root{{Path: "/home/ann/docs"}, {Path: "/home/ann/project", Writable: true}})
+	want := "write /home/ann/project\nwrite /dev/null\nwrite /dev/zero\nwrite /dev/full\nwrite /dev/random\n" +
+		"write /dev/urandom\nwrite /var/cache/srv\nread  /usr\nread  /opt/tools\nread  /home/ann/docs\n"
+	if got := r.Describe(); got != want {
+		t.Errorf("rules:\n%s\nwant:\n%s", got, want)
+	}
+	def := ServerRules(Config{}, nil)
+	if !strings.Contains(def.Describe(), "read  /usr\n") || strings.Contains(def.Describe(), "read  /etc\n") {
+		t.Errorf("default rules:\n%s\nwant /usr readable and not /etc as a whole", def.Describe())
+	}
+}
+
+func TestStatus(t *testing.T) {
+	if s := (Status{ABI: 7}).String(); s != "confined (Landlock ABI 7)" {
+		t.Errorf("status = %q", s)
+	}
+	if s := (Status{Reason: "no Landlock"}).String(); s != "not confined: no Landlock" {
+		t.Errorf("status = %q", s)
+	}
+}

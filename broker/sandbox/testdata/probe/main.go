@@ -1,0 +1,107 @@
+// Command probe is a fake MCP server that opens files itself, for the
+// sandbox tests: it runs the probes its one argument lists (JSON), prints
+// one line per probe to stderr ("probe NAME: ok", "probe NAME: EACCES" or
+// "probe NAME: error ..."), then "probe done", then answers initialize and
+// ping on stdin and stdout until its input ends. Built with CGO_ENABLED=0,
+// it is a static Go binary.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// probe is one file operation to try.
+type probe struct {
+	Name string `json:"name"`
+	// Op is read (a file), list (a directory), write (create or replace a
+	// file), mkdir, rename (Path to To), exec (run Path), or tmpwrite (a file
+	// in $TMPDIR, Path unused).
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	To   string `json:"to,omitempty"`
+}
+
+func main() {
+	var probes []probe
+	if len(os.Args) > 1 {
+		if err := json.Unmarshal([]byte(os.Args[1]), &probes); err != nil {
+			fmt.Fprintln(os.Stderr, "probe: bad argument:", err)
+			os.Exit(2)
+		}
+	}
+	for _, p := range probes {
+		fmt.Fprintf(os.Stderr, "probe %s: %s\n", p.Name, outcome(run(p)))
+	}
+	fmt.Fprintln(os.Stderr, "probe done")
+	serve()
+}
+
+func run(p probe) error {
+	switch p.Op {
+	case "read":
+		_, err := os.ReadFile(p.Path)
+		return err
+	case "list":
+		_, err := os.ReadDir(p.Path)
+		return err
+	case "write":
+		return os.WriteFile(p.Path, []byte("written by the probe\n"), 0o644)
+	case "mkdir":
+		return os.Mkdir(p.Path, 0o755)
+	case "rename":
+		return os.Rename(p.Path, p.To)
+	case "exec":
+		return exec.Command(p.Path).Run()
+	case "tmpwrite":
+		f, err := os.CreateTemp("", "probe-")
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString("temporary\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && filepath.Dir(f.Name()) != filepath.Clean(os.TempDir()) {
+			err = fmt.Errorf("created %s outside $TMPDIR", f.Name())
+		}
+		return err
+	}
+	return fmt.Errorf("unknown op %q", p.Op)
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, syscall.EACCES):
+		return "EACCES"
+	}
+	return "error " + err.Error()
+}
+
+// serve answers initialize and ping, and nothing else, until stdin ends.
+func serve() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil || len(m.ID) == 0 || m.Method == "" {
+			continue
+		}
+		result := `{}`
+		if m.Method == "initialize" {
+			result = `{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"probe","version":"1"}}`
+		}
+		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", m.ID, result)
+	}
+}
