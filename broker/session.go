@@ -163,6 +163,9 @@ type Session struct {
 	initialized atomic.Bool
 	infoMu      sync.Mutex
 	info        ServerInfo
+
+	// confinementNote is added to the session_start record (WithConfinementNote).
+	confinementNote string
 }
 
 // NewSession returns a session over stream. Run starts it.

@@ -309,8 +309,17 @@ func (s *Session) recordOutcome(ctx context.Context, c *call, err error) {
 	s.appendAudit(context.WithoutCancel(ctx), rec)
 }
 
+// WithConfinementNote adds note (how the server process and the broker are
+// confined, cmd/fsbroker's --sandbox) to the session_start record's detail.
+func WithConfinementNote(note string) Option {
+	return func(s *Session) { s.confinementNote = note }
+}
+
 // recordSession writes a session_start or session_end record.
 func (s *Session) recordSession(ctx context.Context, kind audit.Kind, detail string) {
+	if kind == audit.KindSessionStart && s.confinementNote != "" {
+		detail += "; " + s.confinementNote
+	}
 	info := s.Server()
 	s.appendAudit(context.WithoutCancel(ctx), audit.Record{
 		Kind:            kind,

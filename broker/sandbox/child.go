@@ -37,10 +37,11 @@ type Child struct {
 // under rules: the program is looked up in PATH now (a program that
 // cannot be found is an error wrapping exec.ErrNotFound or fs.ErrNotExist,
 // as starting it would give), a private temporary directory (mode 0700) is
-// made in the broker's temporary directory, and both are added to the
-// rules: the executable readable and executable (that one file), the
-// directory writable. Close removes the directory.
-func NewChild(rules Rules, argv []string) (*Child, error) {
+// made in tempParent, and both are added to the rules: the executable
+// readable and executable (that one file), the directory writable. Close
+// removes the directory, which a confined broker can do only where it may
+// write tempParent (fsbroker gives a directory in its state directory).
+func NewChild(rules Rules, argv []string, tempParent string) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("sandbox: no server command")
 	}
@@ -56,7 +57,10 @@ func NewChild(rules Rules, argv []string) (*Child, error) {
 	} else if fi.IsDir() {
 		return nil, &fs.PathError{Op: "exec", Path: path, Err: fs.ErrPermission}
 	}
-	tmp, err := os.MkdirTemp("", "fsbroker-sandbox-")
+	if err := os.MkdirAll(tempParent, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: the server's temporary directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(tempParent, "tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: the server's temporary directory: %w", err)
 	}

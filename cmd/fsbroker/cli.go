@@ -108,7 +108,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	inGroup(groupPolicy, newPolicyCommand(), newEvalCommand())
 	inGroup(groupTrail, newGrantsCommand(), newAuditCommand())
 	inGroup(groupOther, newDemoCommand(), newConformanceCommand(), newVersionCommand(), newCompletionCommand())
-	root.AddCommand(newExampleServerCommand(), newManCommand())
+	root.AddCommand(newExampleServerCommand(), newManCommand(), newSandboxHelperCommand())
 	root.SetHelpCommand(newHelpCommand())
 	root.SetHelpCommandGroupID(groupOther)
 	root.SetFlagErrorFunc(flagError)

@@ -63,6 +63,8 @@ type fileConfig struct {
 		RateBurst            int      `json:"rateBurst"`
 		MaxInFlightPerServer int      `json:"maxInFlightPerServer"`
 	} `json:"limits"`
+	// Sandbox is --sandbox and the paths its rules add (see docs/sandbox.md).
+	Sandbox *sandboxConfig `json:"sandbox"`
 }
 
 // rootConfig is one entry of the config file's roots.

@@ -77,6 +77,7 @@ type options struct {
 	remoteURL       string          // connect --url, or the config's remote.url
 	remoteCA        string          // --ca, or the config's remote.ca
 	remoteHeaders   []string        // --header values, "NAME: VALUE"
+	sandbox         sandboxOptions  // --sandbox and the config's sandbox section
 
 	set map[string]bool // flags given on the command line
 }
@@ -90,6 +91,7 @@ const (
 	flagsAudit    = "Audit trail"
 	flagsLimits   = "Limits"
 	flagsSession  = "Session timing"
+	flagsSandbox  = "Confinement"
 	flagsLog      = "Logging"
 )
 
@@ -171,6 +173,9 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 	durationVar(fs, &o.pingInterval, "ping-interval", 0, "ping the server at this interval (0: never)")
 	setFlagGroup(fs, flagsSession, "init-timeout", "shutdown-timeout", "ping-interval")
 
+	registerSandboxFlag(fs, o)
+	setFlagGroup(fs, flagsSandbox, "sandbox")
+
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "log `LEVEL`: trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "log `FORMAT`: text or json (logs go to stderr)")
 	setFlagGroup(fs, flagsLog, "log-level", "log-format")
@@ -220,6 +225,8 @@ type setup struct {
 	grants    *grants.Store
 	decisions *decisionlog.Uploader
 	proc      *child.Process // the server process fsbroker started (connect, wrap, demo), else nil
+	// confinement is what --sandbox set up (confine), nil before.
+	confinement *confinement
 }
 
 // close releases what prepare opened: the audit trail is flushed and its
@@ -240,6 +247,9 @@ func (s *setup) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
 		s.decisions.Close(ctx) // what it cannot upload in time stays in the trail for the next start
 		cancel()
+	}
+	if err := s.confinement.close(); err != nil {
+		s.log.Warn("closing the sandbox", "error", err)
 	}
 }
 
@@ -665,7 +675,7 @@ func (o *options) mergeConfig(c *fileConfig) error {
 		}
 	}
 	o.mergeRemote(c)
-	return nil
+	return o.mergeSandbox(c)
 }
 
 // durationValue is a duration flag whose error, for a number without a unit

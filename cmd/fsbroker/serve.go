@@ -69,6 +69,9 @@ func runStdio(ctx context.Context, o *options, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	defer s.close()
+	if err := s.confine("stdio", nil); err != nil {
+		return err
+	}
 	in, out := pollableStdio(stdin, stdout)
 	stream := jsonrpc.NewLineStream(in, out, o.maxMessageBytes)
 	s.log.Info("serving on stdio", "roots", s.roots.Len())
@@ -143,6 +146,9 @@ func runConnect(ctx context.Context, o *options, rest []string, stderr io.Writer
 		return err
 	}
 	defer s.close()
+	if err := s.confine("connect", rest); err != nil {
+		return err
+	}
 	proc, err := s.startServer(rest)
 	if err != nil {
 		return err
@@ -234,6 +240,7 @@ func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(
 		broker.WithLimiter(s.limiter),
 		broker.WithConsent(s.consent, s.grants),
 		broker.WithServerID(s.opts.serverID),
+		broker.WithConfinementNote(s.confinementNote()),
 		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
 			OperationTimeout: s.opts.opTimeout}),
 		broker.WithConnOptions(
@@ -418,7 +425,11 @@ func serverCommandCheck(argv []string) func(*setup) error {
 // startServer starts the server command (connect, wrap); a command that
 // cannot be started (not found, not executable) is a usage error.
 func (s *setup) startServer(argv []string) (*child.Process, error) {
-	proc, err := child.Start(argv[0], argv[1:], s.log.Named("server"))
+	name, args, err := s.serverCommand(argv)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := child.Start(name, args, s.log.Named("server"))
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			return nil, configErrorf("server command %q: %v", argv[0], err)

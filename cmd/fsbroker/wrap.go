@@ -77,6 +77,9 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 		return err
 	}
 	defer s.close()
+	if err := s.confine("wrap", rest); err != nil {
+		return err
+	}
 	proc, err := s.startServer(rest)
 	if err != nil {
 		return err
@@ -162,6 +165,9 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer s.close()
+	if err := s.confine("wrap", nil); err != nil {
+		return err
+	}
 	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.roots.Len())
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
