@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/internal/npmtest"
 )
 
 // hostsDocDeps is the npm project of the Inspector test: the MCP Inspector
@@ -37,11 +39,11 @@ import (
 // node 22.19 or later for its HTTP proxy support, which it loads only for
 // HTTP servers; its stdio client, all this test uses, runs on node 20, as
 // the reference server does.
-var hostsDocDeps = &npmProject{
-	src:     "testdata/hosts",
-	what:    "the MCP Inspector and the reference filesystem server",
-	minNode: 20,
-	marker:  "@modelcontextprotocol/inspector/package.json",
+var hostsDocDeps = &npmtest.Project{
+	Src:     "testdata/hosts",
+	What:    "the MCP Inspector and the reference filesystem server",
+	MinNode: 20,
+	Marker:  "@modelcontextprotocol/inspector/package.json",
 }
 
 // hostsDocBlockMarker precedes each block of docs/hosts.md that this file
@@ -327,7 +329,7 @@ const inspectorTries = 10
 //     command line, as the page warns.
 func TestHostsDocInspector(t *testing.T) {
 	t.Parallel()
-	_, deps := hostsDocDeps.installed(t)
+	_, deps := hostsDocDeps.Installed(t)
 	paths := newHostsDocPaths(t)
 	block := hostsDocBlock(t, "inspector", paths)
 	lines := strings.Split(hostsDocBlock(t, "inspector-cli", paths), "\n")

@@ -7,7 +7,7 @@ package main
 // pinned by the committed package-lock.json) runs under fsbroker wrap, and
 // the test plays the MCP host. The server's dependencies are installed with
 // npm ci into a cache directory outside the repository, once per lock file
-// (see npmProject).
+// (see npmtest.Project).
 //
 // Without node and npm, or without the registry, these tests skip and say
 // why; with FSBROKER_REQUIRE_INTEROP=1 (as CI sets it) they fail instead.
@@ -27,15 +27,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/internal/npmtest"
 )
 
 // tsServerDeps is the TypeScript server's npm project: its source and its
 // dependencies, pinned by package-lock.json.
-var tsServerDeps = &npmProject{
-	src:     "testdata/ts-server",
-	what:    "the TypeScript SDK server",
-	minNode: 18,
-	marker:  "@modelcontextprotocol/sdk/package.json",
+var tsServerDeps = &npmtest.Project{
+	Src:     "testdata/ts-server",
+	What:    "the TypeScript SDK server",
+	MinNode: 18,
+	Marker:  "@modelcontextprotocol/sdk/package.json",
 }
 
 // tsScript is the TypeScript server's script copied next to its installed
@@ -48,10 +50,10 @@ var tsScript struct {
 
 // tsServer returns the node binary and the path of the TypeScript server's
 // script, installing the server's dependencies first when they are missing
-// (the test skips, or fails, as npmProject.installed says).
+// (the test skips, or fails, as npmtest.Project.Installed says).
 func tsServer(t *testing.T) (node, script string) {
 	t.Helper()
-	node, dir := tsServerDeps.installed(t)
+	node, dir := tsServerDeps.Installed(t)
 	tsScript.once.Do(func() { tsScript.path, tsScript.err = tsCopyScript(dir) })
 	if tsScript.err != nil {
 		t.Fatalf("TypeScript server: %v", tsScript.err)
@@ -62,7 +64,7 @@ func tsServer(t *testing.T) (node, script string) {
 // tsCopyScript copies server.mjs into dir, the install of its dependencies,
 // under a name with its own hash, and returns its path.
 func tsCopyScript(dir string) (string, error) {
-	src, err := os.ReadFile(filepath.Join(tsServerDeps.src, "server.mjs"))
+	src, err := os.ReadFile(filepath.Join(tsServerDeps.Src, "server.mjs"))
 	if err != nil {
 		return "", err
 	}

@@ -193,7 +193,7 @@ else echo '{"approvedPaths": ["ro/readme"]}'; fi
 // it a secret outside. Unconfined (the control), it reads the secret.
 func TestSandboxWrapReferenceServer(t *testing.T) {
 	probeBin(t) // Landlock, or skip
-	node, deps := hostsDocDeps.installed(t)
+	node, deps := hostsDocDeps.Installed(t)
 	server := filepath.Join(deps, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	for _, confined := range []bool{true, false} {
 		t.Run(map[bool]string{true: "confined", false: "unconfined"}[confined], func(t *testing.T) {
