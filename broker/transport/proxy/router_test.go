@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,140 +18,12 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 	"github.com/fsbroker/fsbroker/policies"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
 const waitLimit = 10 * time.Second
-
-// wireMsg is one message a test peer received.
-type wireMsg struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-	raw    string
-}
-
-func (m *wireMsg) isRequest(method string) bool { return m.Method == method && len(m.ID) > 0 }
-func (m *wireMsg) isNote(method string) bool    { return m.Method == method && len(m.ID) == 0 }
-func (m *wireMsg) isReplyTo(id string) bool     { return m.Method == "" && string(m.ID) == id }
-
-// testPeer plays the host or the server at the other end of real pipes.
-type testPeer struct {
-	t      *testing.T
-	name   string
-	stream *jsonrpc.LineStream
-
-	mu    sync.Mutex
-	msgs  []*wireMsg
-	taken []bool
-	more  chan struct{}
-	done  bool
-}
-
-// pipePair returns the router's stream toward a peer and the peer's stream.
-func pipePair(t *testing.T) (routerSide, peerSide *jsonrpc.LineStream) {
-	t.Helper()
-	toRouterR, toRouterW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	toPeerR, toPeerW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	routerSide = jsonrpc.NewLineStream(toRouterR, toPeerW, 0)
-	peerSide = jsonrpc.NewLineStream(toPeerR, toRouterW, 0)
-	t.Cleanup(func() { _ = routerSide.Close(); _ = peerSide.Close() })
-	return routerSide, peerSide
-}
-
-func newTestPeer(t *testing.T, name string, s *jsonrpc.LineStream) *testPeer {
-	p := &testPeer{t: t, name: name, stream: s, more: make(chan struct{})}
-	go func() {
-		for {
-			raw, err := s.Read()
-			p.mu.Lock()
-			if err != nil {
-				p.done = true
-				close(p.more)
-				p.more = make(chan struct{})
-				p.mu.Unlock()
-				return
-			}
-			m := &wireMsg{raw: string(raw)}
-			_ = json.Unmarshal(raw, m) // a line that is not an object keeps only raw
-			p.msgs = append(p.msgs, m)
-			p.taken = append(p.taken, false)
-			close(p.more)
-			p.more = make(chan struct{})
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-func (p *testPeer) send(v any) {
-	p.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if err := p.stream.Write(b); err != nil {
-		p.t.Fatalf("%s: write: %v", p.name, err)
-	}
-}
-
-func (p *testPeer) sendRaw(s string) {
-	p.t.Helper()
-	if err := p.stream.Write([]byte(s)); err != nil {
-		p.t.Fatalf("%s: write: %v", p.name, err)
-	}
-}
-
-// await returns the first message not yet taken that matches.
-func (p *testPeer) await(what string, match func(*wireMsg) bool) *wireMsg {
-	p.t.Helper()
-	m := p.tryAwait(waitLimit, match)
-	if m == nil {
-		p.t.Fatalf("%s: no %s within %s", p.name, what, waitLimit)
-	}
-	return m
-}
-
-func (p *testPeer) tryAwait(d time.Duration, match func(*wireMsg) bool) *wireMsg {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		p.mu.Lock()
-		for i, m := range p.msgs {
-			if !p.taken[i] && match(m) {
-				p.taken[i] = true
-				p.mu.Unlock()
-				return m
-			}
-		}
-		more, done := p.more, p.done
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-more:
-		case <-timer.C:
-			return nil
-		}
-	}
-}
-
-// all returns every message received so far.
-func (p *testPeer) all() []*wireMsg {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*wireMsg(nil), p.msgs...)
-}
 
 // blockingConsent never answers: it waits for its request's end and reports
 // it.
@@ -170,7 +41,7 @@ func (b *blockingConsent) Ask(ctx context.Context, req consent.Request) (consent
 // routerFixture is a Router with a real broker session between two test
 // peers over real pipes.
 type routerFixture struct {
-	host, server *testPeer
+	host, server *mcppeer.Peer
 	router       *Router
 	base         string
 	consent      *blockingConsent
@@ -180,9 +51,9 @@ type routerFixture struct {
 
 func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
 	t.Helper()
-	serverR, serverP := pipePair(t)
+	serverR, serverP := mcppeer.Pipes(t)
 	f := startRouterWith(t, serverR, sessionOpts...)
-	f.server = newTestPeer(t, "server", serverP)
+	f.server = mcppeer.New(t, "server", serverP)
 	return f
 }
 
@@ -225,10 +96,10 @@ func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.
 		broker.WithDecider(broker.PolicyDecider{Engine: policy}), broker.WithoutAuditTrail(),
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
-	hostR, hostP := pipePair(t)
+	hostR, hostP := mcppeer.Pipes(t)
 	r := New(hostR, server, BrokerSession(func() *roots.Set { return set }, opts...))
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &routerFixture{host: newTestPeer(t, "host", hostP), router: r,
+	f := &routerFixture{host: mcppeer.New(t, "host", hostP), router: r,
 		base: base, consent: bc, runErr: make(chan error, 1), cancel: cancel}
 	go func() { f.runErr <- r.Run(ctx) }()
 	t.Cleanup(func() {
@@ -251,16 +122,16 @@ func (f *routerFixture) handshake(t *testing.T, hostRoots []string) {
 	if hostRoots != nil {
 		caps["roots"] = map[string]any{"listChanged": true}
 	}
-	f.host.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
-	init := f.server.await("initialize", func(m *wireMsg) bool { return m.isRequest("initialize") })
+	init := f.server.Await("initialize", func(m *mcppeer.Message) bool { return m.IsRequest("initialize") })
 	if !strings.Contains(string(init.Params), `"roots":{"filesystemBrokering":true,"listChanged":true}`) {
 		t.Errorf("the server's initialize has params %s: want the roots capability", init.Params)
 	}
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
-	f.host.await("initialize result", func(m *wireMsg) bool { return m.isReplyTo("1") })
-	f.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	f.server.await("initialized", func(m *wireMsg) bool { return m.isNote("notifications/initialized") })
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
+	f.host.Await("initialize result", func(m *mcppeer.Message) bool { return m.IsReplyTo("1") })
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	f.server.Await("initialized", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/initialized") })
 	if hostRoots != nil {
 		f.answerRoots(t, hostRoots...)
 	}
@@ -270,24 +141,24 @@ func (f *routerFixture) handshake(t *testing.T, hostRoots []string) {
 // (relative to the fixture's base).
 func (f *routerFixture) answerRoots(t *testing.T, dirs ...string) {
 	t.Helper()
-	rl := f.host.await("roots/list", func(m *wireMsg) bool { return m.isRequest("roots/list") })
+	rl := f.host.Await("roots/list", func(m *mcppeer.Message) bool { return m.IsRequest("roots/list") })
 	list := []map[string]string{}
 	for _, d := range dirs {
 		list = append(list, map[string]string{"uri": roots.FileURI(filepath.Join(f.base, d))})
 	}
-	f.host.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": map[string]any{"roots": list}})
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": map[string]any{"roots": list}})
 }
 
 // listRoots asks for the roots as the server and returns their names.
 func (f *routerFixture) listRoots(t *testing.T, id string) string {
 	t.Helper()
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":"` + id + `","method":"roots/list"}`)
-	r := f.server.await("roots/list reply", func(m *wireMsg) bool { return m.isReplyTo(`"` + id + `"`) })
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":"` + id + `","method":"roots/list"}`)
+	r := f.server.Await("roots/list reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(`"` + id + `"`) })
 	var res struct {
 		Roots []struct{ Name string } `json:"roots"`
 	}
 	if err := json.Unmarshal(r.Result, &res); err != nil {
-		t.Fatalf("roots/list reply %s", r.raw)
+		t.Fatalf("roots/list reply %s", r.Raw)
 	}
 	var names []string
 	for _, x := range res.Roots {
@@ -307,54 +178,54 @@ func TestWrapRouterHostRootsNarrow(t *testing.T) {
 	}
 
 	g := startRouter(t)
-	g.host.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+	g.host.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"roots": map[string]any{}},
 		"clientInfo": map[string]any{"name": "host", "version": "1"}}})
-	init := g.server.await("initialize", func(m *wireMsg) bool { return m.isRequest("initialize") })
-	g.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
-	g.host.await("initialize result", func(m *wireMsg) bool { return m.isReplyTo("1") })
-	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	g.server.await("initialized", func(m *wireMsg) bool { return m.isNote("notifications/initialized") })
+	init := g.server.Await("initialize", func(m *mcppeer.Message) bool { return m.IsRequest("initialize") })
+	g.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
+	g.host.Await("initialize result", func(m *mcppeer.Message) bool { return m.IsReplyTo("1") })
+	g.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	g.server.Await("initialized", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/initialized") })
 	// The server asks before the host has answered: its request waits.
-	g.server.sendRaw(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)
-	if m := g.server.tryAwait(200*time.Millisecond, func(m *wireMsg) bool { return m.isReplyTo(`"r1"`) }); m != nil {
-		t.Fatalf("roots/list answered before the host's roots were known: %s", m.raw)
+	g.server.SendRaw(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)
+	if m := g.server.TryAwait(200*time.Millisecond, func(m *mcppeer.Message) bool { return m.IsReplyTo(`"r1"`) }); m != nil {
+		t.Fatalf("roots/list answered before the host's roots were known: %s", m.Raw)
 	}
 	g.answerRoots(t, "ws")
-	r := g.server.await("roots/list reply", func(m *wireMsg) bool { return m.isReplyTo(`"r1"`) })
-	if !strings.Contains(r.raw, `"name":"a"`) || !strings.Contains(r.raw, `"name":"b"`) {
+	r := g.server.Await("roots/list reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(`"r1"`) })
+	if !strings.Contains(r.Raw, `"name":"a"`) || !strings.Contains(r.Raw, `"name":"b"`) {
 		t.Errorf("the server sees %s, want a and b", r.Result)
 	}
 
-	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	g.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
 	g.answerRoots(t, "ws/b", "elsewhere")
-	g.server.await("list_changed", func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") })
+	g.server.Await("list_changed", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/roots/list_changed") })
 	if got := g.listRoots(t, "r2"); got != "b" {
 		t.Errorf("after narrowing the server sees %q, want b", got)
 	}
 	// Reading under the root the host took away is refused.
-	g.server.sendRaw(`{"jsonrpc":"2.0","id":"read-a","method":"files/read","params":{"path":"a/hello.txt"}}`)
-	rd := g.server.await("files/read reply", func(m *wireMsg) bool { return m.isReplyTo(`"read-a"`) })
-	if !strings.Contains(string(rd.Error), "PERMISSION_DENIED") {
-		t.Errorf("files/read under a withheld root answered %s, want PERMISSION_DENIED", rd.raw)
+	g.server.SendRaw(`{"jsonrpc":"2.0","id":"read-a","method":"files/read","params":{"path":"a/hello.txt"}}`)
+	rd := g.server.Await("files/read reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(`"read-a"`) })
+	if rd.Error == nil || !strings.Contains(string(rd.Error.Data), `"code":"PERMISSION_DENIED"`) {
+		t.Errorf("files/read under a withheld root answered %s, want PERMISSION_DENIED", rd.Raw)
 	}
 
 	// The same view again: nothing reaches the server before the marker.
-	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	g.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
 	g.answerRoots(t, "ws/b")
-	g.host.send(map[string]any{"jsonrpc": "2.0", "method": "x/marker"})
-	g.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
-	if m := g.server.tryAwait(0, func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") }); m != nil {
+	g.host.Send(map[string]any{"jsonrpc": "2.0", "method": "x/marker"})
+	g.server.Await("marker", func(m *mcppeer.Message) bool { return m.IsNotification("x/marker") })
+	if m := g.server.TryAwait(0, func(m *mcppeer.Message) bool { return m.IsNotification("notifications/roots/list_changed") }); m != nil {
 		t.Error("the server was told of a change that changed nothing it can see")
 	}
-	for _, m := range g.server.all() {
-		if m.isNote("notifications/roots/list_changed") && m.raw != `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` {
-			t.Errorf("list_changed sent as %s", m.raw)
+	for _, m := range g.server.All() {
+		if m.IsNotification("notifications/roots/list_changed") && m.Raw != `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` {
+			t.Errorf("list_changed sent as %s", m.Raw)
 		}
 	}
-	for _, m := range g.host.all() {
+	for _, m := range g.host.All() {
 		if m.Method != "" && m.Method != "roots/list" {
-			t.Errorf("the host received %s", m.raw)
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 }
@@ -365,13 +236,13 @@ func TestWrapRouterHostRootsNarrow(t *testing.T) {
 func TestWrapRouterServerCancelsSessionRequest(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, []string{"ws"})
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":"c1","method":"fs.consent","params":{"message":"may I?","requestedPaths":["a/hello.txt"]}}`)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":"c1","method":"fs.consent","params":{"message":"may I?","requestedPaths":["a/hello.txt"]}}`)
 	select {
 	case <-f.consent.asked:
 	case <-time.After(waitLimit):
 		t.Fatal("the consent provider was not asked")
 	}
-	f.server.sendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1"}}`)
+	f.server.SendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1"}}`)
 	select {
 	case <-f.consent.ended:
 	case <-time.After(waitLimit):
@@ -379,18 +250,18 @@ func TestWrapRouterServerCancelsSessionRequest(t *testing.T) {
 	}
 	// A ping of the server's goes to the host; its reply comes back, after
 	// anything the session might (wrongly) have sent for c1.
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
-	ping := f.host.await("the server's ping", func(m *wireMsg) bool { return m.isRequest("ping") })
-	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
-	f.server.await("ping reply", func(m *wireMsg) bool { return m.isReplyTo(`"p1"`) })
-	for _, m := range f.server.all() {
-		if m.isReplyTo(`"c1"`) {
-			t.Errorf("the server got a reply to its cancelled request: %s", m.raw)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
+	ping := f.host.Await("the server's ping", func(m *mcppeer.Message) bool { return m.IsRequest("ping") })
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
+	f.server.Await("ping reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(`"p1"`) })
+	for _, m := range f.server.All() {
+		if m.IsReplyTo(`"c1"`) {
+			t.Errorf("the server got a reply to its cancelled request: %s", m.Raw)
 		}
 	}
-	for _, m := range f.host.all() {
-		if m.Method != "roots/list" && m.Method != "ping" && !m.isReplyTo("1") {
-			t.Errorf("the host received %s", m.raw)
+	for _, m := range f.host.All() {
+		if m.Method != "roots/list" && m.Method != "ping" && !m.IsReplyTo("1") {
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 }
@@ -402,42 +273,42 @@ func TestWrapRouterServerCancelsSessionRequest(t *testing.T) {
 func TestWrapRouterRenamesCollidingIDs(t *testing.T) {
 	f := startRouter(t, broker.WithPingInterval(50*time.Millisecond))
 	f.handshake(t, nil)
-	ping := f.server.await("the session's ping", func(m *wireMsg) bool { return m.isRequest("ping") })
+	ping := f.server.Await("the session's ping", func(m *mcppeer.Message) bool { return m.IsRequest("ping") })
 	// The host sends a request with the id the ping has, and cancels it.
-	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/call","params":{"name":"x"}}`)
-	call := f.server.await("tools/call", func(m *wireMsg) bool { return m.isRequest("tools/call") })
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/call","params":{"name":"x"}}`)
+	call := f.server.Await("tools/call", func(m *mcppeer.Message) bool { return m.IsRequest("tools/call") })
 	if string(call.ID) == string(ping.ID) {
 		t.Fatalf("the server has two requests in flight with id %s", ping.ID)
 	}
-	f.host.sendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(ping.ID) + `,"reason":"r"}}`)
-	c := f.server.await("cancellation", func(m *wireMsg) bool { return m.isNote("notifications/cancelled") })
+	f.host.SendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(ping.ID) + `,"reason":"r"}}`)
+	c := f.server.Await("cancellation", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/cancelled") })
 	if !strings.Contains(string(c.Params), `"requestId":`+string(call.ID)) || !strings.Contains(string(c.Params), `"reason":"r"`) {
 		t.Errorf("the server got the cancellation %s, want requestId %s", c.Params, call.ID)
 	}
 	// Another host request with the same id, answered this time.
-	f.host.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/list"}`)
-	list := f.server.await("tools/list", func(m *wireMsg) bool { return m.isRequest("tools/list") })
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"method":"tools/list"}`)
+	list := f.server.Await("tools/list", func(m *mcppeer.Message) bool { return m.IsRequest("tools/list") })
 	if string(list.ID) == string(ping.ID) {
 		t.Fatalf("the server has two requests in flight with id %s", ping.ID)
 	}
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(list.ID) + `,"result":{"tools":[]}}`)
-	r := f.host.await("tools/list reply", func(m *wireMsg) bool { return m.isReplyTo(string(ping.ID)) })
-	if !strings.Contains(r.raw, `"result":{"tools":[]}`) {
-		t.Errorf("the host got %s", r.raw)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(list.ID) + `,"result":{"tools":[]}}`)
+	r := f.host.Await("tools/list reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(string(ping.ID)) })
+	if !strings.Contains(r.Raw, `"result":{"tools":[]}`) {
+		t.Errorf("the host got %s", r.Raw)
 	}
 	// The ping's reply goes to the session, not to the host.
-	f.server.sendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
-	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
-	f.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
-	f.server.await("a second ping", func(m *wireMsg) bool { return m.isRequest("ping") })
-	for _, m := range f.host.all() {
-		if m.isRequest("ping") || (m.Method == "" && string(m.ID) != "1" && string(m.ID) != string(ping.ID)) {
-			t.Errorf("the host received %s", m.raw)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(ping.ID) + `,"result":{}}`)
+	f.host.SendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.server.Await("marker", func(m *mcppeer.Message) bool { return m.IsNotification("x/marker") })
+	f.server.Await("a second ping", func(m *mcppeer.Message) bool { return m.IsRequest("ping") })
+	for _, m := range f.host.All() {
+		if m.IsRequest("ping") || (m.Method == "" && string(m.ID) != "1" && string(m.ID) != string(ping.ID)) {
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 	n := 0
-	for _, m := range f.host.all() {
-		if m.isReplyTo(string(ping.ID)) {
+	for _, m := range f.host.All() {
+		if m.IsReplyTo(string(ping.ID)) {
 			n++
 		}
 	}
@@ -451,14 +322,14 @@ func TestWrapRouterRenamesCollidingIDs(t *testing.T) {
 func TestWrapRouterNotInitialized(t *testing.T) {
 	f := startRouter(t)
 	for i, method := range []string{"roots/list", "files/read", "fs.list"} {
-		f.server.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"path":"a"}}`, i, method))
-		r := f.server.await("reply", func(m *wireMsg) bool { return m.isReplyTo(fmt.Sprint(i)) })
-		if !strings.Contains(string(r.Error), `"code":"NOT_INITIALIZED"`) || !strings.Contains(string(r.Error), `"code":-32600`) {
-			t.Errorf("%s before initialization answered %s", method, r.raw)
+		f.server.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"path":"a"}}`, i, method))
+		r := f.server.Await("reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(fmt.Sprint(i)) })
+		if r.Error == nil || r.Error.Code != -32600 || !strings.Contains(string(r.Error.Data), `"code":"NOT_INITIALIZED"`) {
+			t.Errorf("%s before initialization answered %s", method, r.Raw)
 		}
 	}
-	if len(f.host.all()) != 0 {
-		t.Errorf("the host received %s", f.host.all()[0].raw)
+	if len(f.host.All()) != 0 {
+		t.Errorf("the host received %s", f.host.All()[0].Raw)
 	}
 }
 
@@ -468,29 +339,29 @@ func TestWrapRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, []string{"ws"})
 	for _, mount := range []string{"a", "b"} {
-		f.server.sendRaw(`{"jsonrpc":"2.0","id":"w-` + mount + `","method":"files/watch","params":{"path":"` + mount + `","recursive":true}}`)
-		r := f.server.await("watch reply", func(m *wireMsg) bool { return m.isReplyTo(`"w-` + mount + `"`) })
+		f.server.SendRaw(`{"jsonrpc":"2.0","id":"w-` + mount + `","method":"files/watch","params":{"path":"` + mount + `","recursive":true}}`)
+		r := f.server.Await("watch reply", func(m *mcppeer.Message) bool { return m.IsReplyTo(`"w-` + mount + `"`) })
 		if r.Error != nil {
-			t.Fatalf("files/watch %s: %s", mount, r.raw)
+			t.Fatalf("files/watch %s: %s", mount, r.Raw)
 		}
 	}
-	f.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
 	f.answerRoots(t, "ws/a")
-	f.server.await("list_changed", func(m *wireMsg) bool { return m.isNote("notifications/roots/list_changed") })
+	f.server.Await("list_changed", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/roots/list_changed") })
 	if err := os.WriteFile(filepath.Join(f.base, "ws/b/secret.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(f.base, "ws/a/new.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.server.await("event under a", func(m *wireMsg) bool {
-		return m.isNote("notifications/files/changed") && strings.Contains(string(m.Params), `"path":"a/new.txt"`)
+	f.server.Await("event under a", func(m *mcppeer.Message) bool {
+		return m.IsNotification("notifications/files/changed") && strings.Contains(string(m.Params), `"path":"a/new.txt"`)
 	})
 	// Events of the two watches are independent: give b's time to come.
-	if m := f.server.tryAwait(500*time.Millisecond, func(m *wireMsg) bool {
-		return m.isNote("notifications/files/changed") && strings.Contains(string(m.Params), `"b/`)
+	if m := f.server.TryAwait(500*time.Millisecond, func(m *mcppeer.Message) bool {
+		return m.IsNotification("notifications/files/changed") && strings.Contains(string(m.Params), `"b/`)
 	}); m != nil {
-		t.Errorf("an event under the withheld root reached the server: %s", m.raw)
+		t.Errorf("an event under the withheld root reached the server: %s", m.Raw)
 	}
 }
 
@@ -502,25 +373,25 @@ func TestWrapRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, nil)
-	f.server.sendRaw(`[{"jsonrpc":"2.0","id":"b1","method":"files/read","params":{"path":"a/hello.txt"}}]`)
-	r := f.server.await("batch refusal", func(m *wireMsg) bool { return m.isReplyTo("null") })
-	if !strings.Contains(string(r.Error), "-32600") {
-		t.Errorf("batch with files/read answered %s", r.raw)
+	f.server.SendRaw(`[{"jsonrpc":"2.0","id":"b1","method":"files/read","params":{"path":"a/hello.txt"}}]`)
+	r := f.server.Await("batch refusal", func(m *mcppeer.Message) bool { return m.IsReplyTo("null") })
+	if r.Error == nil || r.Error.Code != -32600 {
+		t.Errorf("batch with files/read answered %s", r.Raw)
 	}
 	const otherBatch = `[{"jsonrpc":"2.0","id":"b2","method":"sampling/createMessage"}]`
-	f.server.sendRaw(otherBatch)
-	f.server.sendRaw(`{not json`)
-	f.host.sendRaw(`[1,2]`)
-	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
-	f.host.await("the server's batch", func(m *wireMsg) bool { return m.raw == otherBatch })
-	f.server.await("the parse error for the malformed line", func(m *wireMsg) bool {
-		return m.isReplyTo("null") && strings.Contains(string(m.Error), "-32700")
+	f.server.SendRaw(otherBatch)
+	f.server.SendRaw(`{not json`)
+	f.host.SendRaw(`[1,2]`)
+	f.host.SendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.host.Await("the server's batch", func(m *mcppeer.Message) bool { return m.Raw == otherBatch })
+	f.server.Await("the parse error for the malformed line", func(m *mcppeer.Message) bool {
+		return m.IsReplyTo("null") && m.Error != nil && m.Error.Code == -32700
 	})
-	f.server.await("the host's batch", func(m *wireMsg) bool { return m.raw == `[1,2]` })
-	f.server.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
-	for _, m := range f.host.all() {
-		if strings.Contains(m.raw, "files/read") {
-			t.Errorf("the host received %s", m.raw)
+	f.server.Await("the host's batch", func(m *mcppeer.Message) bool { return m.Raw == `[1,2]` })
+	f.server.Await("marker", func(m *mcppeer.Message) bool { return m.IsNotification("x/marker") })
+	for _, m := range f.host.All() {
+		if strings.Contains(m.Raw, "files/read") {
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 }
@@ -540,13 +411,13 @@ func TestWrapRouterNeverPassesWhatItCannotRead(t *testing.T) {
 		`[{"jsonrpc":"2.0","id":"b2","method":"roots/list","Method":"x/y"}]`,
 		`[{"jsonrpc":"2.0","id":"b3","method":"x/y","method":"roots/list"}]`,
 	} {
-		f.server.sendRaw(line)
+		f.server.SendRaw(line)
 	}
-	f.server.sendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
-	f.host.await("marker", func(m *wireMsg) bool { return m.isNote("x/marker") })
-	for _, m := range f.host.all() {
-		if strings.Contains(m.raw, "roots/list") || strings.Contains(m.raw, "files/read") {
-			t.Errorf("the host got %s", m.raw)
+	f.server.SendRaw(`{"jsonrpc":"2.0","method":"x/marker"}`)
+	f.host.Await("marker", func(m *mcppeer.Message) bool { return m.IsNotification("x/marker") })
+	for _, m := range f.host.All() {
+		if strings.Contains(m.Raw, "roots/list") || strings.Contains(m.Raw, "files/read") {
+			t.Errorf("the host got %s", m.Raw)
 		}
 	}
 }

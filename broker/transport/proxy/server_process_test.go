@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/transport/child"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
 // scriptedServerArg, as this test binary's first argument, makes it a
@@ -154,11 +155,11 @@ func TestWrapServerNeverPassesBrokeredMethodsToTheHost(t *testing.T) {
 	)
 	srv, stream := startScriptedServer(t, script)
 	f := startRouterWith(t, stream)
-	f.host.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
-	f.host.await("initialize result", func(m *wireMsg) bool { return m.isReplyTo("1") })
-	f.host.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	f.host.await("the server's last line", func(m *wireMsg) bool { return m.isNote("x/server-done") })
+	f.host.Await("initialize result", func(m *mcppeer.Message) bool { return m.IsReplyTo("1") })
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	f.host.Await("the server's last line", func(m *mcppeer.Message) bool { return m.IsNotification("x/server-done") })
 	select {
 	case <-f.consent.asked:
 	case <-time.After(waitLimit):
@@ -166,14 +167,14 @@ func TestWrapServerNeverPassesBrokeredMethodsToTheHost(t *testing.T) {
 	}
 
 	// The host answers the request the broker holds, and reports a change.
-	f.host.sendRaw(`{"jsonrpc":"2.0","id":"held","result":{"granted":["a/hello.txt"],"denied":[]}}`)
-	f.host.sendRaw(`{"jsonrpc":"2.0","method":"notifications/files/changed","params":{"watchId":"w1","path":"a/hello.txt","type":"deleted","timestamp":"2025-01-01T00:00:00Z"}}`)
-	f.host.sendRaw(`{"jsonrpc":"2.0","method":"x/host-done"}`)
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":"held","result":{"granted":["a/hello.txt"],"denied":[]}}`)
+	f.host.SendRaw(`{"jsonrpc":"2.0","method":"notifications/files/changed","params":{"watchId":"w1","path":"a/hello.txt","type":"deleted","timestamp":"2025-01-01T00:00:00Z"}}`)
+	f.host.SendRaw(`{"jsonrpc":"2.0","method":"x/host-done"}`)
 	got := srv.receivedUpTo(t, "x/host-done")
 
-	for _, m := range f.host.all() {
-		if m.Method != "x/server-done" && !m.isReplyTo("1") {
-			t.Errorf("the host received %s", m.raw)
+	for _, m := range f.host.All() {
+		if m.Method != "x/server-done" && !m.IsReplyTo("1") {
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 	refusals := 0
