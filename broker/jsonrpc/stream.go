@@ -88,6 +88,11 @@ func (s *LineStream) Read() ([]byte, error) {
 	}
 }
 
+// ReadLine returns the next line as it came, blank ones included, without
+// its line ending, under the same size limit as Read: for a reader that
+// checks the peer's framing (a test peer) rather than tolerating it.
+func (s *LineStream) ReadLine() ([]byte, error) { return s.readLine() }
+
 func (s *LineStream) readLine() ([]byte, error) {
 	if cap(s.buf) > keptBufferBytes {
 		s.buf = nil

@@ -165,6 +165,32 @@ func TestLineStreamRead(t *testing.T) {
 	}
 }
 
+// TestLineStreamReadLine: ReadLine returns the lines Read skips (blank ones)
+// and otherwise what Read returns, under the same limit.
+func TestLineStreamReadLine(t *testing.T) {
+	r, w := pipe(t)
+	done := feed(w, []byte("a\n\n \r\n123456789\nb\r\n  "))
+	s := NewLineStream(r, io.Discard, 8)
+	var got []readOutcome
+	for range 10 {
+		line, err := s.ReadLine()
+		if err != nil {
+			got = append(got, readOutcome{err: err})
+			if errors.Is(err, ErrMessageTooLarge) {
+				continue
+			}
+			break
+		}
+		got = append(got, readOutcome{msg: string(line)})
+	}
+	if want := msgs("a", "", " ", "<too large>", "b", "  "); !sameOutcomes(got, want) {
+		t.Errorf("ReadLine = %v, want %v", got, want)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLineStreamLastLineOverLimit: a last line without a newline is held to
 // the same limit as every other line.
 func TestLineStreamLastLineOverLimit(t *testing.T) {

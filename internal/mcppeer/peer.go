@@ -16,7 +16,8 @@
 // one JSON-RPC 2.0 message fail the test instead.
 //
 // Framing is broker/jsonrpc's LineStream and validation its Decode: the
-// peer reads the wire exactly as the broker does. Only tests import this
+// peer reads the wire as the broker does, except that it keeps the blank
+// lines the broker would skip (they are not messages either). Only tests import this
 // package; the broker never does.
 package mcppeer
 
@@ -132,12 +133,22 @@ func Pipes(t testing.TB) (a, b *jsonrpc.LineStream) {
 	return a, b
 }
 
+// lineReader is a stream that can return every line as it came, blank
+// ones included (jsonrpc.LineStream).
+type lineReader interface {
+	ReadLine() ([]byte, error)
+}
+
 // read keeps every line of the input until it ends, answering the requests
 // the peer has handlers for.
 func (p *Peer) read() {
 	defer close(p.done)
+	readLine := p.stream.Read
+	if ls, ok := p.stream.(lineReader); ok {
+		readLine = ls.ReadLine // blank lines are the other side's too
+	}
 	for {
-		line, err := p.stream.Read()
+		line, err := readLine()
 		switch {
 		case errors.Is(err, jsonrpc.ErrMessageTooLarge):
 			p.receive(&Message{Raw: "(a line over the size limit)", Problem: err.Error()})
@@ -282,6 +293,31 @@ func (p *Peer) Reply(req *Message, result any) {
 func (p *Peer) ReplyError(req *Message, e *jsonrpc.Error) {
 	p.t.Helper()
 	p.Send(map[string]any{"jsonrpc": jsonrpc.Version, "id": req.ID, "error": e})
+}
+
+// Implementation names a program in an initialize exchange (serverInfo,
+// clientInfo).
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// ReplyInitialize answers the initialize request init as an MCP server
+// that speaks version, has no capabilities and is named info.
+func (p *Peer) ReplyInitialize(init *Message, version string, info Implementation) {
+	p.t.Helper()
+	p.Reply(init, map[string]any{"protocolVersion": version, "capabilities": map[string]any{}, "serverInfo": info})
+}
+
+// AcceptInitialize plays the server's side of the MCP lifecycle: it takes
+// the other side's initialize request, answers it (ReplyInitialize), waits
+// for notifications/initialized, and returns the request.
+func (p *Peer) AcceptInitialize(version string, info Implementation) *Message {
+	p.t.Helper()
+	init := p.AwaitRequest("initialize")
+	p.ReplyInitialize(init, version, info)
+	p.AwaitNotification("notifications/initialized")
+	return init
 }
 
 // TryAwait takes the first message not yet taken that matches, waiting up

@@ -104,11 +104,12 @@ func TestPeerMalformedLines(t *testing.T) {
 	c, d := Pipes(t)
 	strict := New(rec, "strict", d, RequireValid())
 	_ = c.Write([]byte(`{oops`))
+	_ = c.Write([]byte(` `))
 	_ = c.Write([]byte(`{"jsonrpc":"2.0","method":"ok"}`))
 	if m := strict.AwaitNotification("ok"); m.Seq != 0 {
 		t.Errorf("the valid message has Seq %d, want 0 (the refused line is not offered)", m.Seq)
 	}
-	if probs := strict.Problems(); len(probs) != 1 || !strings.Contains(probs[0], "{oops") {
+	if probs := strict.Problems(); len(probs) != 2 || !strings.Contains(probs[0], "{oops") || !strings.Contains(probs[1], "not valid JSON") {
 		t.Errorf("problems %q", probs)
 	}
 }
@@ -168,4 +169,33 @@ func (r *recorder) fatal() string {
 		return ""
 	}
 	return r.fatals[len(r.fatals)-1]
+}
+
+// The peer as the server of a broker session's lifecycle, against the
+// broker's connection playing the client's part.
+func TestPeerAcceptInitialize(t *testing.T) {
+	conn, s := startConn(t)
+	p := New(t, "client", s, RequireValid())
+	type initResult struct {
+		ProtocolVersion string         `json:"protocolVersion"`
+		ServerInfo      Implementation `json:"serverInfo"`
+	}
+	got := make(chan initResult, 1)
+	go func() {
+		var r initResult
+		if err := conn.Call(context.Background(), "initialize", map[string]any{"protocolVersion": "2025-11-25"}, &r); err != nil {
+			t.Errorf("initialize: %v", err)
+		}
+		if err := conn.Notify("notifications/initialized", nil); err != nil {
+			t.Errorf("initialized: %v", err)
+		}
+		got <- r
+	}()
+	init := p.AcceptInitialize("2025-06-18", Implementation{Name: "srv", Version: "3"})
+	if !strings.Contains(string(init.Params), `"protocolVersion":"2025-11-25"`) {
+		t.Errorf("initialize params %s", init.Params)
+	}
+	if r := <-got; r.ProtocolVersion != "2025-06-18" || r.ServerInfo != (Implementation{"srv", "3"}) {
+		t.Errorf("initialize result %+v", r)
+	}
 }
