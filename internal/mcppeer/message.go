@@ -114,11 +114,11 @@ func parseLeniently(m *Message, line []byte) {
 	}
 }
 
-// clip shortens s to at most n bytes for a transcript line.
+// clip shortens s to at most n bytes (and an ellipsis) for a transcript
+// line, with invalid UTF-8 replaced.
 func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "\uFFFD") + "..."
 	}
-	return s[:n] + "..."
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -202,7 +202,7 @@ func (p *Peer) answer(req *Message, h Handler) {
 	}
 	b, err := json.Marshal(v)
 	if err == nil {
-		err = p.write(b)
+		err = p.Write(b)
 	}
 	if err != nil {
 		p.t.Errorf("answer %s's %s: %v", p.name, req.Method, err)
@@ -220,12 +220,13 @@ func (p *Peer) note(line string) {
 	p.transcript = append(p.transcript, clip(line, transcriptLine))
 }
 
-// write sends one line and records it.
-func (p *Peer) write(b []byte) error {
+// Write sends line as it is (it must not hold a newline) and returns why
+// it could not: for a goroutine of the test, which must not fail it.
+func (p *Peer) Write(line []byte) error {
 	p.mu.Lock()
-	p.note("> " + string(b))
+	p.note("> " + string(line))
 	p.mu.Unlock()
-	if err := p.stream.Write(b); err != nil {
+	if err := p.stream.Write(line); err != nil {
 		return fmt.Errorf("write to %s: %w", p.name, err)
 	}
 	return nil
@@ -235,7 +236,7 @@ func (p *Peer) write(b []byte) error {
 // test when it cannot be written.
 func (p *Peer) SendRaw(line string) {
 	p.t.Helper()
-	if err := p.write([]byte(line)); err != nil {
+	if err := p.Write([]byte(line)); err != nil {
 		p.t.Fatal(err)
 	}
 }
