@@ -369,6 +369,34 @@ func (p *Peer) Await(what string, match func(*Message) bool) *Message {
 	return m
 }
 
+// WaitFor waits, up to the peer's wait, until holds is true of every
+// message received so far (taken or not), and fails the test, with the
+// transcript, when it is not; what names the condition for the failure.
+func (p *Peer) WaitFor(what string, holds func(all []*Message) bool) {
+	p.t.Helper()
+	timer := time.NewTimer(p.wait)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		changed, ended := p.changed, p.ended
+		p.mu.Unlock()
+		if holds(p.All()) {
+			return
+		}
+		why := fmt.Sprintf("within %s", p.wait)
+		if ended {
+			why = "before its output ended"
+		} else {
+			select {
+			case <-changed:
+				continue
+			case <-timer.C:
+			}
+		}
+		p.t.Fatalf("not %s from %s %s; the session:\n%s", what, p.name, why, p.Transcript(transcriptTail))
+	}
+}
+
 // Next takes the next message not yet taken, whatever it is.
 func (p *Peer) Next() *Message {
 	p.t.Helper()

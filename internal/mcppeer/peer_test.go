@@ -199,3 +199,25 @@ func TestPeerAcceptInitialize(t *testing.T) {
 		t.Errorf("initialize result %+v", r)
 	}
 }
+
+// WaitFor returns once its condition holds over what came, and fails the
+// test with the transcript when it does not in time.
+func TestPeerWaitFor(t *testing.T) {
+	a, b := Pipes(t)
+	rec := &recorder{TB: t}
+	p := New(rec, "counter", b, WithWait(100*time.Millisecond))
+	three := func(all []*Message) bool { return len(all) >= 3 }
+	go func() {
+		for i := range 3 {
+			_ = a.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"n/%d"}`, i)))
+		}
+	}()
+	rec.run(func() { p.WaitFor("three messages", three) })
+	if f := rec.fatal(); f != "" {
+		t.Fatalf("WaitFor failed: %s", f)
+	}
+	rec.run(func() { p.WaitFor("four messages", func(all []*Message) bool { return len(all) >= 4 }) })
+	if f := rec.fatal(); !strings.Contains(f, "not four messages from counter within 100ms") || !strings.Contains(f, `"method":"n/2"`) {
+		t.Errorf("failure %q", f)
+	}
+}
