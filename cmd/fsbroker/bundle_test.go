@@ -94,9 +94,9 @@ func TestSignedBundle(t *testing.T) {
 	}
 	p := startBroker(t, "", "stdio", "--root", root, "--bundle", good, "--bundle-key", keyFile, "--bundle-key-alg", "HS256")
 	p.handshake("2025-11-25")
-	r := p.call(1, "files/read", map[string]any{"path": filepath.Base(root) + "/a.txt"})
+	r := p.Call(1, "files/read", map[string]any{"path": filepath.Base(root) + "/a.txt"})
 	if r.Error != nil {
-		t.Fatalf("read with the signed bundle: %s", r.raw)
+		t.Fatalf("read with the signed bundle: %s", r.Raw)
 	}
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
@@ -185,15 +185,15 @@ opa:
 
 	p := startBroker(t, "", "stdio", "--config", config)
 	p.handshake("2025-11-25")
-	read := func(id int) *message { return p.call(id, "files/read", map[string]any{"path": "proj/notes.fleet"}) }
-	if r := read(1); r.Error == nil || !strings.Contains(string(r.raw), "no policy is loaded") {
-		t.Fatalf("read before any bundle: %s, want a denial", r.raw)
+	read := func(id int) *message { return p.Call(id, "files/read", map[string]any{"path": "proj/notes.fleet"}) }
+	if r := read(1); r.Error == nil || !strings.Contains(string(r.Raw), "no policy is loaded") {
+		t.Fatalf("read before any bundle: %s, want a denial", r.Raw)
 	}
 
 	serve(defaultPolicyBundle(t, "fleet-1"), true)
 	p.waitLog(regexp.MustCompile(`policies reloaded.*revision=fleet-1`))
 	if r := read(2); r.Error != nil {
-		t.Fatalf("read under fleet-1: %s", r.raw)
+		t.Fatalf("read under fleet-1: %s", r.Raw)
 	}
 
 	// A revision whose secrets list covers *.fleet.
@@ -203,15 +203,15 @@ opa:
 	next.Data["fsbroker"].(map[string]any)["secrets"].(map[string]any)["extra_patterns"] = []any{"*.fleet"}
 	serve(next, true)
 	p.waitLog(regexp.MustCompile(`policies reloaded.*revision=fleet-2`))
-	if r := read(3); r.Error == nil || !strings.Contains(string(r.raw), `secrets: path matches the protected name pattern \"*.fleet\"`) {
-		t.Fatalf("read under fleet-2: %s, want the secrets denial", r.raw)
+	if r := read(3); r.Error == nil || !strings.Contains(string(r.Raw), `secrets: path matches the protected name pattern \"*.fleet\"`) {
+		t.Fatalf("read under fleet-2: %s, want the secrets denial", r.Raw)
 	}
 
 	// Unsigned: refused, fleet-2 keeps deciding.
 	serve(defaultPolicyBundle(t, "fleet-3"), false)
 	p.waitLog(regexp.MustCompile(`policy reload failed.*signatures`))
-	if r := read(4); r.Error == nil || !strings.Contains(string(r.raw), "secrets:") {
-		t.Fatalf("read after the unsigned bundle: %s, want fleet-2's denial", r.raw)
+	if r := read(4); r.Error == nil || !strings.Contains(string(r.Raw), "secrets:") {
+		t.Fatalf("read after the unsigned bundle: %s, want fleet-2's denial", r.Raw)
 	}
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
@@ -243,8 +243,8 @@ func TestDecisionLogService(t *testing.T) {
 	dir, config := decisionLogWorld(t, srv.URL, "")
 	p := startBroker(t, "", "stdio", "--config", config, "--state-dir", filepath.Join(dir, "state"))
 	p.handshake("2025-11-25")
-	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
-		t.Fatalf("read: %s", r.raw)
+	if r := p.Call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read: %s", r.Raw)
 	}
 	denied := refusalID(t, p, 2, "files/write", map[string]any{"path": "proj/a.txt", "content": "no"})
 	p.closeStdin()

@@ -96,7 +96,7 @@ func TestUsageAndConfigErrors(t *testing.T) {
 					t.Errorf("stderr does not contain %q:\n%s", w, log)
 				}
 			}
-			if p.hasMessage(func(*message) bool { return true }) {
+			if p.Has(func(*message) bool { return true }) {
 				t.Error("a protocol message was sent despite the configuration error")
 			}
 			checkNoPoliciesLoaded(t, log)
@@ -144,7 +144,7 @@ func equalStrings(a, b []string) bool {
 // not notify (the promise is a notification within 1 s).
 const quiet = 1500 * time.Millisecond
 
-func isListChanged(m *message) bool { return m.isNotification("notifications/roots/list_changed") }
+func isListChanged(m *message) bool { return m.IsNotification("notifications/roots/list_changed") }
 
 // Editing the config file of a running session (PROTOCOL.md section 3): a
 // change of the roots sends notifications/roots/list_changed and roots/list
@@ -182,7 +182,7 @@ func TestConfigHotReload(t *testing.T) {
 			p, cfg, a, b := setup(t)
 			start := time.Now()
 			edit.write(t, cfg, configOf(a, b))
-			if p.tryAwait(waitLimit, isListChanged) == nil {
+			if p.TryAwait(waitLimit, isListChanged) == nil {
 				t.Fatalf("no notifications/roots/list_changed within %s of the edit", waitLimit)
 			}
 			t.Logf("config edit (%s) to notifications/roots/list_changed: %s (promised: within 1s)",
@@ -192,7 +192,7 @@ func TestConfigHotReload(t *testing.T) {
 			}
 			// And back: removing a root notifies too.
 			edit.write(t, cfg, configOf(b))
-			if p.tryAwait(waitLimit, isListChanged) == nil {
+			if p.TryAwait(waitLimit, isListChanged) == nil {
 				t.Fatalf("no notifications/roots/list_changed after removing a root")
 			}
 			if got := rootPaths(t, p.listRoots("after removal")); !equalStrings(got, []string{b}) {
@@ -214,8 +214,8 @@ func TestConfigHotReload(t *testing.T) {
 			p, cfg, a, _ := setup(t)
 			failures := p.countLog("reload failed")
 			replaceFile(t, cfg, bad.content)
-			if m := p.tryAwait(quiet, isListChanged); m != nil {
-				t.Errorf("an invalid config edit sent %s", m.raw)
+			if m := p.TryAwait(quiet, isListChanged); m != nil {
+				t.Errorf("an invalid config edit sent %s", m.Raw)
 			}
 			p.waitLogCount("reload failed", failures+1)
 			if got := rootPaths(t, p.listRoots("after")); !equalStrings(got, []string{a}) {
@@ -223,7 +223,7 @@ func TestConfigHotReload(t *testing.T) {
 			}
 			// The session still follows the file once it is fixed.
 			replaceFile(t, cfg, configOf(a, "b"))
-			if p.tryAwait(waitLimit, isListChanged) == nil {
+			if p.TryAwait(waitLimit, isListChanged) == nil {
 				t.Fatalf("no notifications/roots/list_changed after the config was fixed")
 			}
 		})
@@ -237,8 +237,8 @@ func TestConfigHotReload(t *testing.T) {
 		// defaults), and another setting.
 		replaceFile(t, cfg, "roots:\n  - path: ./a\n    mount: a\n    name: a\n    writable: false\n    consent: preapproved\nlog:\n  level: info\n")
 		p.waitLogCount("roots unchanged", unchanged+1)
-		if m := p.tryAwait(quiet, isListChanged); m != nil {
-			t.Errorf("an edit that kept the roots sent %s", m.raw)
+		if m := p.TryAwait(quiet, isListChanged); m != nil {
+			t.Errorf("an edit that kept the roots sent %s", m.Raw)
 		}
 		if got := rootPaths(t, p.listRoots("after")); !equalStrings(got, []string{a}) {
 			t.Errorf("roots = %q, want %q", got, a)
@@ -249,8 +249,8 @@ func TestConfigHotReload(t *testing.T) {
 		t.Parallel()
 		p, cfg, _, _ := setup(t)
 		writeFile(t, filepath.Join(filepath.Dir(cfg), "unrelated.txt"), "hello\n")
-		if m := p.tryAwait(quiet, isListChanged); m != nil {
-			t.Errorf("writing another file next to the config sent %s", m.raw)
+		if m := p.TryAwait(quiet, isListChanged); m != nil {
+			t.Errorf("writing another file next to the config sent %s", m.Raw)
 		}
 	})
 }
@@ -277,7 +277,7 @@ func TestConfigRelativeRoots(t *testing.T) {
 		t.Fatalf("roots = %q, want %q", got, data)
 	}
 	replaceFile(t, cfg, configOf("data", "nested/more"))
-	if p.tryAwait(waitLimit, isListChanged) == nil {
+	if p.TryAwait(waitLimit, isListChanged) == nil {
 		t.Fatal("no notifications/roots/list_changed")
 	}
 	if got := rootPaths(t, p.listRoots(2)); !equalStrings(got, []string{data, more}) {
@@ -301,7 +301,7 @@ func TestConfigAndFlagRoots(t *testing.T) {
 		t.Fatalf("roots = %q, want %q", got, []string{a, flagRoot})
 	}
 	replaceFile(t, cfg, configOf(a, b))
-	if p.tryAwait(waitLimit, isListChanged) == nil {
+	if p.TryAwait(waitLimit, isListChanged) == nil {
 		t.Fatal("no notifications/roots/list_changed")
 	}
 	if got := rootPaths(t, p.listRoots(2)); !equalStrings(got, []string{a, b, flagRoot}) {

@@ -71,9 +71,9 @@ func (w *consentWorld) trail() string { return filepath.Join(w.state, "audit") }
 // csResult calls method and returns its result, failing the test on an error.
 func csResult(t *testing.T, p *proc, id any, method string, params map[string]any) map[string]any {
 	t.Helper()
-	r := p.call(id, method, params)
+	r := p.Call(id, method, params)
 	if r.Error != nil {
-		t.Fatalf("%s %v: %s", method, params, r.raw)
+		t.Fatalf("%s %v: %s", method, params, r.Raw)
 	}
 	var res map[string]any
 	if err := json.Unmarshal(r.Result, &res); err != nil {
@@ -86,13 +86,13 @@ func csResult(t *testing.T, p *proc, id any, method string, params map[string]an
 // the request was refused with data.code code.
 func csRefused(t *testing.T, p *proc, id any, method string, params map[string]any, code string) errorData {
 	t.Helper()
-	r := p.call(id, method, params)
+	r := p.Call(id, method, params)
 	if r.Error == nil {
-		t.Fatalf("%s %v = %s, want %s", method, params, r.raw, code)
+		t.Fatalf("%s %v = %s, want %s", method, params, r.Raw, code)
 	}
 	d := dataOf(t, r)
 	if d.Code != code {
-		t.Fatalf("%s %v = %s, want %s", method, params, r.raw, code)
+		t.Fatalf("%s %v = %s, want %s", method, params, r.Raw, code)
 	}
 	return d
 }
@@ -253,12 +253,12 @@ func csListGrants(t *testing.T, state, server string) []grantJSON {
 	return out.Grants
 }
 
-func csIsListChanged(m *message) bool { return m.isNotification("notifications/roots/list_changed") }
+func csIsListChanged(m *message) bool { return m.IsNotification("notifications/roots/list_changed") }
 
 // csChangeOf matches a notifications/files/changed about path.
 func csChangeOf(path string) func(*message) bool {
 	return func(m *message) bool {
-		return m.isNotification("notifications/files/changed") && strings.Contains(string(m.Params), `"path":"`+path+`"`)
+		return m.IsNotification("notifications/files/changed") && strings.Contains(string(m.Params), `"path":"`+path+`"`)
 	}
 }
 
@@ -532,9 +532,9 @@ touch '`+marker+`'
 		p := startBroker(t, "", w.args("command:"+script, "--operation-timeout", "2s")...)
 		p.handshake("2025-11-25")
 		start := time.Now()
-		r := p.call(1, "files/consent", map[string]any{"message": "m", "requestedPaths": []string{"proj/a.txt"}})
+		r := p.Call(1, "files/consent", map[string]any{"message": "m", "requestedPaths": []string{"proj/a.txt"}})
 		took := time.Since(start)
-		t.Logf("files/consent with a command that never answers, under --operation-timeout 2s, answered after %v: %s", took, r.raw)
+		t.Logf("files/consent with a command that never answers, under --operation-timeout 2s, answered after %v: %s", took, r.Raw)
 		if took > 8*time.Second {
 			t.Errorf("answered after %v: the 2 s operation timeout did not bound the command", took)
 		}
@@ -595,10 +595,10 @@ func checkConsentTimedOut(t *testing.T, w *consentWorld, r *message) {
 		var res map[string]any
 		_ = json.Unmarshal(r.Result, &res)
 		if granted, _ := decodeConsent(t, res); granted {
-			t.Errorf("files/consent = %s after the provider ran out of time", r.raw)
+			t.Errorf("files/consent = %s after the provider ran out of time", r.Raw)
 		}
 	case dataOf(t, r).Code != "TIMEOUT":
-		t.Errorf("files/consent = %s after the provider ran out of time, want {granted: false} or TIMEOUT", r.raw)
+		t.Errorf("files/consent = %s after the provider ran out of time, want {granted: false} or TIMEOUT", r.Raw)
 	}
 	if gs := csListGrants(t, w.state, csPeer); len(gs) != 0 {
 		t.Errorf("grants after a timeout: %+v", gs)
@@ -724,7 +724,7 @@ func TestConsentPrompt(t *testing.T) {
 	p.handshake("2025-11-25")
 
 	// One by one: y, n, y. A path outside the roots is never shown.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
 		"message":        "I index your notes.\x1b[2J",
 		"requestedPaths": []string{"proj/a.txt", "proj/b.txt", "/etc/passwd", "proj/c.txt"}}})
 	shown := screen.waitFor(t, askAll, 1)
@@ -755,9 +755,9 @@ func TestConsentPrompt(t *testing.T) {
 	screen.typeLine(t, "n")
 	screen.waitFor(t, "3/3 proj/c.txt  "+askRead, 1)
 	screen.typeLine(t, "y")
-	r := p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("1") })
+	r := p.Await("the reply to files/consent", func(m *message) bool { return m.IsReplyTo("1") })
 	if r.Error != nil {
-		t.Fatalf("files/consent: %s", r.raw)
+		t.Fatalf("files/consent: %s", r.Raw)
 	}
 	var res map[string]any
 	_ = json.Unmarshal(r.Result, &res)
@@ -770,11 +770,11 @@ func TestConsentPrompt(t *testing.T) {
 	csNoConsent(t, p, 4, "files/read", map[string]any{"path": "proj/b.txt"})
 
 	// All.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": 5, "method": "files/consent", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": 5, "method": "files/consent", "params": map[string]any{
 		"message": "and b", "requestedPaths": []string{"proj/b.txt", "proj/docs"}}})
 	screen.waitFor(t, askAll, 2)
 	screen.typeLine(t, "a")
-	r = p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("5") })
+	r = p.Await("the reply to files/consent", func(m *message) bool { return m.IsReplyTo("5") })
 	_ = json.Unmarshal(r.Result, &res)
 	if granted, approved := decodeConsent(t, res); !granted || !slices.Equal(approved, []string{"proj/b.txt", "proj/docs"}) {
 		t.Fatalf("the prompt approved %q, want all", approved)
@@ -783,14 +783,14 @@ func TestConsentPrompt(t *testing.T) {
 	csRead(t, p, 7, "proj/docs/guide.md", "guide")
 
 	// None.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "files/consent", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": 8, "method": "files/consent", "params": map[string]any{
 		"message": "and d", "requestedPaths": []string{"proj/d.txt"}}})
 	screen.waitFor(t, askAll, 3)
 	screen.typeLine(t, "n")
-	r = p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("8") })
+	r = p.Await("the reply to files/consent", func(m *message) bool { return m.IsReplyTo("8") })
 	_ = json.Unmarshal(r.Result, &res)
 	if granted, _ := decodeConsent(t, res); granted {
-		t.Fatalf("the prompt approved %s after n", r.raw)
+		t.Fatalf("the prompt approved %s after n", r.Raw)
 	}
 	csNoConsent(t, p, 9, "files/read", map[string]any{"path": "proj/d.txt"})
 
@@ -817,12 +817,12 @@ func TestConsentPromptNoAnswer(t *testing.T) {
 	w := newConsentWorld(t)
 	p, screen := startOnTerminal(t, w.args("prompt", "--operation-timeout", "2s")...)
 	p.handshake("2025-11-25")
-	p.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
 		"message": "anyone there?", "requestedPaths": []string{"proj/a.txt"}}})
 	screen.waitFor(t, askAll, 1)
 	screen.waitFor(t, "fsbroker: no answer in time; nothing approved.", 1)
-	r := p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("1") })
-	t.Logf("files/consent without an answer, under --operation-timeout 2s: %s", r.raw)
+	r := p.Await("the reply to files/consent", func(m *message) bool { return m.IsReplyTo("1") })
+	t.Logf("files/consent without an answer, under --operation-timeout 2s: %s", r.Raw)
 	screen.typeLine(t, "a") // too late: changes nothing
 	csNoConsent(t, p, 2, "files/read", map[string]any{"path": "proj/a.txt"})
 	p.closeStdin()
@@ -836,10 +836,7 @@ func csSend(p *proc, id, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	_, err = p.stdin.Write(append(b, '\n'))
-	return err
+	return p.Write(b)
 }
 
 // TestConsentRevocationFromAnotherProcess: while a session reads and watches
@@ -860,13 +857,13 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 	}
 	// The grant itself changes the server's grants: the notification it
 	// causes must not pass for the revocation's.
-	p.await("roots/list_changed after the grant", csIsListChanged)
+	p.Await("roots/list_changed after the grant", csIsListChanged)
 	watchID, _ := csResult(t, p, 2, "files/watch", map[string]any{"path": "proj/watched", "recursive": true})["watchId"].(string)
 	writeFile(t, filepath.Join(w.proj, "watched", "before.txt"), "x")
-	p.await("a change event under the watch", csChangeOf("proj/watched/before.txt"))
+	p.Await("a change event under the watch", csChangeOf("proj/watched/before.txt"))
 	csRead(t, p, 3, "proj/watched/a.txt", "watched")
 	time.Sleep(300 * time.Millisecond)
-	for p.tryAwait(0, csIsListChanged) != nil {
+	for p.TryAwait(0, csIsListChanged) != nil {
 	}
 
 	var grantID string
@@ -922,7 +919,7 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 			if csSend(p, id, "files/read", map[string]any{"path": "proj/watched/a.txt"}) != nil {
 				return
 			}
-			m := p.tryAwait(waitLimit, func(m *message) bool { return m.isReplyTo(`"` + id + `"`) })
+			m := p.TryAwait(waitLimit, func(m *message) bool { return m.IsReplyTo(`"` + id + `"`) })
 			if m == nil {
 				return
 			}
@@ -971,16 +968,16 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 		t.Errorf("the revocation took %v to take effect (PROTOCOL.md: 1 s)", latency)
 	}
 	if d := dataOf(t, r.m); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "consent") {
-		t.Fatalf("the read after the revocation: %s, want PERMISSION_DENIED naming consent", r.m.raw)
+		t.Fatalf("the read after the revocation: %s, want PERMISSION_DENIED naming consent", r.m.Raw)
 	}
 	csNoConsent(t, p, 4, "files/read", map[string]any{"path": "proj/watched/a.txt"})
 	csRead(t, p, 5, "proj/a.txt", "alpha") // the other grant stands
 
-	p.await("roots/list_changed after the revocation", csIsListChanged)
+	p.Await("roots/list_changed after the revocation", csIsListChanged)
 	p.waitLog(regexp.MustCompile(`consent revoked: watches ended.*` + watchID))
 	writeFile(t, filepath.Join(w.proj, "watched", "after.txt"), "x")
-	if m := p.tryAwait(time.Second, csChangeOf("proj/watched/after.txt")); m != nil {
-		t.Errorf("a change under the revoked watch was sent: %s", m.raw)
+	if m := p.TryAwait(time.Second, csChangeOf("proj/watched/after.txt")); m != nil {
+		t.Errorf("a change under the revoked watch was sent: %s", m.Raw)
 	}
 	if d := csRefused(t, p, 6, "files/unwatch", map[string]any{"watchId": watchID}, "INVALID_PARAMS"); !strings.Contains(d.Reason, "no watch") {
 		t.Errorf("unwatch of the ended watch: %+v", d)
@@ -1143,7 +1140,7 @@ func TestConsentRateLimitFlood(t *testing.T) {
 	)
 	within := func(what string, match func(*message) bool) *message {
 		t.Helper()
-		m := p.tryAwait(floodWait, match)
+		m := p.TryAwait(floodWait, match)
 		if m == nil {
 			t.Fatalf("no %s from fsbroker within %s", what, floodWait)
 		}
@@ -1181,13 +1178,13 @@ func TestConsentRateLimitFlood(t *testing.T) {
 	var slowest time.Duration
 	for k := range flood / pingEvery {
 		id := fmt.Sprintf("ping-%d", k)
-		m := within("the reply to "+id, func(m *message) bool { return m.isReplyTo(`"` + id + `"`) })
+		m := within("the reply to "+id, func(m *message) bool { return m.IsReplyTo(`"` + id + `"`) })
 		mu.Lock()
 		took := time.Since(pinged[id])
 		mu.Unlock()
 		slowest = max(slowest, took)
 		if m.Error != nil || string(m.Result) != "{}" {
-			t.Fatalf("%s answered %s", id, m.raw)
+			t.Fatalf("%s answered %s", id, m.Raw)
 		}
 	}
 	if err := <-sent; err != nil {
@@ -1196,17 +1193,17 @@ func TestConsentRateLimitFlood(t *testing.T) {
 	var ok, limited int
 	for i := range flood {
 		id := strconv.Quote(strconv.Itoa(i))
-		m := within("the reply to "+id, func(m *message) bool { return m.isReplyTo(id) })
+		m := within("the reply to "+id, func(m *message) bool { return m.IsReplyTo(id) })
 		if m.Error == nil {
 			ok++
 			continue
 		}
 		var data map[string]any
 		if err := json.Unmarshal(m.Error.Data, &data); err != nil || data["code"] != "QUOTA_EXCEEDED" || m.Error.Code != -32007 {
-			t.Fatalf("request %d: %s, want a result or QUOTA_EXCEEDED", i, m.raw)
+			t.Fatalf("request %d: %s, want a result or QUOTA_EXCEEDED", i, m.Raw)
 		}
 		if ms, isNum := data["retryAfterMs"].(float64); !isNum || ms < 1 || ms != float64(int64(ms)) {
-			t.Fatalf("request %d: %s, want data.retryAfterMs a positive integer", i, m.raw)
+			t.Fatalf("request %d: %s, want data.retryAfterMs a positive integer", i, m.Raw)
 		}
 		limited++
 	}
@@ -1318,7 +1315,7 @@ func TestConsentPromptHoldsTheLogAndSaysWhatWasRemoved(t *testing.T) {
 	p.handshake("2025-11-25")
 	screen.waitFor(t, "session initialized", 1) // the log is on the terminal
 
-	p.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "files/consent", "params": map[string]any{
 		"message": "I build the project.", "access": "write",
 		"requestedPaths": []string{"rw/src", "rw/.env", "rw/.git/hooks", "/etc"}}})
 	screen.waitFor(t, askAll, 1)
@@ -1326,7 +1323,7 @@ func TestConsentPromptHoldsTheLogAndSaysWhatWasRemoved(t *testing.T) {
 		csNoConsent(t, p, i, "files/read", map[string]any{"path": "rw/src/main.go"})
 	}
 	screen.typeLine(t, "y")
-	r := p.await("the reply to files/consent", func(m *message) bool { return m.isReplyTo("1") })
+	r := p.Await("the reply to files/consent", func(m *message) bool { return m.IsReplyTo("1") })
 	var res map[string]any
 	_ = json.Unmarshal(r.Result, &res)
 	if granted, approved := decodeConsent(t, res); !granted || !slices.Equal(approved, []string{"rw/src"}) {

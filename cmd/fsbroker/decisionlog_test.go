@@ -43,11 +43,11 @@ const immediately = "trigger: immediate, min_delay_seconds: 1, max_delay_seconds
 // refusalID sends a request that must be refused and returns its decision id.
 func refusalID(t *testing.T, p *proc, id int, method string, params map[string]any) string {
 	t.Helper()
-	r := p.call(id, method, params)
+	r := p.Call(id, method, params)
 	if d := dataOf(t, r); d.DecisionID != "" {
 		return d.DecisionID
 	}
-	t.Fatalf("%s %v: %s, want a refusal with a decision id", method, params, r.raw)
+	t.Fatalf("%s %v: %s, want a refusal with a decision id", method, params, r.Raw)
 	return ""
 }
 
@@ -65,11 +65,11 @@ func TestDecisionLogEveryDecision(t *testing.T) {
 	offset := refusalID(t, p, 2, "files/read", map[string]any{"path": "proj/a.txt", "offset": -1})
 	mount := refusalID(t, p, 3, "files/read", map[string]any{"path": "nope/a.txt"})
 	write := refusalID(t, p, 4, "files/write", map[string]any{"path": "proj/a.txt", "content": "no"})
-	if r := p.call(5, "files/list", map[string]any{"path": "proj"}); r.Error != nil {
-		t.Fatalf("list: %s", r.raw)
+	if r := p.Call(5, "files/list", map[string]any{"path": "proj"}); r.Error != nil {
+		t.Fatalf("list: %s", r.Raw)
 	}
-	if r := p.call(6, "files/consent", map[string]any{"message": "please", "requestedPaths": []string{"proj/a.txt"}, "access": "read"}); r.Error != nil {
-		t.Fatalf("consent: %s", r.raw)
+	if r := p.Call(6, "files/consent", map[string]any{"message": "please", "requestedPaths": []string{"proj/a.txt"}, "access": "read"}); r.Error != nil {
+		t.Fatalf("consent: %s", r.Raw)
 	}
 	got := srv.Await(t, escape, offset, mount, write)
 	for _, id := range []string{escape, offset, mount, write} {

@@ -34,9 +34,9 @@ func TestFilesMethodsOverStdio(t *testing.T) {
 
 	ok := func(id any, method string, params map[string]any) map[string]any {
 		t.Helper()
-		r := p.call(id, method, params)
+		r := p.Call(id, method, params)
 		if r.Error != nil {
-			t.Fatalf("%s %v: error %s", method, params, r.raw)
+			t.Fatalf("%s %v: error %s", method, params, r.Raw)
 		}
 		var res map[string]any
 		if err := json.Unmarshal(r.Result, &res); err != nil {
@@ -46,9 +46,9 @@ func TestFilesMethodsOverStdio(t *testing.T) {
 	}
 	fail := func(id any, method string, params map[string]any, code string) {
 		t.Helper()
-		r := p.call(id, method, params)
+		r := p.Call(id, method, params)
 		if r.Error == nil || !strings.Contains(string(r.Error.Data), `"code":"`+code+`"`) {
-			t.Fatalf("%s %v = %s, want %s", method, params, r.raw, code)
+			t.Fatalf("%s %v = %s, want %s", method, params, r.Raw, code)
 		}
 	}
 
@@ -67,7 +67,7 @@ func TestFilesMethodsOverStdio(t *testing.T) {
 	ok(7, "files/rename", map[string]any{"oldPath": "rw/empty", "newPath": "rw/dir/empty"})
 	watchID := ok(8, "files/watch", map[string]any{"path": "rw/dir"})["watchId"]
 	ok(9, "files/delete", map[string]any{"path": "rw/dir/empty"})
-	change := p.await("a change event", func(m *message) bool { return m.isNotification("notifications/files/changed") })
+	change := p.Await("a change event", func(m *message) bool { return m.IsNotification("notifications/files/changed") })
 	if !strings.Contains(string(change.Params), `"path":"rw/dir/empty"`) || !strings.Contains(string(change.Params), `"event":"deleted"`) {
 		t.Errorf("change = %s", change.Params)
 	}
@@ -105,9 +105,9 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 	args := []string{"stdio", "--root", rw + ":rw", "--state-dir", state, "--rate-limit", "0"}
 	grant := func(p *proc, access string) {
 		t.Helper()
-		r := p.call("consent", "files/consent", map[string]any{"message": "race", "requestedPaths": []string{"rw/f.txt"}, "access": access})
+		r := p.Call("consent", "files/consent", map[string]any{"message": "race", "requestedPaths": []string{"rw/f.txt"}, "access": access})
 		if r.Error != nil || !strings.Contains(string(r.Result), `"granted":true`) {
-			t.Fatalf("files/consent: %s", r.raw)
+			t.Fatalf("files/consent: %s", r.Raw)
 		}
 	}
 
@@ -129,9 +129,9 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("w%d", i)
-				p.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "files/write",
+				p.Send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "files/write",
 					"params": map[string]any{"path": "rw/f.txt", "content": content}})
-				r := p.tryAwait(waitLimit, func(m *message) bool { return m.isReplyTo(`"` + id + `"`) })
+				r := p.TryAwait(waitLimit, func(m *message) bool { return m.IsReplyTo(`"` + id + `"`) })
 				if r == nil || r.Error != nil {
 					return // the reader's checks fail if too few writes happened
 				}
@@ -152,11 +152,11 @@ func TestReadRacingAtomicReplaces(t *testing.T) {
 		if time.Now().After(deadline) {
 			break
 		}
-		r := reader.call(reads, "files/read", map[string]any{"path": "rw/f.txt"})
+		r := reader.Call(reads, "files/read", map[string]any{"path": "rw/f.txt"})
 		if r.Error != nil {
 			conflicts++
 			if conflicts == 1 {
-				t.Errorf("read %d: %s", reads, r.raw)
+				t.Errorf("read %d: %s", reads, r.Raw)
 			}
 			continue
 		}
@@ -206,9 +206,9 @@ func TestNestedRootMovedIntoItsOuterRootStaysItsOwn(t *testing.T) {
 		{"path": "app/d/keep.txt", "content": "changed"},
 		{"path": "app/d/new/f.txt", "content": "new", "createParents": true},
 	} {
-		r := p.call(i+1, "files/write", params)
+		r := p.Call(i+1, "files/write", params)
 		if r.Error == nil || dataOf(t, r).Code != "PERMISSION_DENIED" || !strings.Contains(dataOf(t, r).Reason, "root") {
-			t.Errorf("files/write %v = %s, want PERMISSION_DENIED naming the nested root", params, r.raw)
+			t.Errorf("files/write %v = %s, want PERMISSION_DENIED naming the nested root", params, r.Raw)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(app, "d", "keep.txt")); err != nil || string(b) != "nested" {

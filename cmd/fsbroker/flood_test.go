@@ -53,13 +53,13 @@ func TestConcurrentSessionsFlood(t *testing.T) {
 				default:
 					method, params = "files/create", map[string]any{"path": fmt.Sprintf("proj/d%d-%d", b, i), "type": "directory"}
 				}
-				p.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+				p.Send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 			}
 			for i := range requests {
 				id := fmt.Sprintf("b%d-%d", b, i)
-				r := p.await("reply "+id, func(m *message) bool { return string(m.ID) == `"`+id+`"` })
+				r := p.Await("reply "+id, func(m *message) bool { return string(m.ID) == `"`+id+`"` })
 				if r.Error != nil && dataOf(t, r).Code != "CONCURRENCY_CONFLICT" {
-					t.Errorf("%s: %s", id, r.raw)
+					t.Errorf("%s: %s", id, r.Raw)
 				}
 				replies[b]++
 			}

@@ -46,7 +46,7 @@ func TestRecursiveDeleteNeverDestroysAGitMovedIn(t *testing.T) {
 				}
 			}
 		}()
-		r := p.call(round+1, "files/delete", map[string]any{"path": "proj/victim", "recursive": true})
+		r := p.Call(round+1, "files/delete", map[string]any{"path": "proj/victim", "recursive": true})
 		stop.Store(true)
 		<-done
 		if r.Error == nil {

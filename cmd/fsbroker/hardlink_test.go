@@ -37,12 +37,12 @@ func TestHardLinkDoesNotLaunderASecret(t *testing.T) {
 	}
 	refusedAsLinked := func(p *proc, id, path string) {
 		t.Helper()
-		r := p.call(id, "files/read", map[string]any{"path": path})
-		if strings.Contains(string(r.raw), "s3cr3t") || strings.Contains(string(r.raw), "PRIVATE KEY") {
-			t.Fatalf("read %s disclosed the linked content: %s", path, r.raw)
+		r := p.Call(id, "files/read", map[string]any{"path": path})
+		if strings.Contains(string(r.Raw), "s3cr3t") || strings.Contains(string(r.Raw), "PRIVATE KEY") {
+			t.Fatalf("read %s disclosed the linked content: %s", path, r.Raw)
 		}
 		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "hardlinks: path is a regular file with 2 links") {
-			t.Fatalf("read %s = %s, want PERMISSION_DENIED by the hardlinks rule", path, r.raw)
+			t.Fatalf("read %s = %s, want PERMISSION_DENIED by the hardlinks rule", path, r.Raw)
 		}
 	}
 

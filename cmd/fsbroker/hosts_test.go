@@ -253,7 +253,7 @@ func TestHostsDocConfigs(t *testing.T) {
 			args := append(append([]string{"wrap"}, flags...), "--", serverBin)
 			p := startProc(t, exec.Command(e.Command, args...))
 			hostInitialize(p, false)
-			p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+			p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 			p.waitLog(regexp.MustCompile(regexp.QuoteMeta("initialized: 1 roots: file://" + paths.project + " (project)")))
 			p.closeStdin()
 			if code := p.waitExit(); code != 0 {

@@ -130,9 +130,9 @@ func tsCallTool(p *proc, id any, name string, args map[string]any, progressToken
 	if progressToken != nil {
 		params["_meta"] = map[string]any{"progressToken": progressToken}
 	}
-	r := p.call(id, "tools/call", params)
+	r := p.Call(id, "tools/call", params)
 	if r.Error != nil {
-		p.t.Fatalf("tools/call %s: %s", name, r.raw)
+		p.t.Fatalf("tools/call %s: %s", name, r.Raw)
 	}
 	var res tsToolResult
 	if err := json.Unmarshal(r.Result, &res); err != nil {
@@ -185,11 +185,11 @@ func awaitTSRoots(p *proc, hostRoots []string, want []rootEntry, listChanged int
 	deadline := time.Now().Add(waitLimit)
 	for i := 0; ; i++ {
 		for {
-			rl := p.tryAwait(0, isRootsRequest)
+			rl := p.TryAwait(0, isRootsRequest)
 			if rl == nil {
 				break
 			}
-			p.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(hostRoots...)})
+			p.Send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(hostRoots...)})
 		}
 		s := tsRootsOf(p, fmt.Sprintf("roots-poll-%d", i))
 		if s.Listings > 0 && s.ListChanged == listChanged && slices.Equal(s.Roots, want) {
@@ -266,11 +266,9 @@ func tsCheckInitialize(t *testing.T, init *message) {
 // or fsbroker's, except roots/list requests from fsbroker when allowRoots.
 func tsHostGotOnlyReplies(p *proc, allowRoots bool) {
 	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range p.msgs {
-		if m.Method != "" && !(allowRoots && m.isRequest("roots/list")) {
-			p.t.Errorf("the host received %s", m.raw)
+	for _, m := range p.All() {
+		if m.Method != "" && !(allowRoots && m.IsRequest("roots/list")) {
+			p.t.Errorf("the host received %s", m.Raw)
 		}
 	}
 }
@@ -289,7 +287,7 @@ func TestWrapInteropTSSDKRoots(t *testing.T) {
 
 	p := f.startTSWrap(t, node, script)
 	tsCheckInitialize(t, hostInitialize(p, false))
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 	s := awaitTSRoots(p, nil, tsRootsWant(f.names, f.c, f.a, f.b), 0)
 	// fsbroker added the capability the host did not declare. (The SDK
@@ -335,13 +333,13 @@ func TestWrapInteropTSSDKHostRoots(t *testing.T) {
 
 	p := f.startTSWrap(t, node, script)
 	tsCheckInitialize(t, hostInitialize(p, true))
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 	// The host's folders: b and one outside every operator root.
 	awaitTSRoots(p, []string{f.b, f.outside}, tsRootsWant(f.names, f.b), 0)
 
 	// Now the host's folder holds every operator root.
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
 	awaitTSRoots(p, []string{f.work}, tsRootsWant(f.names, f.c, f.a, f.b), 1)
 
 	replaceFile(t, f.cfg, f.config(f.d))
@@ -415,9 +413,9 @@ func tsHostSession(p *proc) []string {
 	t := p.t
 	t.Helper()
 	tsCheckInitialize(t, hostInitialize(p, false))
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-	tl := p.call("tools", "tools/list", nil)
+	tl := p.Call("tools", "tools/list", nil)
 	for _, tool := range []string{"roots", "echo", "progress", "wait", "status", "sample", "read"} {
 		if !strings.Contains(string(tl.Result), `"name":"`+tool+`"`) {
 			t.Errorf("tools/list %s: no tool %s", tl.Result, tool)
@@ -429,62 +427,60 @@ func tsHostSession(p *proc) []string {
 	if echo.text(t) != greeting || !strings.Contains(string(echo.StructuredContent), `"length":`) {
 		t.Errorf("echo answered %+v, want %q", echo, greeting)
 	}
-	p.await("logging notification", func(m *message) bool { return m.isNotification("notifications/message") })
+	p.Await("logging notification", func(m *message) bool { return m.IsNotification("notifications/message") })
 
 	if got := tsCallTool(p, "progress", "progress", map[string]any{"steps": 3}, "tok-1").text(t); got != "done: 3 steps" {
 		t.Errorf("progress answered %q", got)
 	}
 	for i := 1; i <= 3; i++ {
-		p.await(fmt.Sprintf("progress notification %d", i), func(m *message) bool {
-			return m.isNotification("notifications/progress") &&
+		p.Await(fmt.Sprintf("progress notification %d", i), func(m *message) bool {
+			return m.IsNotification("notifications/progress") &&
 				strings.Contains(string(m.Params), fmt.Sprintf(`"progressToken":"tok-1","progress":%d,`, i))
 		})
 	}
 
 	// A request the host cancels: its progress comes, its reply never.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": "w1", "method": "tools/call", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": "w1", "method": "tools/call", "params": map[string]any{
 		"name": "wait", "arguments": map[string]any{"label": "long"}, "_meta": map[string]any{"progressToken": 99}}})
-	p.await("progress of the request to cancel", func(m *message) bool {
-		return m.isNotification("notifications/progress") && strings.Contains(string(m.Params), `"progressToken":99`)
+	p.Await("progress of the request to cancel", func(m *message) bool {
+		return m.IsNotification("notifications/progress") && strings.Contains(string(m.Params), `"progressToken":99`)
 	})
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "w1", "reason": "host gave up"}})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "w1", "reason": "host gave up"}})
 	status := tsCallTool(p, "status", "status", map[string]any{}, nil).text(t)
 	if want := `{"cancelled":[{"requestId":"w1","label":"long","reason":"host gave up"}]}`; status != want {
 		t.Errorf("after the cancellation the server reports %s, want %s", status, want)
 	}
 	// The server handles messages in order: a reply to w1 would have come
 	// before the status reply.
-	if p.hasMessage(func(m *message) bool { return m.isReplyTo(`"w1"`) }) {
+	if p.Has(func(m *message) bool { return m.IsReplyTo(`"w1"`) }) {
 		t.Error("the cancelled request was answered")
 	}
 
 	// A request of the server's to the host.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": "sample", "method": "tools/call", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": "sample", "method": "tools/call", "params": map[string]any{
 		"name": "sample", "arguments": map[string]any{"prompt": "2+2?"}}})
-	sr := p.await("the server's sampling request", func(m *message) bool { return m.isRequest("sampling/createMessage") })
-	p.send(map[string]any{"jsonrpc": "2.0", "id": sr.ID, "result": map[string]any{
+	sr := p.Await("the server's sampling request", func(m *message) bool { return m.IsRequest("sampling/createMessage") })
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": sr.ID, "result": map[string]any{
 		"model": "test-model", "role": "assistant", "content": map[string]any{"type": "text", "text": "4"}}})
-	sample := p.await("the sample tool's reply", func(m *message) bool { return m.isReplyTo(`"sample"`) })
-	if !strings.Contains(sample.raw, "model test-model said: 4") {
-		t.Errorf("the sample tool answered %s", sample.raw)
+	sample := p.Await("the sample tool's reply", func(m *message) bool { return m.IsReplyTo(`"sample"`) })
+	if !strings.Contains(sample.Raw, "model test-model said: 4") {
+		t.Errorf("the sample tool answered %s", sample.Raw)
 	}
 
 	p.ping("ping-1")
-	if r := p.call("nope", "no/such/method", map[string]any{}); r.Error == nil || r.Error.Code != -32601 {
-		t.Errorf("an unknown method got %s, want error -32601", r.raw)
+	if r := p.Call("nope", "no/such/method", map[string]any{}); r.Error == nil || r.Error.Code != -32601 {
+		t.Errorf("an unknown method got %s, want error -32601", r.Raw)
 	}
-	p.sendLine([]byte(`{"jsonrpc":"2.0","id":"broken",`))
+	p.SendRaw(`{"jsonrpc":"2.0","id":"broken",`)
 	p.ping("ping-2")
 	if r := tsCallTool(p, "nosuch", "nosuch", map[string]any{}, nil); !r.IsError {
 		t.Errorf("an unknown tool got %+v, want isError", r)
 	}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []string
 	n := 0
-	for _, m := range p.msgs {
-		line := m.raw
+	for _, m := range p.All() {
+		line := m.Raw
 		if m.Method != "" && len(m.ID) > 0 {
 			i := strings.LastIndex(line, `"id":`+string(m.ID))
 			if i < 0 {

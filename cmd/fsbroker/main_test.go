@@ -11,7 +11,6 @@ package main
 // no test asserts how long anything took.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -28,7 +27,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
@@ -149,88 +150,29 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// rpcError is a JSON-RPC error object as the broker sends it.
-type rpcError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}
-
 // message is one line the broker wrote to its stdout.
-type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *rpcError       `json:"error"`
+type message = mcppeer.Message
 
-	seq int    // position in the stream, from 0
-	raw string // the line as written
-}
+// testServer is how the tests, as the broker's MCP server, name themselves.
+var testServer = mcppeer.Implementation{Name: "cli-test-peer", Version: "0.0.1"}
 
-func (m *message) isRequest(method string) bool {
-	return m.Method == method && len(m.ID) > 0 && string(m.ID) != "null"
-}
-
-func (m *message) isNotification(method string) bool {
-	return m.Method == method && len(m.ID) == 0
-}
-
-// isReplyTo reports whether m answers the request whose id has the JSON text
-// id (`7`, `"a"`, `null`).
-func (m *message) isReplyTo(id string) bool {
-	return m.Method == "" && string(m.ID) == id
-}
-
-// checkMessage returns why line is not a single JSON-RPC 2.0 message, or "".
-func checkMessage(line []byte) string {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
-		return "not a JSON object"
-	}
-	if string(fields["jsonrpc"]) != `"2.0"` {
-		return `"jsonrpc" is not "2.0"`
-	}
-	_, hasMethod := fields["method"]
-	_, hasID := fields["id"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
-	switch {
-	case hasMethod && (hasResult || hasError):
-		return "a method with a result or an error"
-	case hasMethod:
-		return ""
-	case !hasID:
-		return "a response without an id"
-	case hasResult == hasError:
-		return "a response needs exactly one of result and error"
-	}
-	return ""
-}
-
-// proc is a running fsbroker. For stdio sessions the test is its MCP server:
-// it writes requests and replies to the broker's stdin and reads the broker's
-// messages from its stdout.
+// proc is a running fsbroker. For stdio sessions the test is its MCP server
+// (for wrap, its host): the peer writes requests and replies to the broker's
+// stdin and reads the broker's messages from its stdout, each of which must
+// be a JSON-RPC message.
 type proc struct {
+	*mcppeer.Peer
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  *os.File
 	stdout *os.File // our end of the broker's stdout
 	stderr *lockedBuffer
 
-	wmu sync.Mutex // one line at a time on stdin
+	readDone chan struct{} // stdout and stderr reached EOF
+	exited   chan struct{} // closed once the process has exited
 
-	mu       sync.Mutex
-	msgs     []*message
-	taken    []bool
-	bad      []string      // stdout lines that are not JSON-RPC messages
-	changed  chan struct{} // closed and replaced when msgs grows or stdout ends
-	outDone  bool
-	readDone chan struct{} // both readers reached EOF
-
-	exited chan struct{} // closed once the process has exited
-	state  *os.ProcessState
+	mu    sync.Mutex
+	state *os.ProcessState
 }
 
 // startBroker runs fsbroker with args in dir (the test's working directory
@@ -366,24 +308,18 @@ func startProcPipes(t *testing.T, cmd *exec.Cmd, keep bool, env ...string) (p *p
 		outW.Close()
 	}
 	errW.Close()
-	p = &proc{
-		t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &lockedBuffer{},
-		changed: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{}),
-	}
-	var readers sync.WaitGroup
-	readers.Add(2)
+	p = &proc{t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &lockedBuffer{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	p.Peer = mcppeer.New(t, "fsbroker", jsonrpc.NewLineStream(outR, inW, 0), mcppeer.RequireValid(), mcppeer.WithWait(waitLimit))
+	stderrDone := make(chan struct{})
 	go func() {
-		defer readers.Done()
+		defer close(stderrDone)
 		defer errR.Close()
 		_, _ = io.Copy(p.stderr, errR)
 	}()
 	go func() {
-		defer readers.Done()
-		defer outR.Close()
-		p.readStdout(outR)
-	}()
-	go func() {
-		readers.Wait()
+		<-p.Done()
+		_ = outR.Close()
+		<-stderrDone
 		close(p.readDone)
 	}()
 	go func() {
@@ -397,46 +333,10 @@ func startProcPipes(t *testing.T, cmd *exec.Cmd, keep bool, env ...string) (p *p
 	return p, stdinR, stdoutW
 }
 
-func (p *proc) readStdout(r io.Reader) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for seq := 0; ; {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			line = bytes.TrimSuffix(line, []byte("\n"))
-			var m message
-			bad := checkMessage(line)
-			if bad == "" {
-				if err := json.Unmarshal(line, &m); err != nil {
-					bad = err.Error()
-				}
-			}
-			p.mu.Lock()
-			if bad != "" {
-				p.bad = append(p.bad, fmt.Sprintf("%s: %.200q", bad, line))
-			} else {
-				m.seq, m.raw = seq, string(line)
-				seq++
-				p.msgs = append(p.msgs, &m)
-				p.taken = append(p.taken, false)
-			}
-			close(p.changed)
-			p.changed = make(chan struct{})
-			p.mu.Unlock()
-		}
-		if err != nil {
-			p.mu.Lock()
-			p.outDone = true
-			close(p.changed)
-			p.changed = make(chan struct{})
-			p.mu.Unlock()
-			return
-		}
-	}
-}
-
 // cleanup ends the broker if the test did not, and checks what every test
-// must hold: stdout carried only JSON-RPC messages, and the race detector
-// found nothing in the broker.
+// must hold: the race detector found nothing in the broker. (That stdout
+// carried only JSON-RPC messages the peer checks after this, at the end of
+// the test.)
 func (p *proc) cleanup() {
 	t := p.t
 	select {
@@ -457,12 +357,6 @@ func (p *proc) cleanup() {
 	case <-time.After(waitLimit):
 		t.Errorf("fsbroker's stdout or stderr still open %s after it exited", waitLimit)
 	}
-	p.mu.Lock()
-	bad := p.bad
-	p.mu.Unlock()
-	for _, b := range bad {
-		t.Errorf("stdout line is not a JSON-RPC message: %s", b)
-	}
 	log := p.stderr.String()
 	if strings.Contains(log, "DATA RACE") {
 		t.Errorf("the race detector fired in fsbroker")
@@ -472,109 +366,26 @@ func (p *proc) cleanup() {
 	}
 }
 
-// send writes v as one line to the broker's stdin.
-func (p *proc) send(v any) {
-	p.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.sendLine(b)
-}
-
-// sendLine writes raw bytes and a newline.
-func (p *proc) sendLine(b []byte) {
-	p.t.Helper()
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	if _, err := p.stdin.Write(append(b[:len(b):len(b)], '\n')); err != nil {
-		p.t.Fatalf("write to fsbroker: %v", err)
-	}
-}
-
-// tryAwait returns the first message not yet taken that matches, waiting up
-// to d; nil if none came (or stdout ended).
-func (p *proc) tryAwait(d time.Duration, match func(*message) bool) *message {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		p.mu.Lock()
-		for i, m := range p.msgs {
-			if !p.taken[i] && match(m) {
-				p.taken[i] = true
-				p.mu.Unlock()
-				return m
-			}
-		}
-		changed, done := p.changed, p.outDone
-		p.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-timer.C:
-			return nil
-		}
-	}
-}
-
-// await is tryAwait that fails the test when nothing matching comes.
-func (p *proc) await(what string, match func(*message) bool) *message {
-	p.t.Helper()
-	m := p.tryAwait(waitLimit, match)
-	if m == nil {
-		p.t.Fatalf("no %s from fsbroker within %s", what, waitLimit)
-	}
-	return m
-}
-
-// call sends a request and returns the broker's reply.
-func (p *proc) call(id any, method string, params any) *message {
-	p.t.Helper()
-	req := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
-	if params != nil {
-		req["params"] = params
-	}
-	p.send(req)
-	idText, _ := json.Marshal(id)
-	return p.await(fmt.Sprintf("reply to %s (id %s)", method, idText),
-		func(m *message) bool { return m.isReplyTo(string(idText)) })
-}
-
 // ping sends a ping and checks that it is answered with {}.
 func (p *proc) ping(id any) {
 	p.t.Helper()
-	r := p.call(id, "ping", nil)
+	r := p.Call(id, "ping", nil)
 	if r.Error != nil || string(r.Result) != "{}" {
-		p.t.Fatalf("ping %v answered %s, want result {}", id, r.raw)
+		p.t.Fatalf("ping %v answered %s, want result {}", id, r.Raw)
 	}
-}
-
-// awaitInitialize returns the broker's initialize request.
-func (p *proc) awaitInitialize() *message {
-	p.t.Helper()
-	return p.await("initialize request", func(m *message) bool { return m.isRequest("initialize") })
 }
 
 // replyInitialize answers the initialize request with version.
 func (p *proc) replyInitialize(init *message, version string) {
 	p.t.Helper()
-	p.send(map[string]any{"jsonrpc": "2.0", "id": init.ID, "result": map[string]any{
-		"protocolVersion": version,
-		"capabilities":    map[string]any{},
-		"serverInfo":      map[string]any{"name": "cli-test-peer", "version": "0.0.1"},
-	}})
+	p.ReplyInitialize(init, version, testServer)
 }
 
 // handshake completes the MCP lifecycle with version and returns the
 // initialize request.
 func (p *proc) handshake(version string) *message {
 	p.t.Helper()
-	init := p.awaitInitialize()
-	p.replyInitialize(init, version)
-	p.await("notifications/initialized", func(m *message) bool { return m.isNotification("notifications/initialized") })
-	return init
+	return p.AcceptInitialize(version, testServer)
 }
 
 // rootEntry is one root in a roots/list result.
@@ -586,9 +397,9 @@ type rootEntry struct {
 // listRoots calls roots/list and returns the roots.
 func (p *proc) listRoots(id any) []rootEntry {
 	p.t.Helper()
-	r := p.call(id, "roots/list", nil)
+	r := p.Call(id, "roots/list", nil)
 	if r.Error != nil {
-		p.t.Fatalf("roots/list failed: %s", r.raw)
+		p.t.Fatalf("roots/list failed: %s", r.Raw)
 	}
 	var res struct {
 		Roots *[]rootEntry `json:"roots"`
@@ -597,19 +408,6 @@ func (p *proc) listRoots(id any) []rootEntry {
 		p.t.Fatalf("roots/list result %s: want {\"roots\": [...]} (%v)", r.Result, err)
 	}
 	return *res.Roots
-}
-
-// hasMessage reports whether the broker has sent a message matching match,
-// taken or not.
-func (p *proc) hasMessage(match func(*message) bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range p.msgs {
-		if match(m) {
-			return true
-		}
-	}
-	return false
 }
 
 // waitExit waits for the broker to exit and for its output to end, and
@@ -633,8 +431,6 @@ func (p *proc) waitExit() int {
 
 // closeStdin ends the broker's input.
 func (p *proc) closeStdin() {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
 	_ = p.stdin.Close()
 }
 
@@ -702,10 +498,10 @@ func dataOf(t *testing.T, m *message) errorData {
 	t.Helper()
 	var d errorData
 	if m.Error == nil || len(m.Error.Data) == 0 {
-		t.Fatalf("reply %s has no error data", m.raw)
+		t.Fatalf("reply %s has no error data", m.Raw)
 	}
 	if err := json.Unmarshal(m.Error.Data, &d); err != nil {
-		t.Fatalf("error data of %s: %v", m.raw, err)
+		t.Fatalf("error data of %s: %v", m.Raw, err)
 	}
 	return d
 }

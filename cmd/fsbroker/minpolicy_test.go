@@ -93,9 +93,9 @@ func TestOneFilePolicyDirectory(t *testing.T) {
 	writeFile(t, filepath.Join(w.proj, "docs", "private", "new.md"), "hidden")
 	time.Sleep(300 * time.Millisecond)
 	writeFile(t, filepath.Join(w.proj, "docs", "new.md"), "shown")
-	p.await("the change event of proj/docs/new.md", csChangeOf("proj/docs/new.md"))
-	if p.hasMessage(func(m *message) bool {
-		return m.isNotification("notifications/files/changed") && strings.Contains(string(m.Params), "private")
+	p.Await("the change event of proj/docs/new.md", csChangeOf("proj/docs/new.md"))
+	if p.Has(func(m *message) bool {
+		return m.IsNotification("notifications/files/changed") && strings.Contains(string(m.Params), "private")
 	}) {
 		t.Error("a change under proj/docs/private was sent")
 	}

@@ -26,13 +26,13 @@ type rootAttempt struct {
 func refusedNamingARoot(t *testing.T, p *proc, attempts []rootAttempt) {
 	t.Helper()
 	for i, a := range attempts {
-		r := p.call(i+1, a.method, a.params)
+		r := p.Call(i+1, a.method, a.params)
 		if r.Error == nil {
-			t.Errorf("%s %v was done in, or with, the nested root: %s", a.method, a.params, r.raw)
+			t.Errorf("%s %v was done in, or with, the nested root: %s", a.method, a.params, r.Raw)
 			continue
 		}
 		if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "root") {
-			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.raw)
+			t.Errorf("%s %v = %s, want PERMISSION_DENIED naming the root", a.method, a.params, r.Raw)
 		}
 	}
 }

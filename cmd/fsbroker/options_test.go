@@ -80,18 +80,18 @@ func TestMessageLimitSetting(t *testing.T) {
 			t.Parallel()
 			p := startBroker(t, "", append([]string{"stdio", "--root", t.TempDir()}, tc.args...)...)
 			p.handshake("2025-11-25")
-			p.sendLine(pingOfSize(t, "at-limit", tc.limit))
-			r := p.await("reply at the limit", func(m *message) bool { return m.isReplyTo(`"at-limit"`) })
+			p.SendRaw(string(pingOfSize(t, "at-limit", tc.limit)))
+			r := p.Await("reply at the limit", func(m *message) bool { return m.IsReplyTo(`"at-limit"`) })
 			if r.Error != nil {
-				t.Errorf("a message of exactly %d bytes was refused: %s", tc.limit, r.raw)
+				t.Errorf("a message of exactly %d bytes was refused: %s", tc.limit, r.Raw)
 			}
-			p.sendLine(pingOfSize(t, "over-limit", tc.limit+1))
-			r = p.await("refusal over the limit", func(m *message) bool { return m.isReplyTo("null") })
+			p.SendRaw(string(pingOfSize(t, "over-limit", tc.limit+1)))
+			r = p.Await("refusal over the limit", func(m *message) bool { return m.IsReplyTo("null") })
 			if r.Error == nil || r.Error.Code != -32600 {
-				t.Errorf("a message of %d bytes answered %s, want -32600", tc.limit+1, r.raw)
+				t.Errorf("a message of %d bytes answered %s, want -32600", tc.limit+1, r.Raw)
 			}
 			p.ping("after")
-			if p.hasMessage(func(m *message) bool { return m.isReplyTo(`"over-limit"`) }) {
+			if p.Has(func(m *message) bool { return m.IsReplyTo(`"over-limit"`) }) {
 				t.Error("the oversized ping was answered")
 			}
 		})
@@ -103,7 +103,7 @@ func TestMessageLimitSetting(t *testing.T) {
 func TestInitTimeout(t *testing.T) {
 	t.Parallel()
 	p := startBroker(t, "", "stdio", "--root", t.TempDir(), "--init-timeout", "200ms")
-	p.awaitInitialize()
+	p.AwaitRequest("initialize")
 	if code := p.waitExit(); code != 1 {
 		t.Errorf("exit status = %d, want 1", code)
 	}
@@ -117,18 +117,18 @@ func TestInitTimeout(t *testing.T) {
 func TestPingInterval(t *testing.T) {
 	t.Parallel()
 	p := startBroker(t, "", "stdio", "--root", t.TempDir(), "--ping-interval", "100ms")
-	init := p.awaitInitialize()
+	init := p.AwaitRequest("initialize")
 	p.replyInitialize(init, "2025-11-25")
-	isPing := func(m *message) bool { return m.isRequest("ping") }
-	ping := p.await("ping from the broker", isPing)
-	if ping.seq < init.seq {
+	isPing := func(m *message) bool { return m.IsRequest("ping") }
+	ping := p.Await("ping from the broker", isPing)
+	if ping.Seq < init.Seq {
 		t.Errorf("the broker pinged before initialization")
 	}
 	if len(ping.Params) != 0 && string(ping.Params) != "{}" {
 		t.Errorf("ping params = %s, want none", ping.Params)
 	}
-	p.send(map[string]any{"jsonrpc": "2.0", "id": ping.ID, "result": map[string]any{}})
-	p.await("second ping from the broker", isPing) // left unanswered
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": ping.ID, "result": map[string]any{}})
+	p.Await("second ping from the broker", isPing) // left unanswered
 	p.waitLog(regexp.MustCompile(`server did not answer ping`))
 }
 
@@ -161,7 +161,7 @@ func TestConfigSymlinkSwap(t *testing.T) {
 	writeFile(t, filepath.Join(cdir, "..v2", "fsbroker.yaml"), configOf(a, b))
 	must(os.Symlink("..v2", filepath.Join(cdir, "..data_tmp")))
 	must(os.Rename(filepath.Join(cdir, "..data_tmp"), filepath.Join(cdir, "..data")))
-	if p.tryAwait(waitLimit, isListChanged) == nil {
+	if p.TryAwait(waitLimit, isListChanged) == nil {
 		t.Fatal("no notifications/roots/list_changed after the swap")
 	}
 	if got := rootPaths(t, p.listRoots(2)); !equalStrings(got, []string{a, b}) {

@@ -194,8 +194,8 @@ func TestConfigReloadAddingARootOverTheStateIsRefused(t *testing.T) {
 	if !strings.Contains(p.log(), "--state-dir "+state+" lies inside the root config "+cfg+": /roots/1") {
 		t.Errorf("the log does not name the state directory and the new root:\n%s", p.log())
 	}
-	if m := p.tryAwait(quiet, isListChanged); m != nil {
-		t.Errorf("a refused reload sent %s", m.raw)
+	if m := p.TryAwait(quiet, isListChanged); m != nil {
+		t.Errorf("a refused reload sent %s", m.Raw)
 	}
 	if got := rootPaths(t, p.listRoots("after")); !equalStrings(got, []string{a}) {
 		t.Errorf("roots after a refused reload = %q, want the old %q", got, a)

@@ -62,10 +62,10 @@ func TestPolicyEditTakesEffectWithoutRestart(t *testing.T) {
 	p := startBroker(t, "", "stdio", "--root", root+":rw", "--policies", pol, "--log-level", "debug")
 	p.handshake("2025-11-25") // serverInfo.name is "cli-test-peer"
 	write := func(id string) *message {
-		return p.call(id, "files/write", map[string]any{"path": mount + "/docs/a.md", "content": "x"})
+		return p.Call(id, "files/write", map[string]any{"path": mount + "/docs/a.md", "content": "x"})
 	}
 	if r := write("before"); r.Error != nil {
-		t.Fatalf("write before the rule: %s", r.raw)
+		t.Fatalf("write before the rule: %s", r.Raw)
 	}
 	rule := `package fsbroker.authz
 
@@ -83,7 +83,7 @@ deny contains {"code": "PERMISSION_DENIED", "reason": "local: cli-test-peer may 
 	t.Logf("policy edit to effect: %v", time.Since(start))
 	r := write("after")
 	if r.Error == nil || !strings.Contains(string(r.Error.Data), "may not write docs") {
-		t.Fatalf("write after the rule: %s", r.raw)
+		t.Fatalf("write after the rule: %s", r.Raw)
 	}
 	// A broken edit keeps the last good set deciding.
 	if err := os.WriteFile(filepath.Join(pol, "local.rego"), []byte("package fsbroker.authz\n\ndeny contains {"), 0o644); err != nil {
@@ -91,7 +91,7 @@ deny contains {"code": "PERMISSION_DENIED", "reason": "local: cli-test-peer may 
 	}
 	p.waitLog(regexp.MustCompile(`policy reload failed`))
 	if r := write("broken"); r.Error == nil {
-		t.Fatalf("after a broken edit the old rule stopped deciding: %s", r.raw)
+		t.Fatalf("after a broken edit the old rule stopped deciding: %s", r.Raw)
 	}
 }
 

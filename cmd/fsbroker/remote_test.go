@@ -266,8 +266,8 @@ func (s *rawServer) awaitPosted(what string) message {
 // awaitInitialized waits for notifications/initialized.
 func (s *rawServer) awaitInitialized() {
 	s.t.Helper()
-	if m := s.awaitPosted("notifications/initialized"); !m.isNotification("notifications/initialized") {
-		s.t.Fatalf("first POST after initialize is %s, want notifications/initialized", m.raw)
+	if m := s.awaitPosted("notifications/initialized"); !m.IsNotification("notifications/initialized") {
+		s.t.Fatalf("first POST after initialize is %s, want notifications/initialized", m.Raw)
 	}
 }
 
@@ -277,7 +277,7 @@ func (s *rawServer) request(eventID string, id int, method string, params any) m
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	s.push <- sseText(eventID, string(b))
 	m := s.awaitPosted(fmt.Sprintf("reply to %s %d", method, id))
-	if !m.isReplyTo(fmt.Sprint(id)) {
+	if !m.IsReplyTo(fmt.Sprint(id)) {
 		s.t.Fatalf("POSTed %+v, want the reply to %s %d", m, method, id)
 	}
 	return m
@@ -349,7 +349,7 @@ func TestRemoteURLFilesAndHeaders(t *testing.T) {
 			}
 			denied := srv.request("", 2, "files/read", map[string]any{"path": "a/../../etc/passwd"})
 			if denied.Error == nil || dataOf(t, &denied).Code != "PERMISSION_DENIED" {
-				t.Errorf("files/read of an escape: %s, want PERMISSION_DENIED", denied.raw)
+				t.Errorf("files/read of an escape: %s, want PERMISSION_DENIED", denied.Raw)
 			}
 			sigterm(t, p)
 
@@ -437,8 +437,8 @@ func TestRemoteURLResumesEventStream(t *testing.T) {
 	p := startRemoteBroker(t, nil, "--root", a, "--url", ts.URL+"/mcp")
 	srv.awaitInitialized()
 	first := srv.awaitPosted("reply to the request on the first stream")
-	if !first.isReplyTo("1") || readContent(t, first) != "resumed\n" {
-		t.Fatalf("reply %s", first.raw)
+	if !first.IsReplyTo("1") || readContent(t, first) != "resumed\n" {
+		t.Fatalf("reply %s", first.Raw)
 	}
 	for i, want := range []string{"", "ev-1"} {
 		select {

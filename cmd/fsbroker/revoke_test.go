@@ -48,11 +48,11 @@ func grantsCmd(t *testing.T, state string, code int, args ...string) string {
 func readUntil(t *testing.T, p *proc, path string, refused bool, since time.Time, what string) time.Time {
 	t.Helper()
 	for i := 0; ; i++ {
-		m := p.call(fmt.Sprintf("until-%d", i), "files/read", map[string]any{"path": path})
+		m := p.Call(fmt.Sprintf("until-%d", i), "files/read", map[string]any{"path": path})
 		if (m.Error != nil) == refused {
 			if refused {
 				if d := dataOf(t, m); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "consent") {
-					t.Fatalf("read %s after %s: %s, want PERMISSION_DENIED naming consent", path, what, m.raw)
+					t.Fatalf("read %s after %s: %s, want PERMISSION_DENIED naming consent", path, what, m.Raw)
 				}
 			}
 			at := time.Now()
@@ -60,7 +60,7 @@ func readUntil(t *testing.T, p *proc, path string, refused bool, since time.Time
 			return at
 		}
 		if time.Since(since) > 5*time.Second {
-			t.Fatalf("read %s still %s 5 s after %s: %s (PROTOCOL.md: 1 s)", path, map[bool]string{true: "allowed", false: "refused"}[refused], what, m.raw)
+			t.Fatalf("read %s still %s 5 s after %s: %s (PROTOCOL.md: 1 s)", path, map[bool]string{true: "allowed", false: "refused"}[refused], what, m.Raw)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -102,7 +102,7 @@ func TestRevokeBlocksPreapprovedRoots(t *testing.T) {
 	csRead(t, p, 1, "proj/a.txt", "alpha") // pre-approved: no consent round
 	watchID, _ := csResult(t, p, 2, "files/watch", map[string]any{"path": "proj/watched", "recursive": true})["watchId"].(string)
 	writeFile(t, filepath.Join(w.proj, "watched", "before.txt"), "x")
-	p.await("a change event under the watch", csChangeOf("proj/watched/before.txt"))
+	p.Await("a change event under the watch", csChangeOf("proj/watched/before.txt"))
 
 	start := time.Now()
 	out := grantsCmd(t, w.state, 0, "revoke", "--all")
@@ -111,11 +111,11 @@ func TestRevokeBlocksPreapprovedRoots(t *testing.T) {
 	}
 	readUntil(t, p, "proj/a.txt", true, start, "grants revoke --all started")
 	csNoConsent(t, p, 3, "files/write", map[string]any{"path": "rw/src/new.go", "content": "package new"})
-	p.await("roots/list_changed after the block", csIsListChanged)
+	p.Await("roots/list_changed after the block", csIsListChanged)
 	p.waitLog(regexp.MustCompile(`consent revoked: watches ended.*` + watchID))
 	writeFile(t, filepath.Join(w.proj, "watched", "after.txt"), "x")
-	if m := p.tryAwait(time.Second, csChangeOf("proj/watched/after.txt")); m != nil {
-		t.Errorf("a change under the blocked watch was sent: %s", m.raw)
+	if m := p.TryAwait(time.Second, csChangeOf("proj/watched/after.txt")); m != nil {
+		t.Errorf("a change under the blocked watch was sent: %s", m.Raw)
 	}
 	csRefused(t, p, 4, "files/unwatch", map[string]any{"watchId": watchID}, "INVALID_PARAMS")
 

@@ -34,9 +34,9 @@ func TestLifecycle(t *testing.T) {
 			}
 			p := startBroker(t, "", "stdio", "--root", link)
 
-			init := p.awaitInitialize()
-			if init.seq != 0 {
-				t.Errorf("initialize is message %d on stdout, want the first", init.seq)
+			init := p.AwaitRequest("initialize")
+			if init.Seq != 0 {
+				t.Errorf("initialize is message %d on stdout, want the first", init.Seq)
 			}
 			var params struct {
 				ProtocolVersion string `json:"protocolVersion"`
@@ -66,9 +66,9 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			p.replyInitialize(init, version)
-			n := p.await("notifications/initialized", func(m *message) bool { return m.Method == "notifications/initialized" })
+			n := p.Await("notifications/initialized", func(m *message) bool { return m.Method == "notifications/initialized" })
 			if len(n.ID) != 0 {
-				t.Errorf("notifications/initialized carries an id: %s", n.raw)
+				t.Errorf("notifications/initialized carries an id: %s", n.Raw)
 			}
 
 			roots := p.listRoots(1)
@@ -104,14 +104,14 @@ func TestInitializeRefused(t *testing.T) {
 		t.Run("version "+version, func(t *testing.T) {
 			t.Parallel()
 			p := startBroker(t, "", "stdio", "--root", t.TempDir())
-			p.replyInitialize(p.awaitInitialize(), version)
+			p.replyInitialize(p.AwaitRequest("initialize"), version)
 			if code := p.waitExit(); code != 1 {
 				t.Errorf("exit status = %d, want 1", code)
 			}
 			if !regexp.MustCompile(`(?i)not supported.*` + regexp.QuoteMeta(version)).MatchString(p.log()) {
 				t.Errorf("no log line naming the unsupported version %s", version)
 			}
-			if p.hasMessage(func(m *message) bool { return m.Method == "notifications/initialized" }) {
+			if p.Has(func(m *message) bool { return m.Method == "notifications/initialized" }) {
 				t.Error("notifications/initialized sent to a server with an unsupported version")
 			}
 		})
@@ -119,8 +119,8 @@ func TestInitializeRefused(t *testing.T) {
 	t.Run("error reply", func(t *testing.T) {
 		t.Parallel()
 		p := startBroker(t, "", "stdio", "--root", t.TempDir())
-		init := p.awaitInitialize()
-		p.send(map[string]any{"jsonrpc": "2.0", "id": init.ID,
+		init := p.AwaitRequest("initialize")
+		p.Send(map[string]any{"jsonrpc": "2.0", "id": init.ID,
 			"error": map[string]any{"code": -32603, "message": "cli-test refuses"}})
 		if code := p.waitExit(); code != 1 {
 			t.Errorf("exit status = %d, want 1", code)
@@ -128,14 +128,14 @@ func TestInitializeRefused(t *testing.T) {
 		if !strings.Contains(p.log(), "cli-test refuses") {
 			t.Errorf("log does not give the server's error message")
 		}
-		if p.hasMessage(func(m *message) bool { return m.Method == "notifications/initialized" }) {
+		if p.Has(func(m *message) bool { return m.Method == "notifications/initialized" }) {
 			t.Error("notifications/initialized sent after an error reply")
 		}
 	})
 	t.Run("EOF before the reply", func(t *testing.T) {
 		t.Parallel()
 		p := startBroker(t, "", "stdio", "--root", t.TempDir())
-		p.awaitInitialize()
+		p.AwaitRequest("initialize")
 		p.closeStdin()
 		if code := p.waitExit(); code != 1 {
 			t.Errorf("exit status = %d, want 1", code)
@@ -152,13 +152,13 @@ func TestRequestsBeforeInitialized(t *testing.T) {
 	t.Parallel()
 	dir := realDir(t, filepath.Join(t.TempDir(), "data"))
 	p := startBroker(t, "", "stdio", "--root", dir)
-	init := p.awaitInitialize()
+	init := p.AwaitRequest("initialize")
 
 	p.ping(1)
 	for i, method := range []string{"roots/list", "no/such/method", "files/read"} {
-		r := p.call(10+i, method, nil)
+		r := p.Call(10+i, method, nil)
 		if r.Error == nil || r.Error.Code != -32600 {
-			t.Fatalf("%s before initialization answered %s, want error -32600", method, r.raw)
+			t.Fatalf("%s before initialization answered %s, want error -32600", method, r.Raw)
 		}
 		if d := dataOf(t, r); d.Code != "NOT_INITIALIZED" {
 			t.Errorf("%s before initialization: data.code = %q, want NOT_INITIALIZED", method, d.Code)
@@ -166,7 +166,7 @@ func TestRequestsBeforeInitialized(t *testing.T) {
 	}
 
 	p.replyInitialize(init, "2025-11-25")
-	p.await("notifications/initialized", func(m *message) bool { return m.isNotification("notifications/initialized") })
+	p.Await("notifications/initialized", func(m *message) bool { return m.IsNotification("notifications/initialized") })
 	if roots := p.listRoots(2); len(roots) != 1 || fileURIPath(t, roots[0].URI) != dir {
 		t.Errorf("roots/list after initialization = %+v, want %s", roots, dir)
 	}
@@ -213,15 +213,12 @@ func TestMalformedInputKeepsTheSession(t *testing.T) {
 		if len(tc.line) > 1<<20 {
 			written = make(chan error, 1)
 			go func() {
-				p.wmu.Lock()
-				defer p.wmu.Unlock()
-				_, err := p.stdin.Write(append(tc.line, '\n'))
-				written <- err
+				written <- p.Write(tc.line)
 			}()
 		} else {
-			p.sendLine(tc.line)
+			p.SendRaw(string(tc.line))
 		}
-		r := p.await(tc.name+" error reply", func(m *message) bool { return m.isReplyTo(tc.replyID) && m.Error != nil })
+		r := p.Await(tc.name+" error reply", func(m *message) bool { return m.IsReplyTo(tc.replyID) && m.Error != nil })
 		if written != nil {
 			// The broker answers once it has read the whole line.
 			select {
@@ -234,7 +231,7 @@ func TestMalformedInputKeepsTheSession(t *testing.T) {
 			}
 		}
 		if r.Error.Code != tc.code {
-			t.Errorf("%s: error code %d, want %d: %s", tc.name, r.Error.Code, tc.code, r.raw)
+			t.Errorf("%s: error code %d, want %d: %s", tc.name, r.Error.Code, tc.code, r.Raw)
 		}
 		if tc.dataCode != "" {
 			d := dataOf(t, r)
@@ -248,17 +245,17 @@ func TestMalformedInputKeepsTheSession(t *testing.T) {
 		p.ping(fmt.Sprintf("after-%d", i))
 	}
 	// Nothing in the oversized line was acted on.
-	if p.hasMessage(func(m *message) bool { return m.isReplyTo(`"big"`) }) {
+	if p.Has(func(m *message) bool { return m.IsReplyTo(`"big"`) }) {
 		t.Error("the oversized ping was answered")
 	}
 	// Messages the broker does not act on get no reply; the session goes on.
-	p.sendLine([]byte(`{"jsonrpc":"2.0","method":"notifications/no-such-thing"}`))
-	p.sendLine([]byte(`{"jsonrpc":"2.0","id":"nobody-asked","result":{}}`))
-	p.sendLine([]byte(`   `))
+	p.SendRaw(`{"jsonrpc":"2.0","method":"notifications/no-such-thing"}`)
+	p.SendRaw(`{"jsonrpc":"2.0","id":"nobody-asked","result":{}}`)
+	p.SendRaw(`   `)
 	// A CRLF line ending is accepted.
-	p.sendLine([]byte(`{"jsonrpc":"2.0","id":"crlf","method":"ping"}` + "\r"))
-	if r := p.await("reply to a CRLF line", func(m *message) bool { return m.isReplyTo(`"crlf"`) }); r.Error != nil {
-		t.Errorf("a CRLF-terminated ping answered %s", r.raw)
+	p.SendRaw(`{"jsonrpc":"2.0","id":"crlf","method":"ping"}` + "\r")
+	if r := p.Await("reply to a CRLF line", func(m *message) bool { return m.IsReplyTo(`"crlf"`) }); r.Error != nil {
+		t.Errorf("a CRLF-terminated ping answered %s", r.Raw)
 	}
 	p.ping("last")
 	p.closeStdin()
@@ -272,26 +269,24 @@ func TestMalformedInputKeepsTheSession(t *testing.T) {
 func TestStdoutCarriesOnlyProtocol(t *testing.T) {
 	t.Parallel()
 	p := startBroker(t, "", "stdio", "--log-level", "trace", "--root", t.TempDir())
-	init := p.awaitInitialize()
+	init := p.AwaitRequest("initialize")
 	p.ping("early")
-	p.call("early-roots", "roots/list", nil)
+	p.Call("early-roots", "roots/list", nil)
 	p.replyInitialize(init, "2025-06-18")
-	p.await("notifications/initialized", func(m *message) bool { return m.isNotification("notifications/initialized") })
+	p.Await("notifications/initialized", func(m *message) bool { return m.IsNotification("notifications/initialized") })
 	p.listRoots(1)
-	p.sendLine([]byte(`{oops`))
-	p.call(2, "files/nothing", map[string]any{"x": 1})
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message",
+	p.SendRaw(`{oops`)
+	p.Call(2, "files/nothing", map[string]any{"x": 1})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message",
 		"params": map[string]any{"level": "info", "logger": "peer", "data": "hello from the peer"}})
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
 		"params": map[string]any{"requestId": 99, "reason": "test"}})
 	p.ping(3)
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit status = %d, want 0", code)
 	}
-	p.mu.Lock()
-	n := len(p.msgs)
-	p.mu.Unlock()
+	n := len(p.All())
 	if n < 8 {
 		t.Errorf("only %d messages on stdout", n)
 	}
@@ -333,7 +328,7 @@ func TestSessionEnd(t *testing.T) {
 	t.Run("SIGTERM before initialize is answered", func(t *testing.T) {
 		t.Parallel()
 		p := startBroker(t, "", "stdio", "--root", t.TempDir())
-		p.awaitInitialize() // the signal handler is installed before initialize is sent
+		p.AwaitRequest("initialize") // the signal handler is installed before initialize is sent
 		p.signal(syscall.SIGTERM)
 		if code := p.waitExit(); code != 0 {
 			t.Errorf("exit status = %d, want 0 (a requested stop is a clean end)", code)
@@ -350,8 +345,8 @@ func TestJSONLogFormat(t *testing.T) {
 	t.Parallel()
 	p := startBroker(t, "", "stdio", "--log-format", "json", "--log-level", "debug", "--root", t.TempDir())
 	p.handshake("2025-11-25")
-	p.sendLine([]byte(`not json`))
-	p.call(1, "no/such", nil)
+	p.SendRaw(`not json`)
+	p.Call(1, "no/such", nil)
 	p.ping(2)
 	p.signal(syscall.SIGTERM)
 	if code := p.waitExit(); code != 0 {
@@ -380,7 +375,7 @@ func TestStdoutClosedByPeer(t *testing.T) {
 	p := startBroker(t, "", "stdio", "--root", t.TempDir())
 	p.handshake("2025-11-25")
 	_ = p.stdout.Close()
-	p.sendLine([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	if code := p.waitExit(); code != 1 {
 		t.Errorf("exit status = %d (%s), want 1", code, p.state)
 	}

@@ -60,12 +60,12 @@ func runSession(t *testing.T) *sessionTrail {
 	request := func(method string, params map[string]any) *message {
 		t.Helper()
 		id++
-		return p.call(id, method, params)
+		return p.Call(id, method, params)
 	}
 	ok := func(method string, params map[string]any) {
 		t.Helper()
 		if r := request(method, params); r.Error != nil {
-			t.Fatalf("%s %v: %s", method, params, r.raw)
+			t.Fatalf("%s %v: %s", method, params, r.Raw)
 		}
 	}
 	write := func(name, content string, mkdir bool) {
@@ -81,14 +81,14 @@ func runSession(t *testing.T) *sessionTrail {
 	st.writes = append(st.writes, st.denied)
 	r := request("files/write", map[string]any{"path": "ro/a.txt", "content": "no"})
 	if d := dataOf(t, r); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "read-only") || d.DecisionID == "" {
-		t.Fatalf("the write on the read-only root: %s, want PERMISSION_DENIED (read-only) with a decision id", r.raw)
+		t.Fatalf("the write on the read-only root: %s, want PERMISSION_DENIED (read-only) with a decision id", r.Raw)
 	}
 	st.deniedID = dataOf(t, r).DecisionID
 	ok("files/read", map[string]any{"path": "rw/notes.txt"})
 	write(filepath.Join("sub", "b.txt"), "bee", true)
 	ok("files/list", map[string]any{"path": "ro"})
 	if r := request("files/read", map[string]any{"path": "ro/missing.txt"}); r.Error == nil {
-		t.Fatalf("read of a missing file: %s, want an error", r.raw)
+		t.Fatalf("read of a missing file: %s, want an error", r.Raw)
 	}
 	write("notes.txt", "two", false)
 	ok("files/list", map[string]any{"path": "rw", "recursive": true})
@@ -581,8 +581,8 @@ func TestAuditCommandsFindTheTrailByConfig(t *testing.T) {
 	writeFile(t, cfg, "version: 1\nroots:\n  - path: proj\n    writable: true\n    consent: preapproved\nstateDir: var/state\naudit:\n  dir: var/trail\n")
 	p := startBroker(t, work, "stdio", "--config", cfg)
 	p.handshake("2025-11-25")
-	if r := p.call(1, "files/write", map[string]any{"path": "proj/a.txt", "content": "hello"}); r.Error != nil {
-		t.Fatalf("write: %s", r.raw)
+	if r := p.Call(1, "files/write", map[string]any{"path": "proj/a.txt", "content": "hello"}); r.Error != nil {
+		t.Fatalf("write: %s", r.Raw)
 	}
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
 )
@@ -92,13 +91,13 @@ func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
 
 	for i := range 20 {
 		name := fmt.Sprintf("f-%02d.txt", i)
-		r := p.call(i+1, "files/write", map[string]any{"path": "proj/" + name, "content": "new"})
+		r := p.Call(i+1, "files/write", map[string]any{"path": "proj/" + name, "content": "new"})
 		if r.Error == nil {
 			t.Fatalf("write %d acknowledged although its decision record cannot be written", i)
 		}
 		d := dataOf(t, r)
 		if d.Code != "IO_ERROR" || d.Reason != "audit unavailable" || d.DecisionID == "" {
-			t.Fatalf("write %d: %s, want IO_ERROR audit unavailable with a decision id", i, r.raw)
+			t.Fatalf("write %d: %s, want IO_ERROR audit unavailable with a decision id", i, r.Raw)
 		}
 		if _, err := os.Stat(filepath.Join(root, name)); !os.IsNotExist(err) {
 			t.Fatalf("write %d was refused but %s exists (%v)", i, name, err)
@@ -113,8 +112,8 @@ func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
 		} else if c.method == "files/delete" {
 			params = map[string]any{"path": c.path}
 		}
-		if r := p.call(50+i, c.method, params); r.Error == nil || dataOf(t, r).Reason != "audit unavailable" {
-			t.Fatalf("%s: %s, want audit unavailable", c.method, r.raw)
+		if r := p.Call(50+i, c.method, params); r.Error == nil || dataOf(t, r).Reason != "audit unavailable" {
+			t.Fatalf("%s: %s, want audit unavailable", c.method, r.Raw)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "old.txt")); err != nil || string(b) != "old content" {
@@ -126,8 +125,8 @@ func TestAuditFailsClosedOnAWriteFailure(t *testing.T) {
 	if p.countLog("cannot write the audit record") == 0 {
 		t.Error("the audit failures were not logged")
 	}
-	if r := p.call(100, "ping", nil); r.Error != nil {
-		t.Errorf("ping: %s", r.raw)
+	if r := p.Call(100, "ping", nil); r.Error != nil {
+		t.Errorf("ping: %s", r.Raw)
 	}
 	p.closeStdin()
 	p.waitExit()
@@ -159,7 +158,7 @@ func TestAuditSurvivesSIGKILL(t *testing.T) {
 		if i%2 == 1 {
 			method, params = "files/write", map[string]any{"path": fmt.Sprintf("proj/w-%d.txt", i%20), "content": "x"}
 		}
-		p.send(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": method, "params": params})
+		p.Send(map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": method, "params": params})
 	}
 	// Kill it once some of the requests were answered.
 	p.waitReplies(n / 4)
@@ -182,10 +181,8 @@ func TestAuditSurvivesSIGKILL(t *testing.T) {
 
 // replies counts the replies the broker has sent so far.
 func (p *proc) replies() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	n := 0
-	for _, m := range p.msgs {
+	for _, m := range p.All() {
 		if m.Method == "" && len(m.ID) > 0 {
 			n++
 		}
@@ -196,20 +193,7 @@ func (p *proc) replies() int {
 // waitReplies waits until the broker has sent at least n replies.
 func (p *proc) waitReplies(n int) {
 	p.t.Helper()
-	deadline := time.After(waitLimit)
-	for {
-		p.mu.Lock()
-		changed := p.changed
-		p.mu.Unlock()
-		if p.replies() >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			p.t.Fatalf("%d replies within %s, want %d", p.replies(), waitLimit, n)
-		}
-	}
+	p.WaitFor(fmt.Sprintf("%d replies", n), func([]*message) bool { return p.replies() >= n })
 }
 
 // TestServerIDIsPinned: --server-id replaces the declared name as the
@@ -220,8 +204,8 @@ func TestServerIDIsPinned(t *testing.T) {
 	writeFile(t, filepath.Join(root, "a.txt"), "hello")
 	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail, "--server-id", "indexer-prod")
 	p.handshake("2025-11-25")
-	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
-		t.Fatalf("read: %s", r.raw)
+	if r := p.Call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read: %s", r.Raw)
 	}
 	p.closeStdin()
 	p.waitExit()
@@ -239,8 +223,8 @@ func TestSIGHUPReopensTheTrail(t *testing.T) {
 	writeFile(t, filepath.Join(root, "a.txt"), "hello")
 	p := startBroker(t, "", "stdio", "--root", root, "--state-dir", state, "--audit", trail)
 	p.handshake("2025-11-25")
-	if r := p.call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
-		t.Fatalf("read: %s", r.raw)
+	if r := p.Call(1, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read: %s", r.Raw)
 	}
 	before, _ := filepath.Glob(filepath.Join(trail, "*.jsonl"))
 	if len(before) != 1 {
@@ -255,8 +239,8 @@ func TestSIGHUPReopensTheTrail(t *testing.T) {
 	}
 	p.signal(syscall.SIGHUP)
 	p.waitLog(regexp.MustCompile(`SIGHUP: audit trail reopened`))
-	if r := p.call(2, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
-		t.Fatalf("read after SIGHUP: %s", r.raw)
+	if r := p.Call(2, "files/read", map[string]any{"path": "proj/a.txt"}); r.Error != nil {
+		t.Fatalf("read after SIGHUP: %s", r.Raw)
 	}
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {

@@ -29,15 +29,15 @@ func witnessSession(t *testing.T, state, trail, root string, extra ...string) st
 	p.handshake("2025-11-25")
 	// With --config (the second session), the root comes from --root, not
 	// pre-approved: --consent auto (withConsent) answers the round.
-	if r := p.call("consent", "files/consent", map[string]any{"message": "m", "requestedPaths": []string{"proj"}, "access": "write"}); r.Error != nil || !strings.Contains(string(r.Result), `"granted":true`) {
-		t.Fatalf("files/consent: %s", r.raw)
+	if r := p.Call("consent", "files/consent", map[string]any{"message": "m", "requestedPaths": []string{"proj"}, "access": "write"}); r.Error != nil || !strings.Contains(string(r.Result), `"granted":true`) {
+		t.Fatalf("files/consent: %s", r.Raw)
 	}
 	for i := range 4 {
-		if r := p.call(i+1, "files/write", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i), "content": "x"}); r.Error != nil {
-			t.Fatalf("write: %s", r.raw)
+		if r := p.Call(i+1, "files/write", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i), "content": "x"}); r.Error != nil {
+			t.Fatalf("write: %s", r.Raw)
 		}
-		if r := p.call(100+i, "files/read", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i)}); r.Error != nil {
-			t.Fatalf("read: %s", r.raw)
+		if r := p.Call(100+i, "files/read", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i)}); r.Error != nil {
+			t.Fatalf("read: %s", r.Raw)
 		}
 	}
 	p.closeStdin()
@@ -188,8 +188,8 @@ func TestAuditWitnessDownDoesNotFailRequests(t *testing.T) {
 		"--audit-witness", "syslog:unixgram://"+filepath.Join(dir, "no-daemon.sock"))
 	p.handshake("2025-11-25")
 	for i := range 20 {
-		if r := p.call(i+1, "files/write", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i), "content": "x"}); r.Error != nil {
-			t.Fatalf("write with the witness down: %s", r.raw)
+		if r := p.Call(i+1, "files/write", map[string]any{"path": fmt.Sprintf("proj/f%d.txt", i), "content": "x"}); r.Error != nil {
+			t.Fatalf("write with the witness down: %s", r.Raw)
 		}
 	}
 	p.waitLogCount("audit witness unreachable", 1)

@@ -33,7 +33,7 @@ func TestAuditWitnessInAReadOnlyRootIsRefused(t *testing.T) {
 	witness := filepath.Join(ro, "witness.log")
 	p := startBroker(t, "", "stdio", "--root", ro, "--state-dir", filepath.Join(base, "state"),
 		"--audit-witness", "file:"+witness)
-	if init := p.tryAwait(waitLimit, func(m *message) bool { return m.isRequest("initialize") }); init != nil {
+	if init := p.TryAwait(waitLimit, func(m *message) bool { return m.IsRequest("initialize") }); init != nil {
 		// Accepted: the attack.
 		if err := os.Remove(witness); err != nil {
 			t.Fatal(err)
@@ -43,7 +43,7 @@ func TestAuditWitnessInAReadOnlyRootIsRefused(t *testing.T) {
 		}
 		// The broker checkpoints (and witnesses) the session's end.
 		p.replyInitialize(init, "2025-11-25")
-		p.await("notifications/initialized", func(m *message) bool { return m.isNotification("notifications/initialized") })
+		p.Await("notifications/initialized", func(m *message) bool { return m.IsNotification("notifications/initialized") })
 		p.listRoots("roots")
 		p.closeStdin()
 		p.waitExit()

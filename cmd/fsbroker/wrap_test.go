@@ -185,10 +185,10 @@ func hostInitialize(p *proc, hostRoots bool) *message {
 	if hostRoots {
 		caps["roots"] = map[string]any{"listChanged": true}
 	}
-	r := p.call(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": caps,
+	r := p.Call(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": caps,
 		"clientInfo": map[string]any{"name": "test-host", "version": "1"}})
 	if r.Error != nil {
-		p.t.Fatalf("initialize failed: %s", r.raw)
+		p.t.Fatalf("initialize failed: %s", r.Raw)
 	}
 	return r
 }
@@ -202,7 +202,7 @@ func rootsOf(dirs ...string) map[string]any {
 	return map[string]any{"roots": list}
 }
 
-func isRootsRequest(m *message) bool { return m.isRequest("roots/list") }
+func isRootsRequest(m *message) bool { return m.IsRequest("roots/list") }
 
 // The example server (official Go SDK) under wrap: it lists the roots once
 // initialized and on list_changed. The host's roots narrow the operator's:
@@ -227,21 +227,21 @@ func TestWrapInteropWithGoSDKServer(t *testing.T) {
 	if err := json.Unmarshal(init.Result, &res); err != nil || res.ServerInfo.Name != "fsbroker-example-server" {
 		t.Fatalf("initialize result %s: want the example server's", init.Result)
 	}
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-	rl := p.await("roots/list from fsbroker", isRootsRequest)
-	p.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(dir, outside)})
+	rl := p.Await("roots/list from fsbroker", isRootsRequest)
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(dir, outside)})
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta("initialized: 2 roots: file://" + a + " (a), file://" + b + " (b)")))
 
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
-	rl2 := p.await("second roots/list from fsbroker", isRootsRequest)
-	p.send(map[string]any{"jsonrpc": "2.0", "id": rl2.ID, "result": rootsOf(a)})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	rl2 := p.Await("second roots/list from fsbroker", isRootsRequest)
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": rl2.ID, "result": rootsOf(a)})
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta("roots changed: 1 roots: file://" + a + " (a)")))
 
 	// The same view again: the server hears nothing.
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
-	rl3 := p.await("third roots/list from fsbroker", isRootsRequest)
-	p.send(map[string]any{"jsonrpc": "2.0", "id": rl3.ID, "result": rootsOf(a, outside)})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	rl3 := p.Await("third roots/list from fsbroker", isRootsRequest)
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": rl3.ID, "result": rootsOf(a, outside)})
 	p.waitLogCount("the host's roots apply", 3)
 	p.ping("fsbroker-wrap-1") // an id like the broker's own: the server answers it
 	if n := p.countLog("roots changed:"); n != 1 {
@@ -258,11 +258,9 @@ func TestWrapInteropWithGoSDKServer(t *testing.T) {
 	if strings.Contains(p.log(), "roots/list failed") {
 		t.Error("the server's roots/list failed")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range p.msgs {
+	for _, m := range p.All() {
 		if m.Method != "" && m.Method != "roots/list" {
-			t.Errorf("the host received %s", m.raw)
+			t.Errorf("the host received %s", m.Raw)
 		}
 	}
 }
@@ -276,13 +274,13 @@ func TestWrapHostWithoutRoots(t *testing.T) {
 	b := realDir(t, filepath.Join(dir, "b"))
 	p := startWrap(t, nil, "--root", a, "--root", b, "--", serverBin)
 	hostInitialize(p, false)
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta("initialized: 2 roots: file://" + a + " (a), file://" + b + " (b)")))
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit status = %d, want 0", code)
 	}
-	if p.hasMessage(isRootsRequest) {
+	if p.Has(isRootsRequest) {
 		t.Error("fsbroker asked a host without the roots capability for its roots")
 	}
 }
@@ -312,56 +310,56 @@ func TestWrapScriptedServer(t *testing.T) {
 	p.waitLog(regexp.MustCompile(`scripted: reply "early" [^\n]*"NOT_INITIALIZED"`))
 
 	init := hostInitialize(p, true)
-	if init.raw != scriptedInitResult {
-		t.Errorf("the host got the initialize result\n%s\nwant it unchanged:\n%s", init.raw, scriptedInitResult)
+	if init.Raw != scriptedInitResult {
+		t.Errorf("the host got the initialize result\n%s\nwant it unchanged:\n%s", init.Raw, scriptedInitResult)
 	}
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta(`scripted: initialize capabilities roots={"filesystemBrokering":true,"listChanged":true} sampling={}`)))
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	// Ids like the broker's own pings (fsbroker-2, -3 follow its initialize),
 	// held by the server while the broker pings it.
 	for _, id := range []string{"fsbroker-2", "fsbroker-3"} {
-		p.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/list"})
+		p.Send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/list"})
 	}
-	p.send(map[string]any{"jsonrpc": "2.0", "id": "h-slow", "method": "test/slow"})
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "h-slow"}})
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": "h-slow", "method": "test/slow"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "h-slow"}})
 
 	// The broker's roots/list is in flight to the host; the server sends a
 	// request with the same id.
-	rl := p.await("roots/list from fsbroker", isRootsRequest)
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/test/step", "params": map[string]any{"step": "collide", "id": rl.ID}})
-	collide := p.await("the server's colliding request", func(m *message) bool {
-		return m.isRequest("sampling/createMessage") && strings.Contains(string(m.Params), `"maxTokens":1`)
+	rl := p.Await("roots/list from fsbroker", isRootsRequest)
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/test/step", "params": map[string]any{"step": "collide", "id": rl.ID}})
+	collide := p.Await("the server's colliding request", func(m *message) bool {
+		return m.IsRequest("sampling/createMessage") && strings.Contains(string(m.Params), `"maxTokens":1`)
 	})
 	if string(collide.ID) == string(rl.ID) {
 		t.Errorf("the host has two requests in flight with id %s", rl.ID)
 	}
-	p.send(map[string]any{"jsonrpc": "2.0", "id": collide.ID, "result": map[string]any{"model": "collide"}})
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": collide.ID, "result": map[string]any{"model": "collide"}})
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta(`scripted: reply ` + string(rl.ID) + ` {"model":"collide"}`)))
 
-	s42 := p.await("sampling request 42", func(m *message) bool { return m.isRequest("sampling/createMessage") && string(m.ID) == "42" })
-	if s42.raw != scriptedSampling {
-		t.Errorf("the host got\n%s\nwant\n%s", s42.raw, scriptedSampling)
+	s42 := p.Await("sampling request 42", func(m *message) bool { return m.IsRequest("sampling/createMessage") && string(m.ID) == "42" })
+	if s42.Raw != scriptedSampling {
+		t.Errorf("the host got\n%s\nwant\n%s", s42.Raw, scriptedSampling)
 	}
-	p.sendLine([]byte(`{"jsonrpc":"2.0","id":42,"result":{"model":"m42","role":"assistant","content":{"type":"text","text":"hi"}}}`))
+	p.SendRaw(`{"jsonrpc":"2.0","id":42,"result":{"model":"m42","role":"assistant","content":{"type":"text","text":"hi"}}}`)
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta(`scripted: reply 42 {"model":"m42","role":"assistant","content":{"type":"text","text":"hi"}}`)))
 
 	// The host's roots: its directory holds both operator roots. The
 	// server's files requests, held until now, are answered by fsbroker.
-	p.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(dir)})
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(dir)})
 	p.waitLog(regexp.MustCompile(`scripted: reply 1 \{[^\n]*"content":"hello from a"`))
 	p.waitLog(regexp.MustCompile(`scripted: reply 2 \{[^\n]*"path":"a/hello.txt"`))
 
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/test/step", "params": map[string]any{"step": "consent"}})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/test/step", "params": map[string]any{"step": "consent"}})
 	p.waitLog(regexp.MustCompile(`request cancelled by the peer; not replying: method=files/consent`))
 
 	for _, id := range []string{"fsbroker-2", "fsbroker-3"} {
-		r := p.await("tools/list reply "+id, func(m *message) bool { return m.isReplyTo(strconv.Quote(id)) })
-		if want := `{"jsonrpc":"2.0","id":"` + id + `","result":{"tools":[]}}`; r.raw != want {
-			t.Errorf("the host got\n%s\nwant\n%s", r.raw, want)
+		r := p.Await("tools/list reply "+id, func(m *message) bool { return m.IsReplyTo(strconv.Quote(id)) })
+		if want := `{"jsonrpc":"2.0","id":"` + id + `","result":{"tools":[]}}`; r.Raw != want {
+			t.Errorf("the host got\n%s\nwant\n%s", r.Raw, want)
 		}
 	}
 	for _, want := range []string{scriptedLog, scriptedProgress, scriptedElicit, scriptedCancel7} {
-		p.await(want, func(m *message) bool { return m.raw == want })
+		p.Await(want, func(m *message) bool { return m.Raw == want })
 	}
 	p.waitLog(regexp.MustCompile(regexp.QuoteMeta(`scripted: cancelled {"requestId":"h-slow"}`)))
 
@@ -385,18 +383,16 @@ func TestWrapScriptedServer(t *testing.T) {
 	if !strings.Contains(log, "a server request's id is in use toward the host") {
 		t.Error("the server's request with the id of the broker's roots/list was not renamed")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	roots := 0
-	for _, m := range p.msgs {
+	for _, m := range p.All() {
 		switch {
 		case m.Method == "roots/list":
 			roots++
 		case strings.HasPrefix(m.Method, "files/"), strings.HasPrefix(m.Method, "fs."), m.Method == "ping",
 			string(m.ID) == `"early"`, string(m.ID) == `"c1"`:
-			t.Errorf("the host received %s", m.raw)
+			t.Errorf("the host received %s", m.Raw)
 		case m.Method == "" && string(m.ID) != "1" && string(m.ID) != `"fsbroker-2"` && string(m.ID) != `"fsbroker-3"`:
-			t.Errorf("the host received a reply it did not ask for: %s", m.raw)
+			t.Errorf("the host received a reply it did not ask for: %s", m.Raw)
 		}
 	}
 	if roots != 1 {
@@ -435,8 +431,8 @@ func TestWrapUnsupportedVersion(t *testing.T) {
 	const result = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1999-01-01","capabilities":{},"serverInfo":{"name":"old","version":"1"}}}`
 	p := startWrap(t, nil, "--root", t.TempDir(), "--", "sh", "-c", "read -r line; printf '%s\\n' '"+result+"'; while read -r line; do :; done")
 	r := hostInitialize(p, false)
-	if r.raw != result {
-		t.Errorf("the host got\n%s\nwant\n%s", r.raw, result)
+	if r.Raw != result {
+		t.Errorf("the host got\n%s\nwant\n%s", r.Raw, result)
 	}
 	if code := p.waitExit(); code != exitFailure {
 		t.Errorf("exit status = %d, want %d", code, exitFailure)
@@ -455,17 +451,17 @@ func TestWrapURL(t *testing.T) {
 	endpoint, serverErr := startExampleHTTP(t)
 	a := realDir(t, filepath.Join(t.TempDir(), "a"))
 	p := startBroker(t, "", "wrap", "--consent", "auto", "--root", a, "--url", endpoint)
-	p.send(map[string]any{"jsonrpc": "2.0", "id": "h1", "method": "initialize", "params": map[string]any{
+	p.Send(map[string]any{"jsonrpc": "2.0", "id": "h1", "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "test-host", "version": "1"},
 	}})
-	init := p.await("the server's initialize result", func(m *message) bool { return m.isReplyTo(`"h1"`) })
+	init := p.Await("the server's initialize result", func(m *message) bool { return m.IsReplyTo(`"h1"`) })
 	if init.Error != nil || !strings.Contains(string(init.Result), "serverInfo") {
-		t.Fatalf("initialize through wrap --url: %s", init.raw)
+		t.Fatalf("initialize through wrap --url: %s", init.Raw)
 	}
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	waitText(t, serverErr, regexp.MustCompile(regexp.QuoteMeta("initialized: 1 roots: file://"+a+" (a)")))
-	if p.hasMessage(func(m *message) bool { return m.isRequest("roots/list") }) {
+	if p.Has(func(m *message) bool { return m.IsRequest("roots/list") }) {
 		t.Error("the server's roots/list reached the host")
 	}
 	p.closeStdin()
