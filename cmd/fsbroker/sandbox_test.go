@@ -209,12 +209,12 @@ func TestSandboxWrapReferenceServer(t *testing.T) {
 			}
 			p := startWrap(t, []string{"HOME=" + l.Home}, append(args, "--", node, server, "/")...)
 			hostInitialize(p, true)
-			p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-			rl := p.await("roots/list from fsbroker", isRootsRequest)
-			p.send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(t.TempDir())})
+			p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+			rl := p.Await("roots/list from fsbroker", isRootsRequest)
+			p.Send(map[string]any{"jsonrpc": "2.0", "id": rl.ID, "result": rootsOf(t.TempDir())})
 			read := func(id int, path string) string {
-				r := p.call(id, "tools/call", map[string]any{"name": "read_text_file", "arguments": map[string]any{"path": path}})
-				return r.raw
+				r := p.Call(id, "tools/call", map[string]any{"name": "read_text_file", "arguments": map[string]any{"path": path}})
+				return r.Raw
 			}
 			if got := read(10, filepath.Join(l.RO, "readme")); !strings.Contains(got, "read me") {
 				t.Errorf("read in the root: %s", got)
