@@ -579,3 +579,13 @@ func replaceFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// readFile returns a file's content.
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

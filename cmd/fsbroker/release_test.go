@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,16 +265,6 @@ func gitOutput(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// readFile returns a file's content.
-func readFile(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // readChecksums reads the one checksums file of a release: file name to
 // SHA-256, as sha256sum writes them.
 func readChecksums(t *testing.T, dist string) (map[string]string, string) {
@@ -490,7 +481,7 @@ func installDeb(t *testing.T, deb, version, head string, commitTime time.Time) {
 			t.Errorf("%s lacks %s:\n%s", deb, want, listing)
 		}
 	}
-	if n := strings.Count(string(listing), "./usr/share/man/man1/"); n != len(wantFiles)-6 {
+	if n := len(regexp.MustCompile(`(?m) \./usr/share/man/man1/[^/\s]+\.1\.gz$`).FindAllString(string(listing), -1)); n != len(wantFiles)-6 {
 		t.Errorf("%s holds %d man pages, want one for each of the %d commands:\n%s", deb, n, len(wantFiles)-6, listing)
 	}
 
