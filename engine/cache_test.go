@@ -208,7 +208,7 @@ visible := {e.mountPath | some e in input.entries} if count(input.entries) <= 2 
 		t.Errorf("the cache holds %d batches, want 2", n)
 	}
 	// Another time is the same input for a set that does not read it.
-	two["time"] = map[string]any{"rfc3339": "2030-01-01T00:00:00Z", "unixNano": 1893456000000000000}
+	two["time"] = map[string]any{"rfc3339": "2030-01-01T00:00:00Z", "unixNano": int64(1893456000000000000)}
 	if vis, err := e.Visible(ctx, doc(two)); err != nil || len(vis) != 2 || vis["proj/z"] {
 		t.Errorf("two entries at another time: %v, %v", vis, err)
 	}

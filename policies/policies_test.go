@@ -367,7 +367,7 @@ func benchInput(n int) map[string]any {
 			map[string]any{"access": "read", "path": "proj/src", "granted": "2025-05-01T00:00:00Z", "expires": "2026-01-01T00:00:00Z"},
 		},
 		"usage": map[string]any{"bytesWrittenToday": 0, "watches": 0},
-		"time":  map[string]any{"rfc3339": "2025-06-01T12:00:00.000000000Z", "unixNano": 1748779200000000000},
+		"time":  map[string]any{"rfc3339": "2025-06-01T12:00:00.000000000Z", "unixNano": int64(1748779200000000000)},
 	}
 	if n > 0 {
 		in["method"], in["operation"] = "files/list", "visible"

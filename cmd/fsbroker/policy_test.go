@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -172,7 +174,7 @@ func TestEvalRefusesAnInputOffTheSchema(t *testing.T) {
 		"params": map[string]any{"path": "p/a"}, "bytes": 3,
 		"grants": []any{map[string]any{"access": "read", "path": "p", "granted": "2026-01-01T00:00:00Z", "expires": ""}},
 		"usage":  map[string]any{"bytesWrittenToday": 0, "watches": 0},
-		"time":   map[string]any{"rfc3339": "2026-06-01T00:00:00Z", "unixNano": 1780272000000000000}}
+		"time":   map[string]any{"rfc3339": "2026-06-01T00:00:00Z", "unixNano": int64(1780272000000000000)}}
 	dir := t.TempDir()
 	write := func(name string, doc map[string]any) string {
 		raw, err := json.Marshal(doc)
