@@ -1,6 +1,7 @@
 package decisionlog
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,9 @@ func parseConfig(raw []byte) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The manager parses the services and keys; nothing of it runs. Stop
+	// ends the goroutine New started (the REST client stays usable).
+	defer m.Stop(context.Background())
 	lc, err := logs.NewConfigBuilder().
 		WithBytes(c.DecisionLogs).
 		WithServices(m.Services()).
