@@ -123,6 +123,17 @@ func (e *Engine) addWatches(w *fsnotify.Watcher, path string, recursive bool) er
 	})
 }
 
+// Reload reads a Dir or Bundle source again now, as Watch does after a change, and swaps the
+// new set in when it is good and new; onReload (which may be nil) is called as Watch calls it.
+// An FS source never changes, and a Remote one is pulled by Watch: Reload leaves them as they
+// are.
+func (e *Engine) Reload(ctx context.Context, onReload func(revision string, err error)) {
+	if e.src.Dir == "" && e.src.Bundle == "" {
+		return
+	}
+	e.reload(ctx, onReload)
+}
+
 // reload builds the source again and swaps it in when it is good and new.
 func (e *Engine) reload(ctx context.Context, onReload func(string, error)) {
 	e.reloadMu.Lock()

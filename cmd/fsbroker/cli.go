@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/fsbroker/fsbroker/broker/runtime"
 )
 
 // The command line is built with cobra, as OPA's own is: every command has a
@@ -138,8 +140,9 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 // exitStatus maps a command's error to its exit status, printing it.
 func exitStatus(err error, stderr io.Writer) int {
 	var (
-		cerr    *configError
-		codeErr *exitCodeError
+		cerr        *configError
+		runtimeCErr *runtime.ConfigError
+		codeErr     *exitCodeError
 	)
 	switch {
 	case err == nil:
@@ -148,7 +151,7 @@ func exitStatus(err error, stderr io.Writer) int {
 		return exitUsage
 	case errors.As(err, &codeErr):
 		return codeErr.code
-	case errors.As(err, &cerr):
+	case errors.As(err, &cerr), errors.As(err, &runtimeCErr):
 		fmt.Fprintln(stderr, "fsbroker:", err)
 		return exitUsage
 	case errors.Is(err, errAlreadyLogged):

@@ -137,8 +137,15 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	if err != nil {
 		return err
 	}
-	s, err := prepare(o, stderr)
+	s, cfg, err := configure(o, stderr)
 	if err != nil {
+		return err
+	}
+	// The server's stderr is its report: package child logs each line of it
+	// at Info, and this logger writes those lines to the demo's output.
+	report := &serverReport{Logger: s.log.Named("server"), out: stdout}
+	cfg.Consent = &demoConsent{Provider: cfg.Consent, report: report}
+	if err := s.open(cfg); err != nil {
 		return err
 	}
 	defer s.close()
@@ -152,10 +159,6 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	fmt.Fprintf(stdout, "  roots: project (read-only), scratch (writable), neither pre-approved; built-in policies\n")
 	fmt.Fprintf(stdout, "  consent answered by the auto provider, which approves what the server asks for and the\n")
 	fmt.Fprintf(stdout, "  policy lets be granted (the default is a prompt on your terminal); audit trail in state/audit\n")
-	// The server's stderr is its report: package child logs each line of it
-	// at Info, and this logger writes those lines to the demo's output.
-	report := &serverReport{Logger: s.log.Named("server"), out: stdout}
-	s.consent = &demoConsent{Provider: s.consent, report: report}
 	proc, err := child.Start(argv[0], argv[1:], report)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
@@ -170,9 +173,6 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 		return err
 	}
 	s.close() // flush the trail and its last checkpoint before reading it
-	s.trail = nil
-	s.usage = nil
-	s.decisions = nil
 
 	fmt.Fprintf(stdout, "\nThe audit trail (paths under %s; fsbroker audit query --state-dir %s shows it whole):\n\n",
 		dir, state)

@@ -4,34 +4,26 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/spf13/pflag"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/consent"
-	"github.com/fsbroker/fsbroker/broker/decisionlog"
 	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/executor/watch"
-	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/broker/transport/child"
-	"github.com/fsbroker/fsbroker/broker/usage"
-	"github.com/fsbroker/fsbroker/engine"
-	"github.com/fsbroker/fsbroker/policies"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -202,54 +194,21 @@ func parseOptions(cmd string, args []string) (*options, []string, error) {
 	return o, fs.Args(), nil
 }
 
-// setup is what a session command needs once its options are checked.
+// setup is what a session command needs once its options are checked: the
+// logger, the config file, and the runtime built from them.
 type setup struct {
 	opts      *options
 	log       hclog.Logger
-	validator *schema.Validator
 	flagRoots []roots.Spec
-	roots     *roots.Set // the roots at start
-	// current is the operator's roots now: the roots at start, then each set a
-	// config reload brings. The executor reads it to know every root's
-	// directory (a nested root is never entered through its outer root).
-	current   atomic.Pointer[roots.Set]
 	cfg       *fileConfig
-	exec      *executor.Executor
-	hub       *watch.Hub
-	engine    *engine.Engine
-	trail     *audit.Writer
-	auditSink *audit.Guarded // trail under its per-append deadline: every session writes through it, one failure count for the process
-	usage     *usage.Store
-	limiter   *broker.Limiter
-	consent   consent.Provider
-	grants    *grants.Store
-	decisions *decisionlog.Uploader
+	rt        *runtime.Runtime
 	proc      *child.Process // the server process fsbroker started (connect, wrap, demo), else nil
-	// confinement is what --sandbox set up (confine), nil before.
-	confinement *confinement
 }
 
-// close releases what prepare opened: the audit trail is flushed and its
-// last checkpoint written, then the decision log uploads what is left of it.
+// close closes the runtime (see runtime.Runtime.Close).
 func (s *setup) close() {
-	if s.grants != nil {
-		s.grants.Close()
-	}
-	if s.usage != nil {
-		s.usage.Close()
-	}
-	if s.trail != nil {
-		if err := s.trail.Close(); err != nil {
-			s.log.Error("closing the audit trail", "error", err)
-		}
-	}
-	if s.decisions != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.shutdownTimeout)
-		s.decisions.Close(ctx) // what it cannot upload in time stays in the trail for the next start
-		cancel()
-	}
-	if err := s.confinement.close(); err != nil {
-		s.log.Warn("closing the sandbox", "error", err)
+	if s.rt != nil {
+		_ = s.rt.Close()
 	}
 }
 
@@ -285,7 +244,7 @@ func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := o.auditDirOrDefault()
+	dir := runtime.Audit{Dir: o.auditDir}.DirIn(o.stateDir)
 	w, err := audit.Open(dir, append(opts, extra...)...)
 	if err != nil {
 		return nil, configErrorf("--audit %s: %v", dir, err)
@@ -293,100 +252,71 @@ func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 	return w, nil
 }
 
-// loadPolicies loads the policy set: --policies DIR (its tests run before it
-// is used), else the built-in set (whose tests run in the project's own test
-// suite, so start-up does not pay for them). A set that does not load is a
-// configuration error naming the file and line.
-func loadPolicies(o *options, log hclog.Logger) (*engine.Engine, error) {
-	src := engine.Source{FS: policies.FS}
-	runTests := false
-	switch {
-	case o.policiesDir != "" && o.bundle != "":
-		return nil, configErrorf("--policies and --bundle: give one policy source")
-	case o.policiesDir != "":
-		src, runTests = engine.Source{Dir: o.policiesDir}, true
-	case o.bundle != "":
-		src, runTests = engine.Source{Bundle: o.bundle}, true
-		if o.bundleKey != "" {
-			key, err := os.ReadFile(o.bundleKey)
-			if err != nil {
-				return nil, configErrorf("--bundle-key %s: %v", o.bundleKey, err)
-			}
-			src.BundleVerification = bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{
-				o.bundleKeyID: {Key: string(key), Algorithm: o.bundleKeyAlg},
-			}, o.bundleKeyID, "", nil)
-		}
-	case o.bundleKey != "":
-		return nil, configErrorf("--bundle-key needs --bundle")
-	case o.opaBundles:
-		remote, err := engine.ParseRemote(o.opaConfig, filepath.Join(o.stateDir, "bundles"))
-		if err != nil {
-			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
-		}
-		src, runTests = engine.Source{Remote: remote}, true
-	}
-	e, err := engine.New(context.Background(), src, engine.WithLogger(log), engine.WithRunTests(runTests))
+// prepare is configure, then open: the setup of a session command, with
+// its runtime open.
+func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup, error) {
+	s, cfg, err := configure(o, stderr, checks...)
 	if err != nil {
-		var lerr *engine.LoadError
-		if errors.As(err, &lerr) {
-			return nil, configErrorf("policies (%s): %v", src, err)
-		}
-		return nil, fmt.Errorf("load policies: %w", err)
+		return nil, err
 	}
-	return e, nil
+	if err := s.open(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
-// prepare loads the config file, merges it under the flags, checks every
-// setting, and builds the logger and the roots; then it opens the state
-// and loads the policies. Errors are configErrors. Every check of a
-// setting, and the checks the command adds (its server command, its remote
-// server), runs before the policies are loaded, so that a usage error is
-// the only thing a mistyped command line prints.
-func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup, error) {
+// configure loads the config file, merges it under the flags, checks every
+// setting, and builds the logger and the runtime's Config. Errors are
+// configErrors. Every check of a setting, and the checks the command adds
+// (its server command, its remote server; run by the runtime once it has
+// built the roots), runs before anything is opened or the policies are
+// loaded, so that a usage error is the only thing a mistyped command line
+// prints.
+func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup, runtime.Config, error) {
 	tuneGC()
 	v, err := schema.New()
 	if err != nil {
-		return nil, fmt.Errorf("compile schemas: %w", err)
+		return nil, runtime.Config{}, fmt.Errorf("compile schemas: %w", err)
 	}
-	s := &setup{opts: o, validator: v}
+	s := &setup{opts: o}
 	if o.configPath != "" {
 		if s.cfg, err = loadConfig(o.configPath, v); err != nil {
-			return nil, err
+			return nil, runtime.Config{}, err
 		}
 		if err := o.mergeConfig(s.cfg); err != nil {
-			return nil, err
+			return nil, runtime.Config{}, err
 		}
 	}
 	level := hclog.LevelFromString(o.logLevel)
 	if level == hclog.NoLevel || strings.EqualFold(o.logLevel, "off") {
-		return nil, configErrorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
+		return nil, runtime.Config{}, configErrorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
-		return nil, configErrorf("--log-format %q: want text or json", o.logFormat)
+		return nil, runtime.Config{}, configErrorf("--log-format %q: want text or json", o.logFormat)
 	}
 	if o.maxMessageBytes < 1024 {
-		return nil, configErrorf("--max-message-bytes %d: must be at least 1024", o.maxMessageBytes)
+		return nil, runtime.Config{}, configErrorf("--max-message-bytes %d: must be at least 1024", o.maxMessageBytes)
 	}
 	if o.maxInFlight < 1 || o.maxInFlight > 4096 {
-		return nil, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
+		return nil, runtime.Config{}, configErrorf("--max-in-flight %d: must be between 1 and 4096", o.maxInFlight)
 	}
 	if o.rateLimit < 0 || o.rateBurst < 1 || o.serverInFlight < 1 {
-		return nil, configErrorf("--rate-limit must not be negative, --rate-burst and --max-in-flight-per-server must be at least 1")
+		return nil, runtime.Config{}, configErrorf("--rate-limit must not be negative, --rate-burst and --max-in-flight-per-server must be at least 1")
 	}
 	if o.maxWatches < 1 {
-		return nil, configErrorf("--max-watches %d: must be at least 1", o.maxWatches)
+		return nil, runtime.Config{}, configErrorf("--max-watches %d: must be at least 1", o.maxWatches)
 	}
 	if o.maxReadBytes < 1 || o.maxWriteBytes < 1 {
-		return nil, configErrorf("--max-read-bytes and --max-write-bytes must be positive")
+		return nil, runtime.Config{}, configErrorf("--max-read-bytes and --max-write-bytes must be positive")
 	}
 	for name, d := range map[string]time.Duration{"--init-timeout": o.initTimeout, "--shutdown-timeout": o.shutdownTimeout,
 		"--operation-timeout": o.opTimeout, "--lock-wait": o.lockWait} {
 		if d <= 0 {
-			return nil, configErrorf("%s %s: must be positive", name, d)
+			return nil, runtime.Config{}, configErrorf("%s %s: must be positive", name, d)
 		}
 	}
 	if o.pingInterval < 0 {
-		return nil, configErrorf("--ping-interval %s: must not be negative", o.pingInterval)
+		return nil, runtime.Config{}, configErrorf("--ping-interval %s: must not be negative", o.pingInterval)
 	}
 	// The log is held while a consent prompt is on the terminal (which is,
 	// as a rule, where stderr goes too), and comes out once it is answered.
@@ -402,74 +332,82 @@ func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup
 	for _, f := range o.rootFlags {
 		spec, err := roots.ParseFlag(f)
 		if err != nil {
-			return nil, &configError{msg: err.Error()}
+			return nil, runtime.Config{}, &configError{msg: err.Error()}
 		}
 		s.flagRoots = append(s.flagRoots, spec)
 	}
 	if o.stateDir == "" {
 		if o.stateDir, err = defaultStateDir(); err != nil {
-			return nil, configErrorf("--state-dir: %v; set one", err)
+			return nil, runtime.Config{}, configErrorf("--state-dir: %v; set one", err)
 		}
 	}
-	if s.roots, err = s.buildRoots(s.cfg); err != nil {
-		var cerr *configError
-		if errors.As(err, &cerr) {
-			return nil, err
-		}
-		return nil, &configError{msg: err.Error()}
-	}
-	s.current.Store(s.roots)
+	var consentProvider consent.Provider
 	if o.consentSpec == "" {
-		s.consent = consent.Default(consent.WithHeldOutput(logOutput))
-	} else if s.consent, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
-		return nil, configErrorf("--consent %q: %v", o.consentSpec, err)
+		consentProvider = consent.Default(consent.WithHeldOutput(logOutput))
+	} else if consentProvider, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
+		return nil, runtime.Config{}, configErrorf("--consent %q: %v", o.consentSpec, err)
 	}
-	if _, err := auditSettings(o); err != nil {
-		return nil, err
-	}
-	for _, check := range checks {
-		if err := check(s); err != nil {
-			return nil, err
-		}
-	}
-	if s.grants, err = grants.Open(filepath.Join(o.stateDir, grants.DirName), grants.WithLogger(s.log.Named("grants"))); err != nil {
-		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
-	}
-	if s.usage, err = usage.Open(filepath.Join(o.stateDir, usage.DirName), usage.WithLogger(s.log.Named("usage"))); err != nil {
-		s.close()
-		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
-	}
-	witnesses, err := witnessOptions(o, s.roots, s.log.Named("audit"))
+	auditOptions, err := auditSettings(o)
 	if err != nil {
-		s.close()
-		return nil, err
+		return nil, runtime.Config{}, err
 	}
-	if s.engine, err = loadPolicies(o, s.log.Named("policy")); err != nil {
-		s.close()
-		return nil, err
+	var specs []roots.Spec
+	if s.cfg != nil {
+		specs = s.cfg.rootSpecs(o.configPath)
 	}
-	if s.trail, err = openAudit(o, witnesses...); err != nil {
-		s.close()
-		return nil, err
+	cfg := runtime.Config{
+		StateDir: o.stateDir,
+		Roots:    append(specs, s.flagRoots...),
+		OwnPaths: s.ownPaths(),
+		Policies: runtime.Policies{Dir: o.policiesDir, Bundle: o.bundle, BundleKey: o.bundleKey,
+			BundleKeyAlg: o.bundleKeyAlg, BundleKeyID: o.bundleKeyID, Remote: o.opaBundles},
+		OPA: o.opaConfig,
+		Audit: runtime.Audit{Dir: o.auditDir, Options: auditOptions, RedactPaths: o.redactPaths,
+			Witnesses: o.auditWitness, WitnessBase: o.witnessBase, AppendTimeout: audit.DefaultAppendTimeout},
+		Consent:  consentProvider,
+		ServerID: o.serverID,
+		Limits: runtime.Limits{MaxMessageBytes: o.maxMessageBytes, MaxInFlight: o.maxInFlight,
+			InitTimeout: o.initTimeout, ShutdownTimeout: o.shutdownTimeout, PingInterval: o.pingInterval,
+			MaxReadBytes: o.maxReadBytes, MaxWriteBytes: o.maxWriteBytes, OperationTimeout: o.opTimeout,
+			LockWait: o.lockWait, MaxWatches: o.maxWatches, Rate: o.rateLimit, Burst: o.rateBurst,
+			MaxInFlightPerServer: o.serverInFlight},
+		Sandbox:   runtime.Sandbox{Mode: o.sandbox.mode, Paths: o.sandbox.config},
+		Version:   brokerVersion(),
+		Validator: v,
+		Preflight: func() error {
+			for _, check := range checks {
+				if err := check(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
-	s.auditSink = audit.Guard(s.trail, audit.DefaultAppendTimeout, s.log.Named("audit"))
-	if len(o.opaConfig) > 0 {
-		s.decisions, err = decisionlog.New(decisionlog.Options{Config: o.opaConfig, Trail: s.trail,
-			StateDir: o.stateDir, Version: brokerVersion(), Logger: s.log.Named("decisionlog")})
-		if err != nil {
-			s.close()
-			return nil, configErrorf("%s: /opa: %v", o.configPath, err)
+	if o.remoteCA != "" {
+		cfg.Sandbox.BrokerReads = []string{o.remoteCA}
+	}
+	if o.configPath != "" {
+		cfg.ConfigFile = o.configPath
+		cfg.ReloadRoots = func() ([]roots.Spec, error) {
+			c, err := loadConfig(o.configPath, v)
+			if err != nil {
+				return nil, err
+			}
+			return append(c.rootSpecs(o.configPath), s.flagRoots...), nil
 		}
 	}
-	s.limiter = broker.NewLimiter(o.rateLimit, o.rateBurst, o.serverInFlight)
-	if s.hub, err = watch.NewHub(watch.WithLogger(s.log.Named("watch"))); err != nil {
-		return nil, fmt.Errorf("start the file watcher: %w", err)
+	return s, cfg, nil
+}
+
+// open opens the runtime cfg describes, whose SIGHUP handling starts with it.
+func (s *setup) open(cfg runtime.Config) error {
+	rt, err := runtime.Open(context.Background(), cfg, s.log)
+	if err != nil {
+		return err
 	}
-	if s.exec, err = executor.New(o.stateDir, executor.WithLockWait(o.lockWait), executor.WithLogger(s.log.Named("executor")),
-		executor.WithRoots(s.current.Load)); err != nil {
-		return nil, configErrorf("--state-dir %s: %v", o.stateDir, err)
-	}
-	return s, nil
+	rt.HandleSignals()
+	s.rt = rt
+	return nil
 }
 
 // defaultStateDir is $XDG_STATE_HOME/fsbroker, else ~/.local/state/fsbroker
@@ -478,7 +416,7 @@ func defaultStateDir() (string, error) {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "fsbroker"), nil
 	}
-	if runtime.GOOS == "windows" {
+	if goruntime.GOOS == "windows" {
 		if d := os.Getenv("LocalAppData"); d != "" {
 			return filepath.Join(d, "fsbroker"), nil
 		}
@@ -490,35 +428,12 @@ func defaultStateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "fsbroker"), nil
 }
 
-// buildRoots resolves the config's roots followed by the --root flags, and
-// refuses a set in which a root holds one of the broker's own paths or lies
-// inside one (checkOutsideRoots), at start-up and at every config reload.
-func (s *setup) buildRoots(cfg *fileConfig) (*roots.Set, error) {
-	var specs []roots.Spec
-	if cfg != nil {
-		specs = cfg.rootSpecs(s.opts.configPath)
-	}
-	specs = append(specs, s.flagRoots...)
-	set, err := roots.New(specs)
-	if err != nil {
-		return nil, err
-	}
-	all := make([]rootAt, len(specs))
-	for i, r := range set.All() { // in the order of specs
-		all[i] = rootAt{setting: specs[i].Origin, root: r}
-	}
-	if err := checkOutsideRoots(s.ownPaths(), all); err != nil {
-		return nil, err
-	}
-	return set, nil
-}
-
 // ownPaths are the broker's own paths, each with the setting that names it
 // (the flag, the config file's member, or the default): the state directory
 // (grants, usage, locks, audit keys, and the audit trail unless --audit
 // places it), the audit directory, the policy directory or bundle and its
 // key, and the config file.
-func (s *setup) ownPaths() []ownPath {
+func (s *setup) ownPaths() []runtime.OwnPath {
 	o := s.opts
 	var cfg fileConfig
 	if s.cfg != nil {
@@ -534,24 +449,24 @@ func (s *setup) ownPaths() []ownPath {
 		return def
 	}
 	state := setting("state-dir", "/stateDir", cfg.StateDir, "the default state directory")
-	out := []ownPath{{setting: state, path: o.stateDir,
-		fix: "set --state-dir (or stateDir in the config file) to another directory"}}
+	out := []runtime.OwnPath{{Setting: state, Path: o.stateDir,
+		Fix: "set --state-dir (or stateDir in the config file) to another directory"}}
 	if o.auditDir != "" {
-		out = append(out, ownPath{setting: setting("audit", "/audit/dir", cfg.Audit.Dir, "--audit"), path: o.auditDir,
-			fix: "set --audit (or audit.dir in the config file) to another directory"})
+		out = append(out, runtime.OwnPath{Setting: setting("audit", "/audit/dir", cfg.Audit.Dir, "--audit"), Path: o.auditDir,
+			Fix: "set --audit (or audit.dir in the config file) to another directory"})
 	}
 	if o.policiesDir != "" {
-		out = append(out, ownPath{setting: setting("policies", "/policies", cfg.Policies, "--policies"), path: o.policiesDir,
-			fix: "keep the policy directory elsewhere"})
+		out = append(out, runtime.OwnPath{Setting: setting("policies", "/policies", cfg.Policies, "--policies"), Path: o.policiesDir,
+			Fix: "keep the policy directory elsewhere"})
 	}
 	if o.bundle != "" {
-		out = append(out, ownPath{setting: "--bundle", path: o.bundle, fix: "keep the bundle elsewhere"})
+		out = append(out, runtime.OwnPath{Setting: "--bundle", Path: o.bundle, Fix: "keep the bundle elsewhere"})
 	}
 	if o.bundleKey != "" {
-		out = append(out, ownPath{setting: "--bundle-key", path: o.bundleKey, fix: "keep the bundle's key elsewhere"})
+		out = append(out, runtime.OwnPath{Setting: "--bundle-key", Path: o.bundleKey, Fix: "keep the bundle's key elsewhere"})
 	}
 	if o.configPath != "" {
-		out = append(out, ownPath{setting: "--config", path: o.configPath, fix: "keep the config file elsewhere"})
+		out = append(out, runtime.OwnPath{Setting: "--config", Path: o.configPath, Fix: "keep the config file elsewhere"})
 	}
 	return out
 }

@@ -819,7 +819,7 @@ func blockRecords(method string, lifted bool, bs []grants.Block) []audit.Record 
 			verb, by = "lifted the block", "fsbroker grants restore by "+operator()
 		}
 		recs = append(recs, audit.Record{Kind: audit.KindGrant, Server: server, Method: method,
-			Allow: audit.Bool(lifted), Detail: truncateDetail(fmt.Sprintf("%s %s: pre-approved access of %s to %s, with %s",
+			Allow: audit.Bool(lifted), Detail: audit.TruncateDetail(fmt.Sprintf("%s %s: pre-approved access of %s to %s, with %s",
 				verb, b.ID, whose, where, by))})
 	}
 	return recs

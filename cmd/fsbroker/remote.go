@@ -83,10 +83,10 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 		return err
 	}
 	defer s.close()
-	if err := s.confine("connect", nil); err != nil {
+	if err := s.rt.Confine(nil, false); err != nil {
 		return err
 	}
-	s.log.Info("serving a remote server", "url", stream.URL(), "roots", s.roots.Len())
+	s.log.Info("serving a remote server", "url", stream.URL(), "roots", s.rt.Roots().Len())
 	// A POST that hangs, or keeps being retried, must not hold fsbroker once
 	// it is told to stop: in-flight replies get the shutdown timeout, then
 	// the stream is closed under them.

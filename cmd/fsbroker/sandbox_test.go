@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/broker/sandbox"
 	"github.com/fsbroker/fsbroker/broker/sandbox/sandboxtest"
 )
@@ -144,7 +145,7 @@ func TestSandboxConfinesTheServer(t *testing.T) {
 					t.Errorf("session_start details %q: want the server not confined", details)
 				}
 			}
-			if entries, _ := os.ReadDir(filepath.Join(l.State, sandboxDirName)); len(entries) != 0 {
+			if entries, _ := os.ReadDir(filepath.Join(l.State, runtime.SandboxDirName)); len(entries) != 0 {
 				t.Errorf("the server's temporary directory was left behind: %v", entries)
 			}
 		})

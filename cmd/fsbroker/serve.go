@@ -6,27 +6,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
-	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/transport/child"
 )
-
-// configDebounce is how long the config watcher waits for a burst of file
-// events to settle before reloading (well inside the 1 s promise of
-// PROTOCOL.md section 3).
-const configDebounce = 100 * time.Millisecond
 
 const stdioLong = `Serve one MCP server on this process's stdin and stdout: fsbroker plays the MCP client,
 sends initialize, and answers the server's roots/list and files/* requests (files/read,
@@ -69,12 +59,12 @@ func runStdio(ctx context.Context, o *options, stdin io.Reader, stdout, stderr i
 		return err
 	}
 	defer s.close()
-	if err := s.confine("stdio", nil); err != nil {
+	if err := s.rt.Confine(nil, false); err != nil {
 		return err
 	}
 	in, out := pollableStdio(stdin, stdout)
 	stream := jsonrpc.NewLineStream(in, out, o.maxMessageBytes)
-	s.log.Info("serving on stdio", "roots", s.roots.Len())
+	s.log.Info("serving on stdio", "roots", s.rt.Roots().Len())
 	err = s.serve(ctx, stream)
 	_ = stream.Close()
 	return err
@@ -146,7 +136,7 @@ func runConnect(ctx context.Context, o *options, rest []string, stderr io.Writer
 		return err
 	}
 	defer s.close()
-	if err := s.confine("connect", rest); err != nil {
+	if err := s.rt.Confine(rest, false); err != nil {
 		return err
 	}
 	proc, err := s.startServer(rest)
@@ -221,117 +211,11 @@ func (s *setup) serve(ctx context.Context, stream jsonrpc.Stream) error {
 // session options after the others.
 func (s *setup) serveView(ctx context.Context, stream jsonrpc.Stream, view func(func() *roots.Set) func() *roots.Set,
 	extra ...broker.Option) error {
-	rootsOf := s.current.Load
-	if view != nil {
-		rootsOf = view(s.current.Load)
-	}
-	sess, err := broker.NewSession(stream, append([]broker.Option{
-		broker.WithLogger(s.log),
-		broker.WithRoots(rootsOf),
-		broker.WithValidator(s.validator),
-		broker.WithVersion(brokerVersion()),
-		broker.WithInitTimeout(s.opts.initTimeout),
-		broker.WithPingInterval(s.opts.pingInterval),
-		broker.WithExecutor(s.exec),
-		broker.WithWatchHub(s.hub, s.opts.maxWatches),
-		broker.WithDecider(broker.PolicyDecider{Engine: s.engine, Log: s.log.Named("policy")}),
-		broker.WithAudit(s.auditSink, s.opts.redactPaths),
-		broker.WithUsage(s.usage),
-		broker.WithLimiter(s.limiter),
-		broker.WithConsent(s.consent, s.grants),
-		broker.WithServerID(s.opts.serverID),
-		broker.WithConfinementNote(s.confinementNote()),
-		broker.WithLimits(broker.Limits{MaxReadBytes: s.opts.maxReadBytes, MaxWriteBytes: s.opts.maxWriteBytes,
-			OperationTimeout: s.opts.opTimeout}),
-		broker.WithConnOptions(
-			jsonrpc.WithMaxInFlight(s.opts.maxInFlight),
-			jsonrpc.WithShutdownTimeout(s.opts.shutdownTimeout),
-		),
-	}, extra...)...)
+	sess, err := s.rt.NewSession(stream, view, extra...)
 	if err != nil {
 		return err
 	}
-	if s.roots.Len() == 0 {
-		s.log.Warn("no roots configured: the server will see none (use --root DIR or a config file)")
-	}
-
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	defer stopWatching()
-	go s.removeStaleTemps(watchCtx, s.roots)
-	if s.opts.policiesDir != "" || s.opts.bundle != "" || s.opts.opaBundles {
-		go func() {
-			err := s.engine.Watch(watchCtx, func(revision string, err error) {
-				if err != nil {
-					s.log.Warn("policy reload failed; the previous policies keep deciding", "error", err)
-					s.recordReload(watchCtx, audit.Record{Kind: audit.KindPolicyReloadFailed,
-						PolicyRevision: s.engine.Revision(), Detail: truncateDetail(err.Error())})
-					return
-				}
-				s.log.Info("policies reloaded", "revision", revision)
-				s.recordReload(watchCtx, audit.Record{Kind: audit.KindPolicyReload, PolicyRevision: revision})
-			})
-			if err != nil && watchCtx.Err() == nil {
-				s.log.Warn("the policy directory will not be reloaded on change", "error", err)
-			}
-		}()
-	}
-	// SIGHUP: start a new audit segment (log shippers move files away and
-	// signal), and pick up rotated audit keys.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-watchCtx.Done():
-				return
-			case <-hup:
-				if err := s.trail.Reopen(); err != nil {
-					s.log.Error("SIGHUP: reopening the audit trail failed", "error", err)
-					continue
-				}
-				s.log.Info("SIGHUP: audit trail reopened", "segment", s.trail.Segment())
-			}
-		}
-	}()
-
-	// Grants changed by another process (fsbroker grants revoke) reach the
-	// session within a second.
-	err = s.grants.Watch(watchCtx, func(server string) {
-		if server != grants.AnyServer && server != sess.StateKey() {
-			return
-		}
-		s.log.Info("the server's consent grants changed", "server", server)
-		sess.GrantsChanged()
-	})
-	if err != nil {
-		s.log.Warn("consent grants changed by other processes will not be seen", "error", err)
-	}
-	if s.opts.configPath != "" {
-		err := watchConfig(watchCtx, s.opts.configPath, s.validator, configDebounce, s.log.Named("config"),
-			func(cfg *fileConfig) {
-				next, err := s.buildRoots(cfg)
-				if err != nil {
-					s.log.Warn("config reload failed; keeping the previous roots", "error", err)
-					return
-				}
-				if next.Equal(s.current.Load()) {
-					s.log.Debug("config reloaded; roots unchanged")
-					return
-				}
-				s.current.Store(next)
-				go s.removeStaleTemps(watchCtx, next)
-				s.log.Info("config reloaded; roots changed", "roots", next.Len())
-				if err := sess.RootsChanged(); err != nil {
-					s.log.Warn("cannot notify the server of the new roots", "error", err)
-				}
-			})
-		if err != nil {
-			s.log.Warn("config file will not be reloaded on change", "error", err)
-		}
-	}
-
-	err = sess.Run(ctx)
+	err = s.rt.Serve(ctx, sess)
 	var verr *broker.VersionError
 	switch {
 	case errors.As(err, &verr):
@@ -425,7 +309,7 @@ func serverCommandCheck(argv []string) func(*setup) error {
 // startServer starts the server command (connect, wrap); a command that
 // cannot be started (not found, not executable) is a usage error.
 func (s *setup) startServer(argv []string) (*child.Process, error) {
-	name, args, err := s.serverCommand(argv)
+	name, args, err := s.rt.ServerCommand(argv)
 	if err != nil {
 		return nil, err
 	}
@@ -436,36 +320,7 @@ func (s *setup) startServer(argv []string) (*child.Process, error) {
 		}
 		return nil, err
 	}
-	s.log.Info("started server", "command", argv[0], "pid", proc.PID(), "roots", s.roots.Len())
+	s.log.Info("started server", "command", argv[0], "pid", proc.PID(), "roots", s.rt.Roots().Len())
 	s.proc = proc
 	return proc, nil
-}
-
-// recordReload writes a policy reload (or reload failure) to the audit trail.
-func (s *setup) recordReload(ctx context.Context, rec audit.Record) {
-	if _, err := s.auditSink.Append(context.WithoutCancel(ctx), rec); err != nil {
-		s.log.Error("cannot write the policy reload to the audit trail", "error", err)
-	}
-}
-
-// truncateDetail shortens a message to fit an audit record's detail.
-func truncateDetail(msg string) string {
-	if len(msg) <= audit.MaxDetail {
-		return msg
-	}
-	return strings.ToValidUTF8(msg[:audit.MaxDetail-3], "") + "..."
-}
-
-// removeStaleTemps clears what crashed brokers left in the roots, in the
-// background so that start-up does not wait for a walk of every root.
-func (s *setup) removeStaleTemps(ctx context.Context, set *roots.Set) {
-	for _, r := range set.All() {
-		n, err := s.exec.RemoveStaleTemps(ctx, r)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("cannot clear stale temporary files", "root", r.Mount, "error", err)
-		}
-		if n > 0 {
-			s.log.Info("removed stale temporary files", "root", r.Mount, "count", n)
-		}
-	}
 }

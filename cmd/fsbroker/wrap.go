@@ -77,7 +77,7 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 		return err
 	}
 	defer s.close()
-	if err := s.confine("wrap", rest); err != nil {
+	if err := s.rt.Confine(rest, true); err != nil {
 		return err
 	}
 	proc, err := s.startServer(rest)
@@ -165,10 +165,10 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer s.close()
-	if err := s.confine("wrap", nil); err != nil {
+	if err := s.rt.Confine(nil, true); err != nil {
 		return err
 	}
-	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.roots.Len())
+	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.rt.Roots().Len())
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {

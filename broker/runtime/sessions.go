@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// NewSession builds a session over stream with the runtime's components:
+// its roots (the operator's now, seen through view: wrap narrows them by
+// the host's; nil: as they are), schemas, executor and watcher, the policy
+// decider, the audit trail under its deadline, usage, rate limits, consent
+// and grants, the server's pinned identity, the limits and the
+// confinement's note. extra options come after these. Run it with Serve.
+func (rt *Runtime) NewSession(stream jsonrpc.Stream, view func(func() *roots.Set) func() *roots.Set,
+	extra ...broker.Option) (*broker.Session, error) {
+	rootsOf := rt.current.Load
+	if view != nil {
+		rootsOf = view(rt.current.Load)
+	}
+	l := rt.cfg.Limits
+	sess, err := broker.NewSession(stream, append([]broker.Option{
+		broker.WithLogger(rt.log),
+		broker.WithRoots(rootsOf),
+		broker.WithValidator(rt.validator),
+		broker.WithVersion(rt.cfg.Version),
+		broker.WithInitTimeout(l.InitTimeout),
+		broker.WithPingInterval(l.PingInterval),
+		broker.WithExecutor(rt.exec),
+		broker.WithWatchHub(rt.hub, l.MaxWatches),
+		broker.WithDecider(broker.PolicyDecider{Engine: rt.engine, Log: rt.log.Named("policy")}),
+		broker.WithAudit(rt.sink, rt.cfg.Audit.RedactPaths),
+		broker.WithUsage(rt.usage),
+		broker.WithLimiter(rt.limiter),
+		broker.WithConsent(rt.consent, rt.grants),
+		broker.WithServerID(rt.cfg.ServerID),
+		broker.WithConfinementNote(rt.confinementNote()),
+		broker.WithLimits(broker.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
+			OperationTimeout: l.OperationTimeout}),
+		broker.WithConnOptions(
+			jsonrpc.WithMaxInFlight(l.MaxInFlight),
+			jsonrpc.WithShutdownTimeout(l.ShutdownTimeout),
+		),
+	}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	if rt.started.Len() == 0 {
+		rt.log.Warn("no roots configured: the server will see none (use --root DIR or a config file)")
+	}
+	return sess, nil
+}
+
+// Serve runs sess until it ends (see broker.Session.Run) and returns its
+// error. While it runs, the session hears of what changes around it: a
+// revocation, block or restore of its server's grants by any process on the
+// state directory (it re-checks its watches and tells its server), and new
+// roots from a reload (notifications/roots/list_changed).
+func (rt *Runtime) Serve(ctx context.Context, sess *broker.Session) error {
+	rt.sessionsMu.Lock()
+	rt.sessions[sess] = struct{}{}
+	rt.sessionsMu.Unlock()
+	defer func() {
+		rt.sessionsMu.Lock()
+		delete(rt.sessions, sess)
+		rt.sessionsMu.Unlock()
+	}()
+	return sess.Run(ctx)
+}
+
+// liveSessions are the sessions Serve runs now.
+func (rt *Runtime) liveSessions() []*broker.Session {
+	rt.sessionsMu.Lock()
+	defer rt.sessionsMu.Unlock()
+	out := make([]*broker.Session, 0, len(rt.sessions))
+	for s := range rt.sessions {
+		out = append(out, s)
+	}
+	return out
+}
