@@ -1,4 +1,4 @@
-package mcppeer
+package rpcpeer
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // Message is one line the peer received, as written and as read.
@@ -78,6 +79,13 @@ func parse(line []byte) *Message {
 		parseLeniently(m, line)
 		return m
 	}
+	if msg.Error != nil && !hasIDMember(line) {
+		// Decode reads an error without an id as the reply to a line the
+		// other side could not read; JSON-RPC 2.0 wants "id": null there.
+		m.Problem = "an error reply without an id member"
+		parseLeniently(m, line)
+		return m
+	}
 	if !msg.ID.IsZero() {
 		m.ID = json.RawMessage(msg.ID)
 	}
@@ -89,6 +97,18 @@ func parse(line []byte) *Message {
 		}
 	}
 	return m
+}
+
+// hasIDMember reports whether the JSON object line has an id member, null
+// included.
+func hasIDMember(line []byte) bool {
+	s := jsonx.ScanObject(line)
+	for s.Next() {
+		if name, ok := jsonx.Unquote(s.Member().Name); ok && name == "id" {
+			return true
+		}
+	}
+	return false
 }
 
 // parseLeniently fills what it can of m from a line jsonrpc.Decode refused.
