@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,9 +12,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/rpcpeer"
 )
 
-// message is one line the broker wrote to its stdout.
+// message is one message the broker wrote to its stdout, as the runner's checks read it.
 type message struct {
 	raw    []byte
 	value  map[string]any // decoded, numbers as json.Number
@@ -27,39 +29,6 @@ type message struct {
 func (m *message) isRequest() bool      { return m.method != "" && m.hasID && m.id != nil }
 func (m *message) isNotification() bool { return m.method != "" && !m.hasID }
 func (m *message) isResponse() bool     { return m.method == "" && m.hasID }
-
-// kind names what m is, for messages.
-func (m *message) kind() string {
-	switch {
-	case m.isRequest():
-		return "request " + m.method
-	case m.isNotification():
-		return "notification " + m.method
-	}
-	return "response"
-}
-
-// checkLine returns why line is not one JSON-RPC 2.0 message, or "".
-func checkLine(fields map[string]json.RawMessage) string {
-	if string(fields["jsonrpc"]) != `"2.0"` {
-		return `"jsonrpc" is not "2.0"`
-	}
-	_, hasMethod := fields["method"]
-	_, hasID := fields["id"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
-	switch {
-	case hasMethod && (hasResult || hasError):
-		return "a method with a result or an error"
-	case hasMethod:
-		return ""
-	case !hasID:
-		return "a response without an id"
-	case hasResult == hasError:
-		return "a response needs exactly one of result and error"
-	}
-	return ""
-}
 
 // lockedBuffer collects the broker's stderr.
 type lockedBuffer struct {
@@ -81,26 +50,28 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// session is a running broker: the runner writes to its stdin and reads its stdout.
+// maxStdoutLine bounds one line of the broker's stdout: far above any message a broker
+// writes (fsbroker's limit is 32 MiB), so that the bound catches only a runaway line.
+const maxStdoutLine = 1 << 30
+
+// session is a running broker: the runner writes to its stdin and reads its stdout through
+// an rpcpeer.Peer, which holds every stdout line to JSON-RPC 2.0 and answers the broker's
+// pings as they come (still offering them to an expectRequest step).
 type session struct {
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	peer   *rpcpeer.Peer
+	stdin  *os.File
 	stderr lockedBuffer
 
-	wmu    sync.Mutex // one line at a time on stdin
+	wmu    sync.Mutex // one write at a time on stdin
 	closed bool       // stdin closed (under wmu)
 
-	mu         sync.Mutex
-	msgs       []*message
-	taken      []bool
-	bad        []string
-	transcript []string
-	changed    chan struct{} // closed and replaced when msgs grows or stdout ends
-	outDone    bool
+	vmu   sync.Mutex
+	views map[*rpcpeer.Message]*message // each message as the checks read it, decoded once
 
 	readDone chan struct{} // stdout and stderr reached EOF
 	exited   chan struct{} // closed once the process exited
-	exitCode int
+	exitCode int           // under vmu once exited is closed
 }
 
 // startSession starts argv with env, wired to pipes.
@@ -131,97 +102,58 @@ func startSession(argv, env []string, dir string) (*session, error) {
 	_ = inR.Close()
 	_ = outW.Close()
 	_ = errW.Close()
-	s := &session{cmd: cmd, stdin: inW, changed: make(chan struct{}),
+	s := &session{cmd: cmd, stdin: inW, views: map[*rpcpeer.Message]*message{},
 		readDone: make(chan struct{}), exited: make(chan struct{})}
-	var readers sync.WaitGroup
-	readers.Add(2)
+	s.peer = rpcpeer.New("the broker", jsonrpc.NewLineStream(outR, stdinWriter{s}, maxStdoutLine),
+		rpcpeer.RequireValid(), rpcpeer.OfferAnswered(),
+		rpcpeer.WithHandler("ping", func(*rpcpeer.Message) (any, *jsonrpc.Error) { return map[string]any{}, nil }))
+	stderrDone := make(chan struct{})
 	go func() {
-		defer readers.Done()
+		defer close(stderrDone)
 		defer errR.Close()
 		_, _ = io.Copy(&s.stderr, errR)
 	}()
 	go func() {
-		defer readers.Done()
-		defer outR.Close()
-		s.readStdout(outR)
-	}()
-	go func() {
-		readers.Wait()
+		<-s.peer.Done()
+		_ = outR.Close()
+		<-stderrDone
 		close(s.readDone)
 	}()
 	go func() {
 		_ = cmd.Wait()
-		s.mu.Lock()
+		s.vmu.Lock()
 		s.exitCode = cmd.ProcessState.ExitCode()
-		s.mu.Unlock()
+		s.vmu.Unlock()
 		close(s.exited)
 	}()
 	return s, nil
 }
 
-// readStdout splits the broker's output into messages, answering its pings as they come.
-func (s *session) readStdout(r io.Reader) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-			s.note("< " + string(line))
-			m, bad := parseMessage(line)
-			s.mu.Lock()
-			if bad != "" {
-				s.bad = append(s.bad, fmt.Sprintf("%s: %s", bad, clip(string(line), 200)))
-			} else {
-				s.msgs = append(s.msgs, m)
-				s.taken = append(s.taken, false)
-			}
-			s.signal()
-			s.mu.Unlock()
-			if m != nil && m.isRequest() && m.method == "ping" {
-				_ = s.send(map[string]any{"jsonrpc": "2.0", "id": m.id, "result": map[string]any{}})
-			}
-		}
-		if err != nil {
-			s.mu.Lock()
-			s.outDone = true
-			s.signal()
-			s.mu.Unlock()
-			return
-		}
+// view returns m as the checks read it.
+func (s *session) view(m *rpcpeer.Message) *message {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if v := s.views[m]; v != nil {
+		return v
 	}
+	v := &message{raw: []byte(m.Raw)}
+	// The peer offers only lines jsonrpc.Decode accepted: JSON objects, which decode.
+	if x, err := decodeJSON(v.raw); err == nil {
+		v.value, _ = x.(map[string]any)
+	}
+	v.method, _ = v.value["method"].(string)
+	v.id, v.hasID = v.value["id"]
+	s.views[m] = v
+	return v
 }
 
-// signal wakes the waiters; s.mu is held.
-func (s *session) signal() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+// matching adapts a check on the runner's view of a message to the peer's messages.
+func (s *session) matching(match func(*message) bool) func(*rpcpeer.Message) bool {
+	return func(m *rpcpeer.Message) bool { return match(s.view(m)) }
 }
 
-// parseMessage decodes one line, or says why it is not a JSON-RPC message.
-func parseMessage(line []byte) (*message, string) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
-		return nil, "not a JSON object"
-	}
-	if why := checkLine(fields); why != "" {
-		return nil, why
-	}
-	v, err := decodeJSON(line)
-	if err != nil {
-		return nil, err.Error()
-	}
-	m := &message{raw: line, value: v.(map[string]any)}
-	m.method, _ = m.value["method"].(string)
-	m.id, m.hasID = m.value["id"]
-	return m, ""
-}
-
-// note adds a line to the transcript kept for failure reports.
-func (s *session) note(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.transcript = append(s.transcript, clip(line, 400))
-}
+// note adds a line of the runner's own to the transcript kept for failure reports.
+func (s *session) note(line string) { s.peer.Note(line) }
 
 // send writes v as one line.
 func (s *session) send(v any) error {
@@ -232,19 +164,29 @@ func (s *session) send(v any) error {
 	return s.sendLine(b)
 }
 
-// sendLine writes b and a newline.
+// sendLine writes b and a newline as they are: a raw step's bytes may hold anything.
 func (s *session) sendLine(b []byte) error {
 	s.note("> " + string(b))
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.closed {
-		return errors.New("the broker's stdin is closed")
+	_, err := stdinWriter{s}.Write(append(b[:len(b):len(b)], '\n'))
+	return err
+}
+
+// stdinWriter writes to the broker's stdin, one write at a time, for the runner's lines and
+// the peer's answers alike.
+type stdinWriter struct{ s *session }
+
+// Write writes p whole, or says why it could not.
+func (w stdinWriter) Write(p []byte) (int, error) {
+	w.s.wmu.Lock()
+	defer w.s.wmu.Unlock()
+	if w.s.closed {
+		return 0, errors.New("the broker's stdin is closed")
 	}
-	_, err := s.stdin.Write(append(b[:len(b):len(b)], '\n'))
+	n, err := w.s.stdin.Write(p)
 	if err != nil {
-		return fmt.Errorf("write to the broker: %w", err)
+		return n, fmt.Errorf("write to the broker: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // closeInput closes the broker's stdin.
@@ -264,55 +206,24 @@ func (s *session) closeInput() {
 // await takes the first message not yet taken that matches, waiting up to d. It returns nil
 // when none came in time, stdout ended, or ctx ended.
 func (s *session) await(ctx context.Context, d time.Duration, match func(*message) bool) *message {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		s.mu.Lock()
-		for i, m := range s.msgs {
-			if !s.taken[i] && match(m) {
-				s.taken[i] = true
-				s.mu.Unlock()
-				return m
-			}
-		}
-		changed, done := s.changed, s.outDone
-		s.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
+	if m := s.peer.TryAwait(ctx, d, s.matching(match)); m != nil {
+		return s.view(m)
 	}
+	return nil
 }
 
 // pending returns the messages not taken that match.
 func (s *session) pending(match func(*message) bool) []*message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []*message
-	for i, m := range s.msgs {
-		if !s.taken[i] && match(m) {
-			out = append(out, m)
-		}
+	for _, m := range s.peer.Pending(s.matching(match)) {
+		out = append(out, s.view(m))
 	}
 	return out
 }
 
 // sent reports whether the broker sent a notification with method, taken or not.
 func (s *session) sent(method string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.msgs {
-		if m.isNotification() && m.method == method {
-			return true
-		}
-	}
-	return false
+	return s.peer.Has(s.matching(func(m *message) bool { return m.isNotification() && m.method == method }))
 }
 
 // waitExit waits up to d for the process to end; it returns the exit status and whether it
@@ -325,8 +236,8 @@ func (s *session) waitExit(ctx context.Context, d time.Duration) (int, bool) {
 	case <-ctx.Done():
 		return 0, false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
 	return s.exitCode, true
 }
 
@@ -364,27 +275,19 @@ func (s *session) stop(grace time.Duration) (int, string) {
 	case <-s.readDone:
 	case <-time.After(grace):
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
 	return s.exitCode, how
 }
 
 // lastTranscript returns the last n lines exchanged.
 func (s *session) lastTranscript(n int) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.transcript
-	if len(t) > n {
-		t = append([]string{fmt.Sprintf("(%d earlier lines)", len(t)-n)}, t[len(t)-n:]...)
-	}
-	return append([]string(nil), t...)
+	return s.peer.TranscriptLines(n)
 }
 
-// badLines returns the stdout lines that were not JSON-RPC messages.
+// badLines returns the stdout lines that were not JSON-RPC messages, each with why.
 func (s *session) badLines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.bad...)
+	return s.peer.Problems()
 }
 
 // describe lists messages briefly, for a failure report.
