@@ -42,14 +42,15 @@ type Error struct {
 }
 
 // IsRequest reports whether m is a request (with an id that is not null)
-// for method.
+// for method, which is not "".
 func (m *Message) IsRequest(method string) bool {
-	return m.Method == method && len(m.ID) > 0 && string(m.ID) != "null"
+	return method != "" && m.Method == method && len(m.ID) > 0 && string(m.ID) != "null"
 }
 
-// IsNotification reports whether m is a notification of method.
+// IsNotification reports whether m is a notification of method, which is
+// not "".
 func (m *Message) IsNotification(method string) bool {
-	return m.Method == method && len(m.ID) == 0
+	return method != "" && m.Method == method && len(m.ID) == 0
 }
 
 // IsReplyTo reports whether m answers the request whose id has the JSON

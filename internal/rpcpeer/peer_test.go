@@ -25,8 +25,9 @@ func readLine(t *testing.T, s *jsonrpc.LineStream) string {
 }
 
 // A request with a handler of its own gets that handler's answer, any other
-// the fallback's; both are taken. Without a fallback a request is left to
-// the caller's waits, unanswered.
+// the fallback's; both are taken. Replies and notifications are not
+// answered. Without a fallback a request is left to the caller's waits,
+// unanswered.
 func TestFallbackAnswersTheOtherRequests(t *testing.T) {
 	other, mine := mcppeer.Pipes(t)
 	p := rpcpeer.New("host", mine, rpcpeer.WithHandler("roots/list", func(*rpcpeer.Message) (any, *jsonrpc.Error) {
@@ -35,7 +36,9 @@ func TestFallbackAnswersTheOtherRequests(t *testing.T) {
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`,
 		`{"jsonrpc":"2.0","id":"s","method":"sampling/createMessage","params":{}}`,
+		`{"jsonrpc":"2.0","id":"mine","result":{}}`,
 		`{"jsonrpc":"2.0","method":"notifications/progress"}`,
+		`{"jsonrpc":"2.0","id":9,"method":"z/last"}`,
 	} {
 		if err := other.Write([]byte(line)); err != nil {
 			t.Fatal(err)
@@ -47,9 +50,17 @@ func TestFallbackAnswersTheOtherRequests(t *testing.T) {
 	if got := readLine(t, other); got != `{"error":{"code":-32601,"message":"Method not found"},"id":"s","jsonrpc":"2.0"}` {
 		t.Errorf("sampling/createMessage answered %s", got)
 	}
-	// The notification is not answered and is the one message left to wait for.
-	if m, err := p.Next(); err != nil || !m.IsNotification("notifications/progress") || m.Seq != 2 {
+	// The reply and the notification are not answered and are the messages
+	// left to wait for.
+	if m, err := p.AwaitReply(`"mine"`); err != nil || m.Seq != 2 {
+		t.Fatalf("the reply: %+v, %v", m, err)
+	}
+	if m, err := p.Next(); err != nil || !m.IsNotification("notifications/progress") || m.Seq != 3 {
 		t.Fatalf("next message %+v, %v", m, err)
+	}
+	// The peer answers in order: the next answer is the last request's.
+	if got := readLine(t, other); got != `{"error":{"code":-32601,"message":"Method not found"},"id":9,"jsonrpc":"2.0"}` {
+		t.Errorf("the answer after the reply and the notification is %s", got)
 	}
 
 	other2, mine2 := mcppeer.Pipes(t)
