@@ -3,7 +3,6 @@
 package serve
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -14,13 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 	"github.com/fsbroker/fsbroker/internal/npmtest"
 )
 
 // The differential harness: the reference filesystem server
 // (@modelcontextprotocol/server-filesystem 2026.8.31 with SDK 1.32.2, from
 // the lock file in testdata/refserver), run with node over stdio on a tree
-// in t.TempDir() and driven by a minimal MCP client. fsbroker serve will run
+// in t.TempDir() and driven by the tests' MCP peer. fsbroker serve will run
 // beside it on the same tree once the corridor lands; today it checks that
 // the captured transcripts the golden tests replay are still what the
 // reference answers.
@@ -33,20 +34,22 @@ var referenceServer = &npmtest.Project{
 	Marker:  "@modelcontextprotocol/server-filesystem/dist/index.js",
 }
 
-// mcpPeer is a minimal MCP client over a server's stdin and stdout: one
-// JSON message a line; it answers the server's own requests (roots/list)
-// with "method not found".
-type mcpPeer struct {
+// referenceWait bounds each wait for the reference server's answer (node's
+// start included): it catches a server that hangs, it does not measure speed.
+const referenceWait = time.Minute
+
+// referenceClient is the MCP client of the reference server: the tests'
+// peer, answering the server's own requests (roots/list) with "Method not
+// found", and the ids of its requests.
+type referenceClient struct {
+	*mcppeer.Peer
 	t      *testing.T
-	cmd    *exec.Cmd
-	stdin  *os.File
-	lines  *bufio.Scanner
-	nextID int
+	lastID int
 }
 
 // startReference runs the reference server with the given directory
 // arguments, in the capture's environment (TZ=UTC, C.UTF-8), initialized.
-func startReference(t *testing.T, dirs ...string) *mcpPeer {
+func startReference(t *testing.T, dirs ...string) *referenceClient {
 	t.Helper()
 	node, dir := referenceServer.Installed(t)
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
@@ -70,9 +73,7 @@ func startReference(t *testing.T, dirs ...string) *mcpPeer {
 	}
 	stdinR.Close()
 	stdoutW.Close()
-	lines := bufio.NewScanner(stdoutR)
-	lines.Buffer(make([]byte, 1<<20), 64<<20)
-	p := &mcpPeer{t: t, cmd: cmd, stdin: stdinW, lines: lines, nextID: 1}
+	stream := jsonrpc.NewLineStream(stdoutR, stdinW, 64<<20)
 	t.Cleanup(func() {
 		stdinW.Close()
 		done := make(chan struct{})
@@ -83,57 +84,20 @@ func startReference(t *testing.T, dirs ...string) *mcpPeer {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		stdoutR.Close()
+		_ = stream.Close()
 	})
+	p := &referenceClient{t: t, Peer: mcppeer.New(t, "the reference server", stream, mcppeer.RequireValid(),
+		mcppeer.WithWait(referenceWait), mcppeer.WithFallback(mcppeer.MethodNotFound))}
 	p.request("initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fsbroker-serve-test","version":"0"}}`))
-	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	p.Notify("notifications/initialized", nil)
 	return p
 }
 
-func (p *mcpPeer) send(msg any) {
+// request sends a request with the next id and returns its response.
+func (p *referenceClient) request(method string, params json.RawMessage) *mcppeer.Message {
 	p.t.Helper()
-	line, err := json.Marshal(msg)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if _, err := p.stdin.Write(append(line, '\n')); err != nil {
-		p.t.Fatalf("write to the reference server: %v", err)
-	}
-}
-
-// request sends a request and returns its response, answering the
-// server's requests meanwhile.
-func (p *mcpPeer) request(method string, params json.RawMessage) rpcMessage {
-	p.t.Helper()
-	id := p.nextID
-	p.nextID++
-	p.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	for p.lines.Scan() {
-		var msg rpcMessage
-		if err := json.Unmarshal(p.lines.Bytes(), &msg); err != nil {
-			p.t.Fatalf("reference server wrote %q: %v", p.lines.Text(), err)
-		}
-		if msg.Method != "" {
-			if len(msg.ID) > 0 {
-				p.send(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
-			}
-			continue
-		}
-		if string(msg.ID) == strings.TrimSpace(string(mustJSON(p.t, id))) {
-			return msg
-		}
-	}
-	p.t.Fatalf("the reference server closed its output before answering %s: %v", method, p.lines.Err())
-	return rpcMessage{}
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	p.lastID++
+	return p.Call(p.lastID, method, params)
 }
 
 // writeReferenceTree writes capture.mjs's tree under base (base/root,
