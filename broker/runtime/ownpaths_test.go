@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 )
 
 // TestCheckOutsideRoots: the broker's own paths and the roots, compared
@@ -17,12 +18,12 @@ import (
 // ancestor.
 func TestCheckOutsideRoots(t *testing.T) {
 	t.Parallel()
-	base := realDir(t, t.TempDir())
-	home := realDir(t, filepath.Join(base, "home"))
-	proj := realDir(t, filepath.Join(base, "proj"))
-	state := realDir(t, filepath.Join(base, "state"))
-	realDir(t, filepath.Join(state, "grants"))
-	writeFile(t, filepath.Join(home, "fsbroker.yaml"), "version: 1\n")
+	base := testfs.RealDir(t, t.TempDir())
+	home := testfs.RealDir(t, filepath.Join(base, "home"))
+	proj := testfs.RealDir(t, filepath.Join(base, "proj"))
+	state := testfs.RealDir(t, filepath.Join(base, "state"))
+	testfs.RealDir(t, filepath.Join(state, "grants"))
+	testfs.WriteFile(t, filepath.Join(home, "fsbroker.yaml"), "version: 1\n")
 	if err := os.Symlink(home, filepath.Join(base, "home-link")); err != nil {
 		t.Fatal(err)
 	}
@@ -103,26 +104,5 @@ func TestCheckOutsideRoots(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// realDir makes dir and returns it with its links resolved.
-func realDir(t *testing.T, dir string) string {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// writeFile writes content to path.
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -8,15 +8,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/internal/leakcheck"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 )
 
 // allowPolicy is a policy set of one file that allows every request.
@@ -26,40 +26,11 @@ const allowPolicy = "package fsbroker.authz\n\ndecision := {\"allow\": true}\n"
 // both in fresh temporary directories, and the built-in policies.
 func testConfig(t *testing.T) Config {
 	t.Helper()
-	base := realDir(t, t.TempDir())
-	root := realDir(t, filepath.Join(base, "project"))
+	base := testfs.RealDir(t, t.TempDir())
+	root := testfs.RealDir(t, filepath.Join(base, "project"))
 	return Config{
 		StateDir: filepath.Join(base, "state"),
 		Roots:    []roots.Spec{{Path: root, Mount: "project", Origin: "--root " + root}},
-	}
-}
-
-// openFiles is the number of this process's open file descriptors.
-func openFiles(t *testing.T) int {
-	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot count open files: %v", err)
-	}
-	return len(fds)
-}
-
-// settle waits, up to 10 s, until this process has no more goroutines and
-// open files than before, and reports them when it still has more.
-func settle(t *testing.T, goroutines, files int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, f := goruntime.NumGoroutine(), openFiles(t)
-		if g <= goroutines && f <= files {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:goruntime.Stack(buf, true)]
-			t.Fatalf("left open: %d goroutines (before: %d), %d files (before: %d)\n%s", g, goroutines, f, files, buf)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -89,50 +60,50 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 			return func() { cfg.Preflight = nil }
 		}, "no server command"},
 		{"a state directory that is a file", func(t *testing.T, cfg *Config) func() {
-			writeFile(t, cfg.StateDir, "")
+			testfs.WriteFile(t, cfg.StateDir, "")
 			return func() { mustRemove(t, cfg.StateDir) }
 		}, "--state-dir"},
 		{"a usage directory that is a file", func(t *testing.T, cfg *Config) func() {
-			realDir(t, cfg.StateDir)
-			writeFile(t, filepath.Join(cfg.StateDir, "usage"), "")
+			testfs.RealDir(t, cfg.StateDir)
+			testfs.WriteFile(t, filepath.Join(cfg.StateDir, "usage"), "")
 			return func() { mustRemove(t, filepath.Join(cfg.StateDir, "usage")) }
 		}, "--state-dir"},
 		{"a witness inside the state directory, after one that opened", func(t *testing.T, cfg *Config) func() {
-			outside := realDir(t, t.TempDir())
+			outside := testfs.RealDir(t, t.TempDir())
 			cfg.Audit.Witnesses = []string{"file:" + filepath.Join(outside, "w1"), "file:" + filepath.Join(cfg.StateDir, "w2")}
 			return func() { cfg.Audit.Witnesses = cfg.Audit.Witnesses[:1] }
 		}, "the witness file is inside the state directory"},
 		{"a witness that cannot be opened", func(t *testing.T, cfg *Config) func() {
-			outside := realDir(t, t.TempDir())
+			outside := testfs.RealDir(t, t.TempDir())
 			cfg.Audit.Witnesses = []string{"file:" + filepath.Join(outside, "w1"), "file:" + filepath.Join(outside, "no-such-dir", "w2")}
 			return func() { cfg.Audit.Witnesses = cfg.Audit.Witnesses[:1] }
 		}, "--audit-witness"},
 		{"a policy directory that does not compile", func(t *testing.T, cfg *Config) func() {
-			dir := realDir(t, t.TempDir())
-			writeFile(t, filepath.Join(dir, "authz.rego"), "package fsbroker.authz\n\ndecision := {\n")
+			dir := testfs.RealDir(t, t.TempDir())
+			testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), "package fsbroker.authz\n\ndecision := {\n")
 			cfg.Policies.Dir = dir
-			return func() { writeFile(t, filepath.Join(dir, "authz.rego"), allowPolicy) }
+			return func() { testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), allowPolicy) }
 		}, "policies ("},
 		{"a policy directory that does not exist", func(t *testing.T, cfg *Config) func() {
-			dir := filepath.Join(realDir(t, t.TempDir()), "policies")
+			dir := filepath.Join(testfs.RealDir(t, t.TempDir()), "policies")
 			cfg.Policies.Dir = dir
-			return func() { realDir(t, dir); writeFile(t, filepath.Join(dir, "authz.rego"), allowPolicy) }
+			return func() { testfs.RealDir(t, dir); testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), allowPolicy) }
 		}, "policies"},
 		{"a bundle that is not one", func(t *testing.T, cfg *Config) func() {
-			dir := realDir(t, t.TempDir())
+			dir := testfs.RealDir(t, t.TempDir())
 			cfg.Policies.Bundle = filepath.Join(dir, "bundle.tar.gz")
-			writeFile(t, cfg.Policies.Bundle, "not a bundle")
+			testfs.WriteFile(t, cfg.Policies.Bundle, "not a bundle")
 			return func() { cfg.Policies.Bundle = "" }
 		}, "policies ("},
 		{"a bundle key that cannot be read", func(t *testing.T, cfg *Config) func() {
-			dir := realDir(t, t.TempDir())
+			dir := testfs.RealDir(t, t.TempDir())
 			cfg.Policies.Bundle = filepath.Join(dir, "bundle.tar.gz")
 			cfg.Policies.BundleKey = filepath.Join(dir, "missing.pem")
 			return func() { cfg.Policies.Bundle, cfg.Policies.BundleKey = "", "" }
 		}, "--bundle-key"},
 		{"an audit directory that is a file", func(t *testing.T, cfg *Config) func() {
-			cfg.Audit.Dir = filepath.Join(realDir(t, t.TempDir()), "audit")
-			writeFile(t, cfg.Audit.Dir, "")
+			cfg.Audit.Dir = filepath.Join(testfs.RealDir(t, t.TempDir()), "audit")
+			testfs.WriteFile(t, cfg.Audit.Dir, "")
 			return func() { mustRemove(t, cfg.Audit.Dir) }
 		}, "--audit"},
 		{"a decision log naming no service", func(t *testing.T, cfg *Config) func() {
@@ -141,8 +112,8 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 			return func() { cfg.OPA = nil }
 		}, "fsbroker.yaml: /opa"},
 		{"a lock directory that is a file", func(t *testing.T, cfg *Config) func() {
-			realDir(t, cfg.StateDir)
-			writeFile(t, filepath.Join(cfg.StateDir, "locks"), "")
+			testfs.RealDir(t, cfg.StateDir)
+			testfs.WriteFile(t, filepath.Join(cfg.StateDir, "locks"), "")
 			return func() { mustRemove(t, filepath.Join(cfg.StateDir, "locks")) }
 		}, "--state-dir"},
 	}
@@ -150,7 +121,7 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			repair := tc.break_(t, &cfg)
-			goroutines, files := goruntime.NumGoroutine(), openFiles(t)
+			before := leakcheck.Take(t)
 			rt, err := Open(context.Background(), cfg, hclog.NewNullLogger())
 			if err == nil {
 				_ = rt.Close()
@@ -159,7 +130,7 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
-			settle(t, goroutines, files)
+			before.Settle(t)
 			// Nothing holds the state directory: repaired, it opens again.
 			repair()
 			rt, err = Open(context.Background(), cfg, hclog.NewNullLogger())
@@ -169,7 +140,7 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 			if err := rt.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			settle(t, goroutines, files)
+			before.Settle(t)
 		})
 	}
 }
@@ -178,7 +149,7 @@ func TestOpenClosesWhatItOpenedOnEveryFailure(t *testing.T) {
 // *ConfigError (cmd/fsbroker exits 2 with it).
 func TestOpenErrorsAreConfigErrors(t *testing.T) {
 	cfg := testConfig(t)
-	writeFile(t, cfg.StateDir, "")
+	testfs.WriteFile(t, cfg.StateDir, "")
 	_, err := Open(context.Background(), cfg, nil)
 	var cerr *ConfigError
 	if !errors.As(err, &cerr) {
@@ -191,7 +162,7 @@ func TestOpenErrorsAreConfigErrors(t *testing.T) {
 func TestReloadRoots(t *testing.T) {
 	cfg := testConfig(t)
 	first := cfg.Roots
-	other := realDir(t, filepath.Join(filepath.Dir(cfg.StateDir), "other"))
+	other := testfs.RealDir(t, filepath.Join(filepath.Dir(cfg.StateDir), "other"))
 	next := first
 	cfg.ReloadRoots = func() ([]roots.Spec, error) { return next, nil }
 	rt, err := Open(context.Background(), cfg, nil)
@@ -223,15 +194,15 @@ func TestReloadRoots(t *testing.T) {
 // recorded in the audit trail.
 func TestReloadPolicies(t *testing.T) {
 	cfg := testConfig(t)
-	dir := realDir(t, t.TempDir())
-	writeFile(t, filepath.Join(dir, "authz.rego"), allowPolicy)
+	dir := testfs.RealDir(t, t.TempDir())
+	testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), allowPolicy)
 	cfg.Policies.Dir = dir
 	rt, err := Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := rt.engine.Revision()
-	writeFile(t, filepath.Join(dir, "authz.rego"), allowPolicy+"\n# edited\n")
+	testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), allowPolicy+"\n# edited\n")
 	if err := rt.Reload(context.Background()); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
@@ -239,7 +210,7 @@ func TestReloadPolicies(t *testing.T) {
 	if edited == before {
 		t.Errorf("revision %s unchanged after an edit", edited)
 	}
-	writeFile(t, filepath.Join(dir, "authz.rego"), "package fsbroker.authz\n\ndecision := {\n")
+	testfs.WriteFile(t, filepath.Join(dir, "authz.rego"), "package fsbroker.authz\n\ndecision := {\n")
 	if err := rt.Reload(context.Background()); err == nil {
 		t.Error("Reload of a set that does not compile: no error")
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/internal/mcppeer"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
@@ -507,18 +508,8 @@ func dataOf(t *testing.T, m *message) errorData {
 }
 
 // realDir creates dir (and its parents) and returns its symlink-resolved
-// absolute path.
-func realDir(t *testing.T, dir string) string {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+// path (testfs.RealDir, under the name this package's tests use).
+func realDir(t *testing.T, dir string) string { t.Helper(); return testfs.RealDir(t, dir) }
 
 // fileURIPath checks that uri is a file:// URI without a host and returns its
 // path.
@@ -548,13 +539,9 @@ func alive(pid int) bool {
 	return true
 }
 
-// writeFile writes content to path in place (truncate and write).
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+// writeFile writes content to path in place (testfs.WriteFile, under the
+// name this package's tests use).
+func writeFile(t *testing.T, path, content string) { t.Helper(); testfs.WriteFile(t, path, content) }
 
 // writeTree writes files (slash-separated paths relative to base, and their
 // content) under base, making the directories on the way.
