@@ -88,7 +88,9 @@ type Config struct {
 	Validator *schema.Validator
 	// Preflight, when set, runs once the roots are built and before anything
 	// is opened: a host's own checks (cmd/fsbroker: that the server command
-	// can be found), so that a usage error leaves nothing made.
+	// can be found), so that a usage error leaves nothing made. What it
+	// makes is the host's: Open does not close it when a later step fails
+	// (cmd/fsbroker closes its remote stream then).
 	Preflight func() error
 }
 

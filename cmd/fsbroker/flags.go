@@ -24,6 +24,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/broker/transport/child"
+	"github.com/fsbroker/fsbroker/broker/transport/remote"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -203,10 +204,18 @@ type setup struct {
 	cfg       *fileConfig
 	rt        *runtime.Runtime
 	proc      *child.Process // the server process fsbroker started (connect, wrap, demo), else nil
+	// remote is the stream to the remote server (connect and wrap with
+	// --url), made by remoteCheck in the runtime's preflight, else nil.
+	remote *remote.Stream
 }
 
-// close closes the runtime (see runtime.Runtime.Close).
+// close closes what the setup holds: the remote server's stream, then the
+// runtime (see runtime.Runtime.Close). prepare calls it when opening
+// fails, so that what a check made before is closed too.
 func (s *setup) close() {
+	if s.remote != nil {
+		_ = s.remote.Close()
+	}
 	if s.rt != nil {
 		_ = s.rt.Close()
 	}
@@ -253,13 +262,16 @@ func openAudit(o *options, extra ...audit.Option) (*audit.Writer, error) {
 }
 
 // prepare is configure, then open: the setup of a session command, with
-// its runtime open.
+// its runtime open. The checks run in the runtime's preflight; what one
+// makes (the remote stream) it hangs on the setup, and when opening fails
+// after it, prepare closes the setup, so that nothing made is left open.
 func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup, error) {
 	s, cfg, err := configure(o, stderr, checks...)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.open(cfg); err != nil {
+		s.close()
 		return nil, err
 	}
 	return s, nil

@@ -77,12 +77,12 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 	if o.remoteURL == "" && o.configPath == "" {
 		return configErrorf(noServerMessage)
 	}
-	var stream *remote.Stream
-	s, err := prepare(o, stderr, remoteCheck(&stream))
+	s, err := prepare(o, stderr, remoteCheck)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	stream := s.remote
 	if err := s.rt.Confine(nil, false); err != nil {
 		return err
 	}
@@ -110,17 +110,19 @@ func runRemote(ctx context.Context, o *options, rest []string, stderr io.Writer)
 
 // remoteCheck is what prepare checks for a remote server, before it loads
 // the policies: a URL is given (--url, or the config's remote.url), and the
-// remote settings make a stream (no request is made yet), which *stream
-// receives.
-func remoteCheck(stream **remote.Stream) func(*setup) error {
-	return func(s *setup) error {
-		if s.opts.remoteURL == "" {
-			return configErrorf(noServerMessage)
-		}
-		var err error
-		*stream, err = s.openRemote()
+// remote settings make a stream (no request is made yet), which s.remote
+// holds from then on: s.close closes it, also when the runtime then fails
+// to open.
+func remoteCheck(s *setup) error {
+	if s.opts.remoteURL == "" {
+		return configErrorf(noServerMessage)
+	}
+	stream, err := s.openRemote()
+	if err != nil {
 		return err
 	}
+	s.remote = stream
+	return nil
 }
 
 // openRemote makes the stream to the remote server from the options.

@@ -11,7 +11,6 @@ import (
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/transport/proxy"
-	"github.com/fsbroker/fsbroker/broker/transport/remote"
 )
 
 const wrapLong = `Sit between an MCP host (on this process's stdin and stdout) and the MCP server CMD, started as
@@ -159,12 +158,12 @@ loop:
 // remote.url): the host on this process's stdio, the server over Streamable
 // HTTP. It ends when the host closes its input or the remote session ends.
 func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
-	var serverStream *remote.Stream
-	s, err := prepare(o, stderr, remoteCheck(&serverStream))
+	s, err := prepare(o, stderr, remoteCheck)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	serverStream := s.remote
 	if err := s.rt.Confine(nil, true); err != nil {
 		return err
 	}
