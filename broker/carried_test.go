@@ -39,7 +39,7 @@ func TestCarriedDecisionSeesTheRenameTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFiles(t, WithDecider(PolicyDecider{Engine: e}))
+	f := startFiles(t, WithDecider(engine.Decider{Engine: e}))
 	for _, d := range []string{"certs", "public"} {
 		if err := os.Mkdir(filepath.Join(f.rw, d), 0o755); err != nil {
 			t.Fatal(err)

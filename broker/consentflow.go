@@ -11,6 +11,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/grants"
@@ -90,11 +91,11 @@ func (s *Session) checkConsent(req Request) *Verdict {
 		ok, err := s.consentCovers(t, access, now)
 		if err != nil {
 			s.log.Error("cannot read the consent grants; refusing", "error", err)
-			v := deny(errcode.PermissionDenied, "consent grants cannot be read", "")
+			v := decision.Deny(errcode.PermissionDenied, "consent grants cannot be read", "")
 			return &v
 		}
 		if !ok {
-			v := deny(errcode.PermissionDenied, fmt.Sprintf("%s %s for %s access (ask with files/consent)",
+			v := decision.Deny(errcode.PermissionDenied, fmt.Sprintf("%s %s for %s access (ask with files/consent)",
 				reasonNoConsent, role, access), "")
 			return &v
 		}
@@ -266,7 +267,7 @@ func (s *Session) filesConsent(ctx context.Context, params json.RawMessage) (any
 	if len(entries) > 0 {
 		req := Request{Method: "files/consent", Operation: "consent", Params: params}
 		req.Input = s.policyInput(req)
-		ok, err := s.decider.Consentable(ctx, req, entries)
+		ok, err := s.decider.Consentable(ctx, req.Input, entries)
 		if err != nil {
 			ok = nil // nothing is approvable when the policy cannot say; the decider logged why
 		}
@@ -367,7 +368,7 @@ func (s *Session) whyNotConsentable(ctx context.Context, access grants.Access, t
 	req.Input = s.policyInput(req)
 	req.Input.Grants = append(req.Input.Grants, InputGrant{Access: string(access), Path: t.Path.MountPath(),
 		Granted: req.Input.Time.RFC3339})
-	if v := s.decider.Decide(ctx, req); !v.Allow && len(v.Reasons) > 0 {
+	if v := s.decider.Decide(ctx, req.Input); !v.Allow && len(v.Reasons) > 0 {
 		return strings.Join(v.Reasons, "; ")
 	}
 	return "the policy does not let it be granted"

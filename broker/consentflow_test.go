@@ -68,7 +68,7 @@ func startConsentRoots(t *testing.T, base string, provider consent.Provider, sto
 		t.Fatal(err)
 	}
 	trail := openTrail(t)
-	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(PolicyDecider{Engine: e}), WithConsent(provider, store),
+	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(engine.Decider{Engine: e}), WithConsent(provider, store),
 		WithWatchHub(newTestHub(t), 0), WithAudit(trail.Writer, false))
 	p.initialize("2025-11-25")
 	return &consentFixture{filesFixture: &filesFixture{peer: p, ro: ro, rw: rw}, store: store, trail: trail}

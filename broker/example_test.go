@@ -64,7 +64,7 @@ func Example() {
 	sess, err := broker.NewSession(jsonrpc.NewLineStream(brokerIn, brokerOut, 0),
 		broker.WithRoots(func() *roots.Set { return set }),
 		broker.WithExecutor(x),
-		broker.WithDecider(broker.PolicyDecider{Engine: policy}),
+		broker.WithDecider(engine.Decider{Engine: policy}),
 		broker.WithAudit(trail, false),
 	)
 	if err != nil {

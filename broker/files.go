@@ -157,7 +157,7 @@ func (s *Session) decide(ctx context.Context, req Request) error {
 		}
 	}
 	req.Input = s.policyInput(req)
-	v := s.decider.Decide(ctx, req)
+	v := s.decider.Decide(ctx, req.Input)
 	return s.recordDecision(ctx, req, v, time.Since(start))
 }
 
@@ -592,7 +592,7 @@ func (s *Session) visibleBatch(ctx context.Context, req Request, batch []InputPa
 		return map[string]bool{}
 	}
 	req.Input = s.policyInput(req)
-	vis, err := s.decider.Visible(ctx, req, batch)
+	vis, err := s.decider.Visible(ctx, req.Input, batch)
 	if err != nil || vis == nil {
 		return map[string]bool{}
 	}
@@ -711,7 +711,7 @@ func (s *Session) guardSubtree(ctx context.Context, t executor.Target, req Reque
 	}
 	start := time.Now()
 	req.Input = s.policyInput(req)
-	if err := s.recordDecision(ctx, req, s.decider.Carried(ctx, req, batch), time.Since(start)); err != nil {
+	if err := s.recordDecision(ctx, req, s.decider.Carried(ctx, req.Input, batch), time.Since(start)); err != nil {
 		return nil, err
 	}
 	return page.Entries, nil

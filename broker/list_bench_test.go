@@ -45,7 +45,7 @@ func BenchmarkFilesList1000(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				opts = append(opts, WithDecider(PolicyDecider{Engine: e}))
+				opts = append(opts, WithDecider(engine.Decider{Engine: e}))
 			}
 			f := startFiles(b, opts...)
 			mk(b, filepath.Join(f.rw, "l1000"))

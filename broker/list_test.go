@@ -57,7 +57,7 @@ type hidingDecider struct {
 	batches [][]InputPath
 }
 
-func (d *hidingDecider) Visible(_ context.Context, _ Request, entries []InputPath) (map[string]bool, error) {
+func (d *hidingDecider) Visible(_ context.Context, _ *PolicyInput, entries []InputPath) (map[string]bool, error) {
 	d.mu.Lock()
 	d.batches = append(d.batches, entries)
 	d.mu.Unlock()

@@ -190,7 +190,7 @@ func (s *Session) listRoots(ctx context.Context, params json.RawMessage) (any, e
 			MountPath: r.Mount, Writable: r.Writable, Exists: true, Type: "directory"})
 	}
 	req.Input = s.policyInput(req)
-	visible, err := s.decider.Visible(ctx, req, batch)
+	visible, err := s.decider.Visible(ctx, req.Input, batch)
 	if err != nil {
 		visible = nil // nothing is shown when visibility cannot be decided
 	}

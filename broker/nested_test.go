@@ -67,7 +67,7 @@ func startNested(t *testing.T, subPreapproved bool, data string) *nestedFixture 
 		t.Fatal(err)
 	}
 	store := newTestStore(t)
-	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(PolicyDecider{Engine: e}), WithConsent(nil, store),
+	p := startPeer(t, set, WithExecutor(newTestExecutor(t)), WithDecider(engine.Decider{Engine: e}), WithConsent(nil, store),
 		WithWatchHub(newTestHub(t, watch.WithCoalesce(50*time.Millisecond)), 0))
 	p.initialize("2025-11-25")
 	subRoot, _ := set.ByMount("sub")

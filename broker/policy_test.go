@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/executor/watch"
@@ -23,7 +21,7 @@ import (
 // checkedDecider passes every request to the real policy engine and holds
 // every policy input the session builds to schema/policy-input.json.
 type checkedDecider struct {
-	PolicyDecider
+	engine.Decider
 	t *testing.T
 	v *schema.Validator
 
@@ -45,30 +43,30 @@ func (d *checkedDecider) check(in *PolicyInput) {
 	d.mu.Unlock()
 }
 
-func (d *checkedDecider) Decide(ctx context.Context, req Request) Verdict {
-	d.check(req.Input)
-	return d.PolicyDecider.Decide(ctx, req)
+func (d *checkedDecider) Decide(ctx context.Context, in *PolicyInput) Verdict {
+	d.check(in)
+	return d.Decider.Decide(ctx, in)
 }
 
-func (d *checkedDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
-	in := *req.Input
-	in.Operation, in.Entries = "consent", entries
-	d.check(&in)
-	return d.PolicyDecider.Consentable(ctx, req, entries)
+func (d *checkedDecider) Consentable(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+	batch := *in
+	batch.Operation, batch.Entries = "consent", entries
+	d.check(&batch)
+	return d.Decider.Consentable(ctx, in, entries)
 }
 
-func (d *checkedDecider) Carried(ctx context.Context, req Request, entries []InputPath) Verdict {
-	in := *req.Input
-	in.Entries = entries
-	d.check(&in)
-	return d.PolicyDecider.Carried(ctx, req, entries)
+func (d *checkedDecider) Carried(ctx context.Context, in *PolicyInput, entries []InputPath) Verdict {
+	batch := *in
+	batch.Entries = entries
+	d.check(&batch)
+	return d.Decider.Carried(ctx, in, entries)
 }
 
-func (d *checkedDecider) Visible(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
-	in := *req.Input
-	in.Operation, in.Entries = "visible", entries
-	d.check(&in)
-	return d.PolicyDecider.Visible(ctx, req, entries)
+func (d *checkedDecider) Visible(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+	batch := *in
+	batch.Operation, batch.Entries = "visible", entries
+	d.check(&batch)
+	return d.Decider.Visible(ctx, in, entries)
 }
 
 // TestDefaultPoliciesOverTheWire runs requests through the real engine with
@@ -82,7 +80,7 @@ func TestDefaultPoliciesOverTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &checkedDecider{PolicyDecider: PolicyDecider{Engine: e}, t: t, v: v}
+	d := &checkedDecider{Decider: engine.Decider{Engine: e}, t: t, v: v}
 	f := startFiles(t, WithDecider(d))
 	for _, p := range []string{filepath.Join(f.rw, ".ssh"), filepath.Join(f.rw, "docs")} {
 		if err := os.Mkdir(p, 0o755); err != nil {
@@ -143,7 +141,7 @@ func TestPolicyDeciderFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFiles(t, WithDecider(PolicyDecider{Engine: e}))
+	f := startFiles(t, WithDecider(engine.Decider{Engine: e}))
 	f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
 }
 
@@ -159,7 +157,7 @@ func startPolicyFiles(t *testing.T) *filesFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Close() })
-	return startFiles(t, WithDecider(PolicyDecider{Engine: e}), WithWatchHub(hub, 0))
+	return startFiles(t, WithDecider(engine.Decider{Engine: e}), WithWatchHub(hub, 0))
 }
 
 // TestReviewAttacks holds the fixes of a security review: each case was an
@@ -271,33 +269,10 @@ visible contains e.mountPath if {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFiles(t, WithDecider(PolicyDecider{Engine: e}))
+	f := startFiles(t, WithDecider(engine.Decider{Engine: e}))
 	res, _, _ := f.call("roots/list", nil)
 	got := res["roots"].([]any)
 	if len(got) != 1 || got[0].(map[string]any)["name"] != "ro" {
 		t.Errorf("roots/list = %v, want only ro", got)
-	}
-}
-
-// TestCacheKeyIsTheInputWithoutTime: the decision cache's key leaves out the
-// time, and only the time.
-func TestCacheKeyIsTheInputWithoutTime(t *testing.T) {
-	in := &PolicyInput{Version: 1, Method: "files/read", Operation: OpRead,
-		Params: json.RawMessage(`{"nested":{"a":1,"time":{"x":1}}}`),
-		Time:   NewInputTime(time.Unix(1, 0))}
-	doc1 := inputDoc(in)
-	in.Time = NewInputTime(time.Unix(2, 0))
-	doc2 := inputDoc(in)
-	k1, k2 := cacheKey(doc1), cacheKey(doc2)
-	if len(k1) == 0 || !bytes.Equal(k1, k2) {
-		t.Fatalf("keys %q and %q, want equal and not empty", k1, k2)
-	}
-	var rest map[string]any
-	if err := json.Unmarshal([]byte("{"+string(doc1[len(k1)+1:])), &rest); err != nil || len(rest) != 1 || rest["time"] == nil {
-		t.Errorf("what the key leaves out: %s (%v)", doc1[len(k1):], err)
-	}
-	in.Usage.BytesWrittenToday = 1
-	if bytes.Equal(cacheKey(inputDoc(in)), k1) {
-		t.Error("a change of usage left the key as it was")
 	}
 }

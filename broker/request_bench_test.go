@@ -29,7 +29,7 @@ func BenchmarkRequest(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					opts = append(opts, WithDecider(PolicyDecider{Engine: e}))
+					opts = append(opts, WithDecider(engine.Decider{Engine: e}))
 				}
 				f := startFiles(b, opts...)
 				content := strings.Repeat("x", 4096)

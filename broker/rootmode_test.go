@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 )
 
@@ -22,19 +23,19 @@ type rootModeDecider struct{}
 var _ Decider = rootModeDecider{}
 
 // Decide implements Decider.
-func (rootModeDecider) Decide(_ context.Context, req Request) Verdict {
-	switch req.Operation {
+func (rootModeDecider) Decide(_ context.Context, in *PolicyInput) Verdict {
+	switch in.Operation {
 	case OpRead, OpList, OpWatch:
 		return Verdict{Allow: true}
 	}
-	if !req.Path.Path.Root.Writable || (req.NewPath != nil && !req.NewPath.Path.Root.Writable) {
-		return deny(errcode.PermissionDenied, "the root is read-only", "")
+	if in.Path == nil || !in.Path.Writable || (in.NewPath != nil && !in.NewPath.Writable) {
+		return decision.Deny(errcode.PermissionDenied, "the root is read-only", "")
 	}
 	return Verdict{Allow: true}
 }
 
 // Visible implements Decider: everything inside the roots may be seen.
-func (rootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath) (map[string]bool, error) {
+func (rootModeDecider) Visible(_ context.Context, _ *PolicyInput, entries []InputPath) (map[string]bool, error) {
 	out := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		out[e.MountPath] = true
@@ -44,12 +45,12 @@ func (rootModeDecider) Visible(_ context.Context, _ Request, entries []InputPath
 
 // Consentable implements Decider: every entry inside the roots may be
 // granted.
-func (d rootModeDecider) Consentable(ctx context.Context, req Request, entries []InputPath) (map[string]bool, error) {
-	return d.Visible(ctx, req, entries)
+func (d rootModeDecider) Consentable(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+	return d.Visible(ctx, in, entries)
 }
 
 // Carried implements Decider: the request was decided on the root's mode,
 // which holds for everything beneath it too.
-func (rootModeDecider) Carried(context.Context, Request, []InputPath) Verdict {
+func (rootModeDecider) Carried(context.Context, *PolicyInput, []InputPath) Verdict {
 	return Verdict{Allow: true}
 }

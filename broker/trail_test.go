@@ -342,13 +342,13 @@ type usageDecider struct {
 	seen []int64
 }
 
-func (d *usageDecider) Decide(ctx context.Context, req Request) Verdict {
-	if req.Operation == OpWrite {
+func (d *usageDecider) Decide(ctx context.Context, in *PolicyInput) Verdict {
+	if in.Operation == OpWrite {
 		d.mu.Lock()
-		d.seen = append(d.seen, req.Input.Usage.BytesWrittenToday)
+		d.seen = append(d.seen, in.Usage.BytesWrittenToday)
 		d.mu.Unlock()
 	}
-	return d.rootModeDecider.Decide(ctx, req)
+	return d.rootModeDecider.Decide(ctx, in)
 }
 
 // TestUsageIsSharedAcrossSessions: the bytes a server wrote in one session

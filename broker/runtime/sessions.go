@@ -6,6 +6,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/engine"
 )
 
 // NewSession builds a session over stream with the runtime's components:
@@ -30,7 +31,7 @@ func (rt *Runtime) NewSession(stream jsonrpc.Stream, view func(func() *roots.Set
 		broker.WithPingInterval(l.PingInterval),
 		broker.WithExecutor(rt.exec),
 		broker.WithWatchHub(rt.hub, l.MaxWatches),
-		broker.WithDecider(broker.PolicyDecider{Engine: rt.engine, Log: rt.log.Named("policy")}),
+		broker.WithDecider(engine.Decider{Engine: rt.engine, Log: rt.log.Named("policy")}),
 		broker.WithAudit(rt.sink, rt.cfg.Audit.RedactPaths),
 		broker.WithUsage(rt.usage),
 		broker.WithLimiter(rt.limiter),

@@ -93,7 +93,7 @@ func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.
 	// The built-in policies decide, and no trail is kept, both explicitly: a
 	// session given neither refuses every request.
 	opts := append([]broker.Option{broker.WithExecutor(x), broker.WithConsent(bc, store), broker.WithWatchHub(hub, 0),
-		broker.WithDecider(broker.PolicyDecider{Engine: policy}), broker.WithoutAuditTrail(),
+		broker.WithDecider(engine.Decider{Engine: policy}), broker.WithoutAuditTrail(),
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
 	hostR, hostP := mcppeer.Pipes(t)

@@ -680,7 +680,7 @@ func TestRemoteSessionWithGoSDKServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess, err := broker.NewSession(s, broker.WithRoots(func() *roots.Set { return set }), broker.WithTransport("http"),
-		broker.WithDecider(broker.PolicyDecider{Engine: policy}), broker.WithoutAuditTrail())
+		broker.WithDecider(engine.Decider{Engine: policy}), broker.WithoutAuditTrail())
 	if err != nil {
 		t.Fatal(err)
 	}
