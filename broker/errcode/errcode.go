@@ -56,12 +56,14 @@ func (c Code) RPC() int {
 // Error is a brokered failure: its code, a human reason that is safe to send
 // to the server (never file content, never a host path outside the roots),
 // optional details that go into the reply's data (such as "errno" or
-// "errors"), and the underlying cause, kept for logs only.
+// "errors"), the id of the request's audit record (data.decisionId) once the
+// request pipeline recorded it, and the underlying cause, kept for logs only.
 type Error struct {
-	Code    Code
-	Reason  string
-	Details map[string]any
-	Err     error
+	Code       Code
+	Reason     string
+	Details    map[string]any
+	DecisionID string
+	Err        error
 }
 
 // New returns an Error with a code and a reason.

@@ -1,4 +1,4 @@
-package broker_test
+package corridor_test
 
 import (
 	"os/exec"
@@ -22,6 +22,9 @@ var stages = []struct {
 	{"policy", []string{"broker/usage", "broker/decision", "engine"}},
 	{"audit", []string{"audit"}},
 	{"execution", []string{"broker/executor", "broker/executor/watch"}},
+	// The corridor runs the stages; the front ends call it.
+	{"corridor", []string{"broker/corridor"}},
+	{"front end", []string{"broker"}},
 }
 
 // forbidden are imports a package must not have, directly or not, beyond
@@ -30,15 +33,17 @@ var forbidden = map[string][]string{
 	// The decider sees the policy input only: the decision types depend on
 	// neither the executor nor the engine that implements them.
 	"broker/decision": {"broker/executor", "broker/canon", "engine"},
-	// The engine provides the decider; the session is wired to it by its
-	// host (cmd/fsbroker, or a Go program).
-	"broker": {"engine"},
+	// The engine provides the decider; the corridor and the session are
+	// wired to it by their host (cmd/fsbroker, or a Go program).
+	"broker/corridor": {"engine"},
+	"broker":          {"engine"},
 }
 
-// TestImportGraph holds the import graph to docs/design.md: data flows one
-// way, so no stage depends on a stage that comes after it, the decision
-// types do not depend on the executor, and the broker does not depend on
-// the engine. It reads the graph from the go command (go list -deps), the
+// TestImportGraph holds the import graph to docs/architecture.md: data
+// flows one way, so no stage depends on a stage that comes after it (the
+// corridor after the stages it runs, the front ends after the corridor), the
+// decision types do not depend on the executor, and neither the corridor nor
+// the broker depends on the engine. It reads the graph from the go command (go list -deps), the
 // packages as built, not their tests.
 func TestImportGraph(t *testing.T) {
 	goCmd, err := exec.LookPath("go")

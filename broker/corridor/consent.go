@@ -1,0 +1,354 @@
+package corridor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/decision"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// reasonNoConsent starts the refusal of a request no grant covers.
+const reasonNoConsent = "no consent grant covers"
+
+// accessOf is the grant access an operation needs.
+func accessOf(op string) grants.Access {
+	switch op {
+	case decision.OpRead, decision.OpList, decision.OpWatch:
+		return grants.Read
+	}
+	return grants.Write
+}
+
+// consentCovers reports whether the server may use a path with access: a
+// live grant given under the same root covers it (a grant made when its
+// mount named another directory covers nothing), or its root is
+// pre-approved and no block of the operator (fsbroker grants revoke) covers
+// the path for this server. (A write under a pre-approved read-only root
+// passes here and is refused by the decision stage, which says the root is
+// read-only.) An unreadable grant store covers nothing, and a block that
+// cannot be read blocks (the error says why).
+func (c *Corridor) consentCovers(caller Caller, t executor.Target, access grants.Access, now time.Time) (bool, error) {
+	if c.grants == nil {
+		return t.Path.Root.Preapproved, nil
+	}
+	mp := t.Path.MountPath()
+	if t.Path.Root.Preapproved {
+		_, blocked, err := c.grants.Blocked(caller.StateKey(), mp)
+		if err != nil {
+			return false, err
+		}
+		if !blocked {
+			return true, nil
+		}
+	}
+	_, ok, err := c.grants.Covers(caller.StateKey(), access, mp, grants.RootOf(t.Path.Root), now)
+	return ok, err
+}
+
+// blocksUnder returns the operator's blocks of the server that may cover a
+// path under root: none unless root is pre-approved (a block takes away
+// pre-approval only); those on every path or under root's mount otherwise.
+// Blocks that cannot be read are an error.
+func (c *Corridor) blocksUnder(caller Caller, root roots.Root) ([]grants.Block, error) {
+	if !root.Preapproved || c.grants == nil {
+		return nil, nil
+	}
+	bs, err := c.grants.BlocksOf(caller.StateKey())
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(bs, func(b grants.Block) bool { return b.Path != "" && b.Mount() != root.Mount }), nil
+}
+
+// checkConsent refuses a request whose paths no grant or pre-approval covers:
+// PERMISSION_DENIED, with a reason that names consent. It runs before the
+// policy decision.
+func (c *Corridor) checkConsent(caller Caller, req request) *decision.Verdict {
+	access := accessOf(req.operation)
+	now := time.Now()
+	check := func(role string, t executor.Target) *decision.Verdict {
+		ok, err := c.consentCovers(caller, t, access, now)
+		if err != nil {
+			c.log.Error("cannot read the consent grants; refusing", "error", err)
+			v := decision.Deny(errcode.PermissionDenied, "consent grants cannot be read", "")
+			return &v
+		}
+		if !ok {
+			v := decision.Deny(errcode.PermissionDenied, fmt.Sprintf("%s %s for %s access (ask with files/consent)",
+				reasonNoConsent, role, access), "")
+			return &v
+		}
+		return nil
+	}
+	if v := check("path", req.path); v != nil {
+		return v
+	}
+	if req.newPath != nil {
+		return check("newPath", *req.newPath)
+	}
+	return nil
+}
+
+// inputGrants lists what the server holds for the policy input of req: a
+// grant per pre-approved root (write for a writable one) that no block of
+// the server covers, neither on its mount nor on a path of req (a block
+// beneath the mount leaves the root's grant in the input of requests
+// elsewhere in the root), then its live consent grants whose mount still
+// names the root they were given under (grantCounts), so that no policy can
+// honour a grant or a pre-approval the consent check would not.
+func (c *Corridor) inputGrants(caller Caller, req request, now time.Time) []decision.InputGrant {
+	set := c.roots()
+	all := set.All()
+	out := make([]decision.InputGrant, 0, len(all))
+	granted := c.started.UTC().Format(time.RFC3339)
+	var (
+		blocks  []grants.Block
+		readErr error
+	)
+	if c.grants != nil && slices.ContainsFunc(all, func(r roots.Root) bool { return r.Preapproved }) {
+		if blocks, readErr = c.grants.BlocksOf(caller.StateKey()); readErr != nil {
+			c.log.Error("cannot read the blocks of pre-approved roots for the policy input", "error", readErr)
+		}
+	}
+	for _, r := range all {
+		if !r.Preapproved || readErr != nil { // blocks that cannot be read block; the consent check refuses anyway
+			continue
+		}
+		if blockedIn(blocks, r, &req.path, req.newPath) {
+			continue
+		}
+		access := "read"
+		if r.Writable {
+			access = "write"
+		}
+		out = append(out, decision.InputGrant{Access: access, Path: r.Mount, Granted: granted})
+	}
+	if c.grants == nil {
+		return out
+	}
+	gs, err := c.grants.List(caller.StateKey())
+	if err != nil {
+		c.log.Error("cannot read the consent grants for the policy input", "error", err)
+		return out // the consent check refuses the request anyway
+	}
+	for _, g := range gs {
+		if !g.Live(now) || !grantCounts(set, g) {
+			continue
+		}
+		in := decision.InputGrant{Access: string(g.Access), Path: g.Path, Granted: g.Granted.UTC().Format(time.RFC3339)}
+		if !g.Expires.IsZero() {
+			in.Expires = g.Expires.UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// blockedIn reports whether one of blocks (the server's) covers the
+// pre-approved root r's mount, or the path of one of the targets that lies
+// in r (a target of another root, or none, is passed over).
+func blockedIn(blocks []grants.Block, r roots.Root, targets ...*executor.Target) bool {
+	for _, b := range blocks {
+		if b.CoversPath(r.Mount) {
+			return true
+		}
+		for _, t := range targets {
+			if t != nil && t.Path.Root.Mount == r.Mount && b.CoversPath(t.Path.MountPath()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unblocked returns the entries (of one listing page or change event, all
+// under one root) that no block of the server covers, or that a grant
+// covers: a block beneath a pre-approved root hides what it covers from the
+// listings and watches of the paths above it, as it refuses reading it. When
+// the blocks cannot be read, nothing is returned.
+func (c *Corridor) unblocked(caller Caller, entries []executor.Entry) []executor.Entry {
+	root := entries[0].Path.Root
+	blocks, err := c.blocksUnder(caller, root)
+	if err != nil {
+		c.log.Error("cannot read the blocks of a pre-approved root; reporting no entry", "error", err)
+		return nil
+	}
+	if len(blocks) == 0 {
+		return entries
+	}
+	now := time.Now()
+	out := make([]executor.Entry, 0, len(entries))
+	for _, e := range entries {
+		mp := e.Path.MountPath()
+		if slices.ContainsFunc(blocks, func(b grants.Block) bool { return b.CoversPath(mp) }) {
+			if _, granted, err := c.grants.Covers(caller.StateKey(), grants.Read, mp, grants.RootOf(root), now); err != nil || !granted {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// grantCounts reports whether g was given under the root its mount names in
+// set now: the same directory, by canonical path and by device and inode. A
+// grant given when the mount named another directory, or written before
+// grants recorded their root, counts for nothing.
+func grantCounts(set *roots.Set, g grants.Grant) bool {
+	r, ok := set.ByMount(g.Mount())
+	return ok && g.Root.Same(grants.RootOf(r))
+}
+
+// Consent answers a files/consent request of caller: the requested paths
+// inside the roots that the policy lets be granted are put to the consent
+// provider; what it approves becomes grants. The consent record is written
+// before any grant is stored (failing closed like every other record). A
+// path outside every root is never approvable; an invalid one refuses the
+// request.
+func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest) (ConsentResult, error) {
+	access := grants.Access(r.Access)
+	var (
+		entries []decision.InputPath
+		targets = map[string]executor.Target{}
+	)
+	for _, raw := range r.Paths {
+		t, err := c.canonicalize(ctx, raw, true)
+		if err != nil {
+			if errcode.Of(err) == errcode.InvalidPath {
+				return ConsentResult{}, err
+			}
+			continue // outside every root (or unreachable): never approvable
+		}
+		mp := t.Path.MountPath()
+		if _, dup := targets[mp]; dup {
+			continue
+		}
+		targets[mp] = t
+		entries = append(entries, newInputPath(raw, t))
+	}
+	var approvable []string
+	if len(entries) > 0 {
+		in := c.policyInput(caller, request{method: "files/consent", operation: decision.OpConsent, params: r.Params})
+		ok, err := c.decider.Consentable(ctx, in, entries)
+		if err != nil {
+			ok = nil // nothing is approvable when the policy cannot say; the decider logged why
+		}
+		for _, e := range entries {
+			if ok[e.MountPath] {
+				approvable = append(approvable, e.MountPath)
+			}
+		}
+	}
+	var answer consent.Decision
+	if len(approvable) > 0 && c.consent != nil {
+		var err error
+		answer, err = c.consent.Ask(ctx, consent.Request{
+			Server:  consent.Server{ID: caller.ID, Name: caller.Name, Version: caller.Version, Pinned: caller.Pinned},
+			Message: r.Message,
+			Paths:   approvable,
+			Access:  string(access),
+			Roots:   c.consentRoots(),
+		})
+		if err != nil {
+			c.log.Warn("consent was not given", "provider", answer.Provider, "error", err)
+			answer.Approved = nil
+		}
+	}
+	// Only what the policy let be asked can be granted, whatever a provider
+	// answers.
+	approved := []string{}
+	for _, mp := range answer.Approved {
+		if slices.Contains(approvable, mp) && !slices.Contains(approved, mp) {
+			approved = append(approved, mp)
+		}
+	}
+
+	// The record first: no grant exists that the trail does not show.
+	paths := make([]string, 0, len(approved))
+	for _, mp := range approved {
+		paths = append(paths, c.auditPath(canonicalPath(targets[mp])))
+	}
+	detail := fmt.Sprintf("%s access; %d requested, %d approvable, %d approved by %s",
+		access, len(r.Paths), len(approvable), len(approved), providerName(answer, c.consent))
+	// The provider may have used up the request's time (a person who did not
+	// answer): the records are written regardless.
+	recordCtx := context.WithoutCancel(ctx)
+	if err := c.appendAudit(recordCtx, caller, audit.Record{Kind: audit.KindConsent, Method: "files/consent",
+		Operation: string(access), Paths: paths, Allow: audit.Bool(len(approved) > 0), Detail: detail}); err != nil {
+		return ConsentResult{}, errcode.Wrap(errcode.IOError, ReasonAuditUnavailable, err)
+	}
+	if len(approved) > 0 {
+		if c.grants == nil {
+			return ConsentResult{}, errcode.New(errcode.IOError, "no grant store: consent cannot be kept")
+		}
+		now := time.Now().UTC()
+		gs := make([]grants.Grant, 0, len(approved))
+		for _, mp := range approved {
+			gs = append(gs, grants.Grant{Access: access, Path: mp, Root: grants.RootOf(targets[mp].Path.Root),
+				Granted: now, By: answer.Provider})
+		}
+		stored, err := c.grants.Grant(caller.StateKey(), gs...)
+		if err != nil {
+			c.log.Error("cannot store the consent grants", "error", err)
+			return ConsentResult{}, errcode.Wrap(errcode.IOError, "the consent grants cannot be stored", err)
+		}
+		for _, g := range stored {
+			c.appendAudit(recordCtx, caller, audit.Record{Kind: audit.KindGrant, Method: "files/consent", Operation: string(g.Access),
+				Paths: []string{c.auditPath(canonicalPath(targets[g.Path]))}, Allow: audit.Bool(true),
+				Detail: Truncate("granted "+g.ID+" by "+g.By, audit.MaxDetail-8)})
+		}
+	}
+	return ConsentResult{Granted: len(approved) > 0, Approved: approved}, nil
+}
+
+// providerName names who decided, for the audit record.
+func providerName(d consent.Decision, p consent.Provider) string {
+	switch {
+	case d.Provider != "":
+		return d.Provider
+	case p == nil:
+		return "no provider"
+	}
+	return "nobody (nothing approvable)"
+}
+
+// consentRoots describes the roots for the consent provider.
+func (c *Corridor) consentRoots() []consent.Root {
+	all := c.roots().All()
+	out := make([]consent.Root, 0, len(all))
+	for _, r := range all {
+		out = append(out, consent.Root{Mount: r.Mount, Name: r.Name, Path: r.Path, Writable: r.Writable})
+	}
+	return out
+}
+
+// GrantsChanged takes a change of caller's grants or blocks (a revocation by
+// another process, say): the watches no longer covered (by a grant, or by a
+// pre-approval no block takes away) end, and their ids are returned.
+func (c *Corridor) GrantsChanged(caller Caller) (ended []string) {
+	now := time.Now()
+	c.watches.mu.Lock()
+	defer c.watches.mu.Unlock()
+	for id, sub := range c.watches.subs {
+		t, ok := c.watches.targets[id]
+		if sub == nil || !ok {
+			continue
+		}
+		if covered, err := c.consentCovers(caller, t, grants.Read, now); covered && err == nil {
+			continue
+		}
+		sub.Close()
+		delete(c.watches.subs, id)
+		delete(c.watches.targets, id)
+		ended = append(ended, id)
+	}
+	return ended
+}

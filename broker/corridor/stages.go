@@ -1,0 +1,175 @@
+package corridor
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/canon"
+	"github.com/fsbroker/fsbroker/broker/decision"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+)
+
+// The stages of docs/protocol.md section 1 that follow the front end's
+// decoding and schema validation, in their order:
+//
+//	checkLimits -> canonicalize -> checkConsent -> decide (policy) -> recordDecision
+//	            -> execute -> recordOutcome
+//
+// Each entry point (ops.go) describes its request as an operation: its
+// limits, how its paths are canonicalized into the requests to decide, and
+// what it executes once every decision allowed it. run takes an operation
+// through the stages; end writes the request's last record, chosen from
+// where the request stopped.
+
+// request is what the decision stage decides on: one request after its
+// paths were canonicalized and resolved, before anything touches the disk.
+// The decider sees only the policy input built from it (policyInput).
+type request struct {
+	method    string          // the canonical method name (files/read, ...)
+	operation string          // decision.OpRead, ...
+	path      executor.Target // the resolved path; zero for roots/list
+	requested string          // the path as the caller wrote it
+	newPath   *executor.Target
+	// newRequested is the rename target as the caller wrote it.
+	newRequested string
+	bytes        int64  // bytes to write, or the most to read
+	params       []byte // the params document, content not yet removed
+}
+
+// operation is one request's own part of the corridor.
+type operation[R any] struct {
+	method string
+	// named are the paths the request's refusal record names (refused
+	// before a decision): the params' path and newPath members.
+	named [2]string
+	// checkLimits refuses a request over the configured limits before
+	// anything else; nil when the operation has none.
+	checkLimits func() error
+	// canonicalize resolves the request's paths and returns the requests to
+	// decide, in order (a rename decides its source and its target).
+	canonicalize func(ctx context.Context) ([]request, error)
+	// execute runs once every decision allowed the request. A directory
+	// operation decides there what it carries along (guardSubtree).
+	execute func(ctx context.Context, cl *call, reqs []request) (R, error)
+	// attempts bounds how often a conflict in execute (the file opened is
+	// not the one decided on: a read racing an atomic replace) runs
+	// canonicalize, the decisions and execute again; 0 or 1: once.
+	attempts int
+}
+
+// call is one audited request on its way through the corridor: its decision
+// id (in every record of the request and in its error), its caller, when it
+// was decided and the bytes it moved. It is passed along explicitly.
+type call struct {
+	caller    Caller
+	id        string
+	method    string
+	named     [2]string
+	decidedAt time.Time
+	bytes     int64
+}
+
+// run takes one audited request through the corridor, under the operation's
+// deadline, and returns its result, or its error carrying the decision id.
+// The request's last record is decided here, from where it stopped (end):
+// a refusal before any decision, the refusing decision itself, or the
+// outcome of a request every decision allowed.
+func run[R any](ctx context.Context, c *Corridor, caller Caller, op operation[R]) (R, error) {
+	var zero R
+	cl := c.newCall(caller, op.method, op.named)
+	stageCtx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
+	defer cancel()
+	if op.checkLimits != nil {
+		if err := op.checkLimits(); err != nil {
+			return zero, c.end(ctx, cl, err, false)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		// A retried attempt is decided, and recorded, on its own: the file
+		// the path names now may be another one (a link, a secret), and the
+		// policy must see that one.
+		reqs, err := op.canonicalize(stageCtx)
+		if err != nil {
+			return zero, c.end(ctx, cl, err, attempt > 1)
+		}
+		for i, req := range reqs {
+			if err := c.decide(stageCtx, cl, req); err != nil {
+				return zero, c.end(ctx, cl, err, attempt > 1 || i > 0)
+			}
+		}
+		result, err := op.execute(stageCtx, cl, reqs)
+		if errcode.Of(err) == errcode.ConcurrencyConflict && attempt < op.attempts {
+			continue
+		}
+		return result, c.end(ctx, cl, err, true)
+	}
+}
+
+// end writes the last record of a request that ended with err (nil: done),
+// and returns err with the request's decision id. A request refused by a
+// decision has its decision record, which says why, as its last; one that
+// ended before any decision was recorded (decided is false) gets a refusal
+// record, so that probing leaves a trace too; one that every decision
+// allowed gets its outcome record.
+func (c *Corridor) end(ctx context.Context, cl *call, err error, decided bool) error {
+	switch {
+	case isRefusal(err):
+	case !decided:
+		c.recordRefusal(ctx, cl, err)
+	default:
+		c.recordOutcome(ctx, cl, err)
+	}
+	return withDecisionID(err, cl.id)
+}
+
+// canonicalize is the canonicalization stage for one path as the caller
+// wrote it: parsed against the roots (docs/protocol.md section 3), then
+// resolved by the executor, links followed inside the root when follow is
+// set. A link can lead into a nested root; the resolved path is then
+// resolved again under that root, so that the deepest root's settings
+// always apply.
+func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (executor.Target, error) {
+	set := c.roots()
+	p, err := canon.Parse(set, raw)
+	if err != nil {
+		return executor.Target{}, err
+	}
+	for seg := range strings.SplitSeq(p.Rel, "/") {
+		if executor.IsTempName(seg) {
+			// The broker's own temporary files are hidden from listings and
+			// watches; a caller may not name them (a hidden channel).
+			return executor.Target{}, errcode.New(errcode.InvalidPath, "names starting with "+executor.TempPrefix+" are reserved")
+		}
+	}
+	t, err := c.exec.Resolve(ctx, p, follow)
+	if err != nil {
+		return executor.Target{}, err
+	}
+	if r := canon.Reroot(set, t.Path); r.Root != t.Path.Root {
+		return c.exec.Resolve(ctx, r, follow)
+	}
+	return t, nil
+}
+
+// decide is the decision stage for one request: the daily write quota must
+// be checkable (writes), a grant or a pre-approval must cover the paths
+// (checkConsent), then the policy decides; the decision is recorded before
+// anything touches the disk (recordDecision). It returns nil when the
+// request may go on, else its refusal.
+func (c *Corridor) decide(ctx context.Context, cl *call, req request) error {
+	if req.operation == decision.OpWrite {
+		if err := c.checkUsage(cl.caller, time.Now()); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if req.method != methodRootsList {
+		if v := c.checkConsent(cl.caller, req); v != nil {
+			return c.recordDecision(ctx, cl, req, *v, time.Since(start))
+		}
+	}
+	v := c.decider.Decide(ctx, c.policyInput(cl.caller, req))
+	return c.recordDecision(ctx, cl, req, v, time.Since(start))
+}

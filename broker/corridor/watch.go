@@ -1,0 +1,167 @@
+package corridor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sync"
+
+	"github.com/fsbroker/fsbroker/broker/decision"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/broker/executor/watch"
+)
+
+// watchTable holds a session's watches by id.
+type watchTable struct {
+	max     int
+	mu      sync.Mutex
+	subs    map[string]*watch.Subscription
+	targets map[string]executor.Target // what each watch watches, for revocation
+	closed  bool
+}
+
+func (wt *watchTable) count() int {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	return len(wt.subs)
+}
+
+// closeAll ends every watch; later watches are refused.
+func (wt *watchTable) closeAll() {
+	wt.mu.Lock()
+	subs := wt.subs
+	wt.subs, wt.targets, wt.closed = nil, nil, true
+	wt.mu.Unlock()
+	for _, sub := range subs {
+		sub.Close()
+	}
+}
+
+// Watch watches a path for caller, and returns the watch's id. Each change
+// the caller may see (deliver) is given to notify, on the hub's goroutine.
+func (c *Corridor) Watch(ctx context.Context, caller Caller, r WatchRequest, notify func(Change)) (string, error) {
+	return run(ctx, c, caller, operation[string]{
+		method: "files/watch",
+		named:  [2]string{r.Path, ""},
+		canonicalize: func(ctx context.Context) ([]request, error) {
+			t, err := c.canonicalize(ctx, r.Path, true)
+			if err != nil {
+				return nil, err
+			}
+			return []request{{method: "files/watch", operation: decision.OpWatch, path: t, requested: r.Path, params: r.Params}}, nil
+		},
+		execute: func(_ context.Context, cl *call, reqs []request) (string, error) {
+			// Decided before existence is told, so that a denied path's
+			// existence does not leak.
+			if !reqs[0].path.Exists {
+				return "", errcode.New(errcode.FileNotFound, "the path to watch does not exist")
+			}
+			return c.subscribe(cl.caller, reqs[0].path, r, notify)
+		},
+	})
+}
+
+// subscribe takes a place in the watch table (QUOTA_EXCEEDED past the
+// limit) and subscribes to the hub.
+func (c *Corridor) subscribe(caller Caller, t executor.Target, r WatchRequest, notify func(Change)) (string, error) {
+	id, err := newWatchID()
+	if err != nil {
+		return "", err
+	}
+	kinds := make([]watch.Kind, 0, len(r.Events))
+	for _, e := range r.Events {
+		kinds = append(kinds, watch.Kind(e))
+	}
+
+	wt := &c.watches
+	wt.mu.Lock()
+	if wt.closed {
+		wt.mu.Unlock()
+		return "", errcode.New(errcode.IOError, "the session is ending")
+	}
+	if len(wt.subs) >= wt.max {
+		wt.mu.Unlock()
+		return "", errcode.New(errcode.QuotaExceeded, fmt.Sprintf("the server already holds %d watches, the limit", wt.max))
+	}
+	if wt.subs == nil {
+		wt.subs = make(map[string]*watch.Subscription)
+	}
+	// The slot is taken before subscribing, so that concurrent requests
+	// cannot pass the limit together.
+	wt.subs[id] = nil
+	wt.mu.Unlock()
+
+	sub, err := c.hub.Subscribe(t.Path, r.Recursive, kinds, func(ev watch.Event) { c.deliver(caller, id, ev, notify) })
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if err != nil || wt.closed {
+		delete(wt.subs, id)
+		if sub != nil {
+			sub.Close()
+		}
+		if err == nil {
+			err = errcode.New(errcode.IOError, "the session is ending")
+		}
+		return "", err
+	}
+	wt.subs[id] = sub
+	if wt.targets == nil {
+		wt.targets = make(map[string]executor.Target)
+	}
+	wt.targets[id] = t
+	return id, nil
+}
+
+// deliver decides on one event and gives it to notify: no event names a path
+// the caller could not list. As in a listing (reportable), an event is
+// dropped when an operator's block covers its path and no grant does, when
+// its path cannot be named back, or lies inside a root nested in the
+// watched one (its changes are reported only to watches of that root), and
+// an event on a nested root's own directory is sent only when the caller
+// could list that root itself.
+func (c *Corridor) deliver(caller Caller, id string, ev watch.Event, notify func(Change)) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.limits.OperationTimeout)
+	defer cancel()
+	entry := executor.Entry{Path: ev.Path, Name: path.Base(ev.Path.MountPath())}
+	req := request{method: "files/watch", operation: decision.OpWatch, path: executor.Target{Path: ev.Path},
+		requested: ev.Path.MountPath()}
+	entries := []executor.Entry{entry}
+	if len(c.reportable(ctx, caller, req, entries)) == 0 {
+		c.log.Debug("a change event was left out: its path is blocked, in a nested root, or cannot be named back", "watchId", id)
+		return
+	}
+	if !c.visible(ctx, caller, req, entryInputPaths(entries))[ev.Path.MountPath()] {
+		c.log.Debug("a change event was withheld by the policy", "watchId", id)
+		return
+	}
+	notify(Change{WatchID: id, Path: ev.Path.MountPath(), Event: string(ev.Kind), Time: ev.Time})
+}
+
+// Unwatch ends a watch; an id of no watch is INVALID_PARAMS.
+func (c *Corridor) Unwatch(id string) error {
+	wt := &c.watches
+	wt.mu.Lock()
+	sub, ok := wt.subs[id]
+	if ok && sub != nil {
+		delete(wt.subs, id)
+		delete(wt.targets, id)
+	}
+	wt.mu.Unlock()
+	if !ok || sub == nil {
+		return errcode.New(errcode.InvalidParams, "no watch has this id").
+			With("errors", []map[string]string{{"pointer": "/watchId", "message": "no watch has this id"}})
+	}
+	sub.Close()
+	return nil
+}
+
+func newWatchID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("watch id: %w", err)
+	}
+	return "w-" + hex.EncodeToString(b[:]), nil
+}
