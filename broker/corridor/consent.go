@@ -15,8 +15,9 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
-// reasonNoConsent starts the refusal of a request no grant covers.
-const reasonNoConsent = "no consent grant covers"
+// ReasonNoConsent starts the refusal (data.reason) of a request no grant
+// covers.
+const ReasonNoConsent = "no consent grant covers"
 
 // accessOf is the grant access an operation needs.
 func accessOf(op string) grants.Access {
@@ -83,7 +84,7 @@ func (c *Corridor) checkConsent(caller Caller, req request) *decision.Verdict {
 		}
 		if !ok {
 			v := decision.Deny(errcode.PermissionDenied, fmt.Sprintf("%s %s for %s access (ask with files/consent)",
-				reasonNoConsent, role, access), "")
+				ReasonNoConsent, role, access), "")
 			return &v
 		}
 		return nil
@@ -214,6 +215,10 @@ func grantCounts(set *roots.Set, g grants.Grant) bool {
 // path outside every root is never approvable; an invalid one refuses the
 // request.
 func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest) (ConsentResult, error) {
+	// The operation's deadline bounds the provider's wait too (a person who
+	// does not answer).
+	ctx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
+	defer cancel()
 	access := grants.Access(r.Access)
 	var (
 		entries []decision.InputPath

@@ -190,6 +190,19 @@ func (c *Corridor) Files() bool { return c.exec != nil }
 // Watches reports whether the corridor serves watches (it has a hub).
 func (c *Corridor) Watches() bool { return c.exec != nil && c.hub != nil }
 
+// Stats counts what the session holds now.
+type Stats struct {
+	// StagedWrites counts the staged writes waiting for their next chunk.
+	StagedWrites int
+	// Watches counts the watches.
+	Watches int
+}
+
+// Stats returns what the session holds now.
+func (c *Corridor) Stats() Stats {
+	return Stats{StagedWrites: c.staged.len(), Watches: c.watches.count()}
+}
+
 // Close ends the session's staged writes and watches; later ones are
 // refused.
 func (c *Corridor) Close() {

@@ -19,7 +19,7 @@ import (
 // committed or aborted. The table bounds those files, not only its entries:
 // a place (held) is taken before a stage starts and given back only once the
 // stage has ended, so a burst of concurrent first chunks, a stage being
-// replaced or one committing never take the count past maxStagedWrites.
+// replaced or one committing never take the count past MaxStagedWrites.
 // Whoever takes a stage out of the table (a replacement, the final chunk,
 // expiry, a whole write, the session's end) ends it and gives its place back;
 // a stage that cannot be put in because the session has ended is aborted by
@@ -48,9 +48,10 @@ func newStageTable(idle time.Duration) *stageTable {
 	return &stageTable{idle: idle, stages: make(map[canon.Path]*stagedWrite)}
 }
 
-// maxStagedWrites bounds the staged writes of one session: each holds open
-// files and a temporary file until it commits or ends.
-const maxStagedWrites = 16
+// MaxStagedWrites bounds the staged writes of one session: each holds open
+// files and a temporary file until it commits or ends (QUOTA_EXCEEDED past
+// it).
+const MaxStagedWrites = 16
 
 // write handles a chunk that is not a whole write: offset 0 starts a staged
 // write (replacing any staged one for the path); a later chunk must continue
@@ -132,9 +133,9 @@ func (st *stageTable) reserve(p canon.Path) (*stagedWrite, error) {
 		delete(st.stages, p)
 		return old, nil
 	}
-	if st.held >= maxStagedWrites {
+	if st.held >= MaxStagedWrites {
 		return nil, errcode.New(errcode.QuotaExceeded,
-			fmt.Sprintf("the session already has %d staged writes (started or staged), the limit", maxStagedWrites))
+			fmt.Sprintf("the session already has %d staged writes (started or staged), the limit", MaxStagedWrites))
 	}
 	st.held++
 	return nil, nil
@@ -259,7 +260,7 @@ func (st *stageTable) close() {
 	}
 }
 
-// len returns the number of staged writes (for tests).
+// len returns the number of staged writes.
 func (st *stageTable) len() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -25,6 +25,23 @@ const TempPrefix = ".fsbroker-tmp-"
 // files.
 func IsTempName(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 
+// TempFiles returns the names of the broker's temporary files (IsTempName)
+// directly in dir: the staged and half-written files a crash may leave, and
+// that the tests of staged writes count.
+func TempFiles(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list temporary files: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if IsTempName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
 // newFileMode is the mode of a file the broker creates.
 const newFileMode fs.FileMode = 0o644
 
