@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -26,18 +25,5 @@ func BenchmarkReadReplyAppendJSON(b *testing.B) {
 				buf = tc.reply.AppendJSON(buf[:0])
 			}
 		})
-	}
-}
-
-// BenchmarkParamsWithoutContent is the cost of cutting the content out of a files/write's
-// params (4 KiB of content) for the policy input.
-func BenchmarkParamsWithoutContent(b *testing.B) {
-	params := json.RawMessage(`{"path":"proj/src/pkg/main.go","content":"` + strings.Repeat(`x\"y\\z `, 4096/7) + `","encoding":"utf-8","offset":0,"final":true}`)
-	b.SetBytes(int64(len(params)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if paramsWithoutContent(params) == nil {
-			b.Fatal("no params")
-		}
 	}
 }

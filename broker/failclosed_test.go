@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
@@ -60,13 +61,13 @@ func TestSessionWithoutDeciderDenies(t *testing.T) {
 	w := openTrail(t)
 	f := startFilesWith(t, startBarePeer, WithAudit(w.Writer, false))
 	data := f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32002, "PERMISSION_DENIED")
-	if data["reason"] != reasonNoDecider {
-		t.Errorf("reason %v, want %q", data["reason"], reasonNoDecider)
+	if data["reason"] != corridor.ReasonNoDecider {
+		t.Errorf("reason %v, want %q", data["reason"], corridor.ReasonNoDecider)
 	}
 	refuseAll(t, f, -32002, "PERMISSION_DENIED")
 	recs, _ := trailRecords(t, w)
 	d, _ := byDecision(recs, data["decisionId"].(string))
-	if d == nil || d.Allow == nil || *d.Allow || len(d.Reasons) != 1 || d.Reasons[0] != reasonNoDecider {
+	if d == nil || d.Allow == nil || *d.Allow || len(d.Reasons) != 1 || d.Reasons[0] != corridor.ReasonNoDecider {
 		t.Errorf("the read's decision record is %+v, want its refusal", d)
 	}
 }
@@ -87,8 +88,8 @@ func TestSessionWithoutTrailRefuses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := startFilesWith(t, startBarePeer, append([]Option{WithDecider(rootModeDecider{})}, opts...)...)
 			data := f.mustFail("files/read", map[string]any{"path": "ro/a.txt"}, -32004, "IO_ERROR")
-			if data["reason"] != reasonAuditUnavailable || data["decisionId"] == "" {
-				t.Errorf("data = %v, want %q with a decision id", data, reasonAuditUnavailable)
+			if data["reason"] != corridor.ReasonAuditUnavailable || data["decisionId"] == "" {
+				t.Errorf("data = %v, want %q with a decision id", data, corridor.ReasonAuditUnavailable)
 			}
 			refuseAll(t, f, -32004, "IO_ERROR")
 		})

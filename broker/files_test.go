@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/broker/roots"
@@ -128,7 +129,7 @@ func TestFilesReadResultShape(t *testing.T) {
 }
 
 func TestFilesErrorsOverTheWire(t *testing.T) {
-	f := startFiles(t, WithLimits(Limits{MaxReadBytes: 1024, MaxWriteBytes: 8}))
+	f := startFiles(t, WithLimits(corridor.Limits{MaxReadBytes: 1024, MaxWriteBytes: 8}))
 	cases := []struct {
 		method string
 		params map[string]any
@@ -291,10 +292,10 @@ func TestFilesStagedWrite(t *testing.T) {
 }
 
 func TestFilesStagedWriteExpires(t *testing.T) {
-	f := startFiles(t, WithLimits(Limits{StageIdle: 50 * time.Millisecond}))
+	f := startFiles(t, WithLimits(corridor.Limits{StageIdle: 50 * time.Millisecond}))
 	f.call("files/write", map[string]any{"path": "rw/slow.bin", "content": "aaa", "final": false})
 	deadline := time.Now().Add(wait)
-	for f.sess.stages.len() != 0 {
+	for f.sess.corridor.Stats().StagedWrites != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the idle staged write was not discarded")
 		}
@@ -446,7 +447,7 @@ func TestFilesWatchLimitAndErrors(t *testing.T) {
 	f.mustFail("files/watch", map[string]any{"path": "rw/missing"}, -32001, "FILE_NOT_FOUND")
 	f.mustFail("files/watch", map[string]any{"path": "rw/escape"}, -32002, "PERMISSION_DENIED")
 	f.mustFail("files/watch", map[string]any{"path": "rw", "events": []string{"renamed"}}, -32602, "INVALID_PARAMS")
-	if n := f.sess.watches.count(); n != 2 {
+	if n := f.sess.corridor.Stats().Watches; n != 2 {
 		t.Errorf("the session holds %d watches, want 2", n)
 	}
 	_ = f.toB.Close()
@@ -456,21 +457,8 @@ func TestFilesWatchLimitAndErrors(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the session did not end")
 	}
-	if n := f.sess.watches.count(); n != 0 {
+	if n := f.sess.corridor.Stats().Watches; n != 0 {
 		t.Errorf("%d watches outlived the session", n)
-	}
-}
-
-func TestDailyCounterStartsAgainAtMidnight(t *testing.T) {
-	var c dailyCounter
-	day := time.Date(2026, 11, 22, 23, 59, 0, 0, time.UTC)
-	c.add(day, 100)
-	c.add(day, 20)
-	if got := c.today(day); got != 120 {
-		t.Errorf("today = %d, want 120", got)
-	}
-	if got := c.today(day.Add(2 * time.Minute)); got != 0 {
-		t.Errorf("after midnight = %d, want 0", got)
 	}
 }
 

@@ -10,54 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsbroker/fsbroker/broker/canon"
-	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/broker/decision"
 )
-
-// TestEntryInputPathsMatchNewInputPath: the batch built for the visibility
-// decision describes each entry as NewInputPath describes a resolved path.
-func TestEntryInputPathsMatchNewInputPath(t *testing.T) {
-	rootAt := func(path, mount string, writable bool) roots.Root {
-		return roots.Root{Mount: mount, Name: mount, Path: path, URI: "file://" + path, Writable: writable}
-	}
-	r1, r2 := rootAt("/home/u/proj", "proj", true), rootAt("/", "slash", false)
-	var entries []executor.Entry
-	for _, r := range []roots.Root{r1, r2} {
-		for _, rel := range []string{"", "a", "a/b.txt", ".env", "a/.git/config", "a.b/c", "x/y.z/.w", "dir"} {
-			for _, typ := range []string{executor.TypeFile, executor.TypeDirectory, executor.TypeSymlink} {
-				entries = append(entries, executor.Entry{Path: canon.Path{Root: r, Rel: rel}, Name: filepath.Base(rel),
-					Type: typ, Size: int64(len(rel)) - 3, Modified: time.Unix(1, 0)})
-			}
-		}
-	}
-	got := entryInputPaths(entries)
-	if len(got) != len(entries) {
-		t.Fatalf("%d input paths for %d entries", len(got), len(entries))
-	}
-	for i, e := range entries {
-		want := NewInputPath(e.Path.MountPath(), executor.Target{Path: e.Path, Exists: true,
-			Info: executor.Info{Type: e.Type, Size: e.Size}})
-		if got[i] != want {
-			t.Errorf("entry %d:\n got %+v\nwant %+v", i, got[i], want)
-		}
-	}
-	if len(entryInputPaths(nil)) != 0 {
-		t.Error("input paths out of no entries")
-	}
-}
 
 // hidingDecider is the root-mode decider, except that the entries for which
 // hide is true are not visible. It records every batch it is given.
 type hidingDecider struct {
 	rootModeDecider
-	hide func(InputPath) bool
+	hide func(decision.InputPath) bool
 
 	mu      sync.Mutex
-	batches [][]InputPath
+	batches [][]decision.InputPath
 }
 
-func (d *hidingDecider) Visible(_ context.Context, _ *PolicyInput, entries []InputPath) (map[string]bool, error) {
+func (d *hidingDecider) Visible(_ context.Context, _ *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	d.mu.Lock()
 	d.batches = append(d.batches, entries)
 	d.mu.Unlock()
@@ -76,7 +42,7 @@ func (d *hidingDecider) Visible(_ context.Context, _ *PolicyInput, entries []Inp
 // them), the others exactly once; the policy sees each entry with its
 // canonical path.
 func TestFilesListLargeDirectoryOverTheWire(t *testing.T) {
-	d := &hidingDecider{hide: func(p InputPath) bool { return strings.Contains(p.Relative, "7") }}
+	d := &hidingDecider{hide: func(p decision.InputPath) bool { return strings.Contains(p.Relative, "7") }}
 	f := startFiles(t, WithDecider(d))
 	dir := filepath.Join(f.rw, "big")
 	if err := os.Mkdir(dir, 0o755); err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/schema"
@@ -23,7 +23,7 @@ type method struct {
 	// trail: roots/list and files/*, but files/unwatch (it only ends what
 	// files/watch started).
 	audited bool
-	handle  func(ctx context.Context, params json.RawMessage) (any, error)
+	handle  func(ctx context.Context, caller corridor.Caller, params json.RawMessage) (any, error)
 }
 
 // aliases maps the draft's fs.* spellings to the canonical method names.
@@ -51,7 +51,7 @@ func CanonicalMethod(name string) string {
 
 func (s *Session) methodTable() map[string]method {
 	m := map[string]method{
-		"ping":       {beforeInit: true, handle: func(context.Context, json.RawMessage) (any, error) { return struct{}{}, nil }},
+		"ping":       {beforeInit: true, handle: func(context.Context, corridor.Caller, json.RawMessage) (any, error) { return struct{}{}, nil }},
 		"roots/list": {audited: true, handle: s.listRoots},
 	}
 	s.fileMethods(m)
@@ -59,87 +59,84 @@ func (s *Session) methodTable() map[string]method {
 }
 
 // handleRequest is the front of the pipeline: method resolution, the
-// initialization gate and params validation, then the method's own stages.
+// initialization gate, the rate limit and params validation, then the
+// method's adapter onto the corridor.
 func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any, error) {
 	name := CanonicalMethod(req.Method)
 	m, known := s.methods[name]
 	if !s.initialized.Load() && !(known && m.beforeInit) {
 		return nil, toRPC(errcode.New(errcode.NotInitialized,
-			"the session is not initialized yet: only ping is answered before notifications/initialized"), "")
+			"the session is not initialized yet: only ping is answered before notifications/initialized"))
 	}
+	caller := s.caller()
 	if s.limiter != nil && name != "ping" {
 		// Every request but ping counts, unknown methods too (docs/protocol.md section 6):
 		// a flood of them is held back like any other.
-		release, refusal, record, suppressed := s.limiter.admit(s.StateKey())
+		release, refusal, record, suppressed := s.limiter.admit(caller.StateKey())
 		if refusal != nil {
-			id := ""
+			var err error = refusal
 			if record {
-				id = s.recordRateRefusal(ctx, truncate(name, 128), refusal, suppressed)
+				err = s.corridor.RefuseRate(ctx, caller, corridor.Truncate(name, 128), refusal, suppressed)
 			}
-			return nil, toRPC(refusal, id)
+			return nil, toRPC(err)
 		}
 		defer release()
 	}
 	if !known {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + truncate(req.Method, 128)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + corridor.Truncate(req.Method, 128)}
 	}
-	var c *call
 	if m.audited {
 		// The session's start record comes first in the trail.
 		select {
 		case <-s.startRecorded:
 		case <-ctx.Done():
-			return nil, toRPC(errcode.New(errcode.Timeout, "the session is still starting"), "")
-		}
-		c = s.newCall(name)
-		ctx = withCall(ctx, c)
-	}
-	result, err := s.handleKnown(ctx, name, m, req)
-	if c != nil {
-		switch {
-		case !c.decided:
-			s.recordRefusal(ctx, c, req.Params, err)
-		case c.allowed:
-			s.recordOutcome(ctx, c, err)
+			return nil, toRPC(errcode.New(errcode.Timeout, "the session is still starting"))
 		}
 	}
+	result, err := s.handleKnown(ctx, caller, name, m, req)
 	if err != nil {
 		s.log.Debug("request failed", "method", name, "id", string(req.ID), "code", errcode.Of(err))
-		decisionID := ""
-		if c != nil {
-			decisionID = c.id
-		}
-		return nil, toRPC(err, decisionID)
+		return nil, toRPC(err)
 	}
 	s.log.Debug("request answered", "method", name, "id", string(req.ID))
 	return result, nil
 }
 
-// handleKnown validates a known method's params and runs its handler under
-// the operation's deadline.
-func (s *Session) handleKnown(ctx context.Context, name string, m method, req *jsonrpc.Message) (any, error) {
-	if err := checkText(req.Params); err != nil {
+// handleKnown validates a known method's params and runs its adapter. An
+// audited request refused here leaves its refusal record (refuse).
+func (s *Session) handleKnown(ctx context.Context, caller corridor.Caller, name string, m method, req *jsonrpc.Message) (any, error) {
+	err := checkText(req.Params)
+	if err == nil {
+		if err = s.validator.ValidateParams(name, req.Params); err != nil {
+			var verr *schema.Error
+			if !errors.As(err, &verr) {
+				return nil, err // no schema for a method in the table: a programming error, answered as internal
+			}
+			err = errcode.New(errcode.InvalidParams, "params do not match the schema of "+name).With("errors", verr.Errors)
+		}
+	}
+	if err != nil {
+		if m.audited {
+			return nil, s.refuse(ctx, caller, name, req.Params, err)
+		}
 		return nil, err
 	}
-	if err := s.validator.ValidateParams(name, req.Params); err != nil {
-		var verr *schema.Error
-		if errors.As(err, &verr) {
-			return nil, errcode.New(errcode.InvalidParams, "params do not match the schema of "+name).
-				With("errors", verr.Errors)
-		}
-		return nil, err // no schema for a method in the table: a programming error, answered as internal
-	}
-	// The operation's deadline covers every stage, path resolution included.
-	ctx, cancel := context.WithTimeout(ctx, s.limits.OperationTimeout)
-	defer cancel()
-	return m.handle(ctx, req.Params)
+	return m.handle(ctx, caller, req.Params)
 }
 
-// toRPC turns a stage's error into the JSON-RPC error sent to the server.
-// A brokered failure keeps its code, reason and details, plus the decision id
+// refuse has the corridor record an audited request the session refused
+// before calling it, naming the paths its params give, and returns err with
+// the record's decision id.
+func (s *Session) refuse(ctx context.Context, caller corridor.Caller, method string, params json.RawMessage, err error) error {
+	path, newPath := corridor.NamedPaths(params)
+	return s.corridor.Refuse(ctx, caller, method, path, newPath, err)
+}
+
+// toRPC turns an error into the JSON-RPC error sent to the server. A
+// brokered failure keeps its code, reason and details, plus the decision id
 // of an audited request (data.decisionId); anything else is returned as it
 // is (the connection answers it as a generic internal error and logs it).
-func toRPC(err error, decisionID string) error {
+func toRPC(err error) error {
 	var e *errcode.Error
 	if !errors.As(err, &e) {
 		return err
@@ -150,8 +147,8 @@ func toRPC(err error, decisionID string) error {
 	}
 	data["code"] = string(e.Code)
 	data["reason"] = e.Reason
-	if decisionID != "" {
-		data["decisionId"] = decisionID
+	if e.DecisionID != "" {
+		data["decisionId"] = e.DecisionID
 	}
 	return &jsonrpc.Error{Code: e.Code.RPC(), Message: messages[e.Code], Data: data}
 }
@@ -178,27 +175,14 @@ type rootEntry struct {
 
 // listRoots answers roots/list with the current roots that the policy lets
 // this server see.
-func (s *Session) listRoots(ctx context.Context, params json.RawMessage) (any, error) {
-	req := Request{Method: "roots/list", Operation: OpList, Params: params}
-	if err := s.decide(ctx, req); err != nil {
+func (s *Session) listRoots(ctx context.Context, caller corridor.Caller, params json.RawMessage) (any, error) {
+	r, err := s.corridor.Roots(ctx, caller, corridor.RootsRequest{Params: params})
+	if err != nil {
 		return nil, err
 	}
-	all := s.roots().All()
-	batch := make([]InputPath, 0, len(all))
-	for _, r := range all {
-		batch = append(batch, InputPath{Requested: r.Mount, Canonical: r.Path, Root: r.Path, Mount: r.Mount,
-			MountPath: r.Mount, Writable: r.Writable, Exists: true, Type: "directory"})
-	}
-	req.Input = s.policyInput(req)
-	visible, err := s.decider.Visible(ctx, req.Input, batch)
-	if err != nil {
-		visible = nil // nothing is shown when visibility cannot be decided
-	}
-	entries := make([]rootEntry, 0, len(all))
-	for _, r := range all {
-		if visible[r.Mount] {
-			entries = append(entries, rootEntry{URI: r.URI, Name: r.Name})
-		}
+	entries := make([]rootEntry, 0, len(r.Roots))
+	for _, root := range r.Roots {
+		entries = append(entries, rootEntry{URI: root.URI, Name: root.Name})
 	}
 	return map[string]any{"roots": entries}, nil
 }
@@ -216,13 +200,13 @@ func (s *Session) handleNotification(_ context.Context, n *jsonrpc.Message) {
 			return
 		}
 		if id, err := jsonrpc.ParseID(p.RequestID); err == nil {
-			s.log.Debug("server cancelled a request", "id", string(id), "reason", truncate(p.Reason, 256))
+			s.log.Debug("server cancelled a request", "id", string(id), "reason", corridor.Truncate(p.Reason, 256))
 			s.conn.CancelRequest(id)
 		}
 	case "notifications/message":
 		s.logServerMessage(n.Params)
 	default:
-		s.log.Debug("ignoring notification", "method", truncate(n.Method, 128))
+		s.log.Debug("ignoring notification", "method", corridor.Truncate(n.Method, 128))
 	}
 }
 
@@ -249,13 +233,5 @@ func (s *Session) logServerMessage(params json.RawMessage) {
 	case "error", "critical", "alert", "emergency":
 		level = hclog.Error
 	}
-	s.log.Named("server").Log(level, truncate(string(p.Data), 4096), "logger", truncate(p.Logger, 128))
-}
-
-// truncate shortens s for a log line or an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
+	s.log.Named("server").Log(level, corridor.Truncate(string(p.Data), 4096), "logger", corridor.Truncate(p.Logger, 128))
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fsbroker/fsbroker/broker/corridor"
+	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/engine"
@@ -29,7 +31,7 @@ type checkedDecider struct {
 	inputs int
 }
 
-func (d *checkedDecider) check(in *PolicyInput) {
+func (d *checkedDecider) check(in *decision.Input) {
 	b, err := json.Marshal(in)
 	if err != nil {
 		d.t.Error(err)
@@ -43,26 +45,26 @@ func (d *checkedDecider) check(in *PolicyInput) {
 	d.mu.Unlock()
 }
 
-func (d *checkedDecider) Decide(ctx context.Context, in *PolicyInput) Verdict {
+func (d *checkedDecider) Decide(ctx context.Context, in *decision.Input) decision.Verdict {
 	d.check(in)
 	return d.Decider.Decide(ctx, in)
 }
 
-func (d *checkedDecider) Consentable(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+func (d *checkedDecider) Consentable(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	batch := *in
 	batch.Operation, batch.Entries = "consent", entries
 	d.check(&batch)
 	return d.Decider.Consentable(ctx, in, entries)
 }
 
-func (d *checkedDecider) Carried(ctx context.Context, in *PolicyInput, entries []InputPath) Verdict {
+func (d *checkedDecider) Carried(ctx context.Context, in *decision.Input, entries []decision.InputPath) decision.Verdict {
 	batch := *in
 	batch.Entries = entries
 	d.check(&batch)
 	return d.Decider.Carried(ctx, in, entries)
 }
 
-func (d *checkedDecider) Visible(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+func (d *checkedDecider) Visible(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	batch := *in
 	batch.Operation, batch.Entries = "visible", entries
 	d.check(&batch)
@@ -227,7 +229,7 @@ func TestReviewAttacks(t *testing.T) {
 	// The broker's temporary-file names are reserved (they are invisible).
 	f.mustFail("files/write", map[string]any{"path": "rw/" + executor.TempPrefix + "1-x", "content": "x"}, -32003, "INVALID_PATH")
 	// Staged writes are bounded per session.
-	for i := 0; i < maxStagedWrites; i++ {
+	for i := 0; i < corridor.MaxStagedWrites; i++ {
 		if r, _, _ := f.call("files/write", map[string]any{"path": fmt.Sprintf("rw/s%d", i), "content": "x", "final": false}); r == nil {
 			t.Fatalf("staged write %d refused", i)
 		}

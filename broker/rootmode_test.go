@@ -20,22 +20,22 @@ func testPipeline() []Option {
 // policy (the library itself has no default but to deny).
 type rootModeDecider struct{}
 
-var _ Decider = rootModeDecider{}
+var _ decision.Decider = rootModeDecider{}
 
-// Decide implements Decider.
-func (rootModeDecider) Decide(_ context.Context, in *PolicyInput) Verdict {
+// Decide implements decision.Decider.
+func (rootModeDecider) Decide(_ context.Context, in *decision.Input) decision.Verdict {
 	switch in.Operation {
-	case OpRead, OpList, OpWatch:
-		return Verdict{Allow: true}
+	case decision.OpRead, decision.OpList, decision.OpWatch:
+		return decision.Verdict{Allow: true}
 	}
 	if in.Path == nil || !in.Path.Writable || (in.NewPath != nil && !in.NewPath.Writable) {
 		return decision.Deny(errcode.PermissionDenied, "the root is read-only", "")
 	}
-	return Verdict{Allow: true}
+	return decision.Verdict{Allow: true}
 }
 
-// Visible implements Decider: everything inside the roots may be seen.
-func (rootModeDecider) Visible(_ context.Context, _ *PolicyInput, entries []InputPath) (map[string]bool, error) {
+// Visible implements decision.Decider: everything inside the roots may be seen.
+func (rootModeDecider) Visible(_ context.Context, _ *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	out := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		out[e.MountPath] = true
@@ -43,14 +43,14 @@ func (rootModeDecider) Visible(_ context.Context, _ *PolicyInput, entries []Inpu
 	return out, nil
 }
 
-// Consentable implements Decider: every entry inside the roots may be
+// Consentable implements decision.Decider: every entry inside the roots may be
 // granted.
-func (d rootModeDecider) Consentable(ctx context.Context, in *PolicyInput, entries []InputPath) (map[string]bool, error) {
+func (d rootModeDecider) Consentable(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	return d.Visible(ctx, in, entries)
 }
 
-// Carried implements Decider: the request was decided on the root's mode,
+// Carried implements decision.Decider: the request was decided on the root's mode,
 // which holds for everything beneath it too.
-func (rootModeDecider) Carried(context.Context, *PolicyInput, []InputPath) Verdict {
-	return Verdict{Allow: true}
+func (rootModeDecider) Carried(context.Context, *decision.Input, []decision.InputPath) decision.Verdict {
+	return decision.Verdict{Allow: true}
 }

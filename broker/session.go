@@ -1,8 +1,10 @@
 // Package broker runs fsbroker's MCP sessions: the broker is the MCP client,
 // the program that wants files is the MCP server. A Session negotiates the
-// protocol with the server, answers its roots/list (and, as capabilities land,
-// files/*) requests through the pipeline of docs/protocol.md section 1, and sends
-// it notifications.
+// protocol with the server, answers its roots/list and files/* requests, and
+// sends it notifications. It is a front end of the request corridor
+// (package corridor): its method handlers decode and validate the params and
+// hand the corridor a typed request, which runs the pipeline of
+// docs/protocol.md section 1.
 //
 // A Session runs over any jsonrpc.Stream, so the same code serves a server on
 // this process's stdio, a child process, or a remote transport.
@@ -13,7 +15,7 @@
 // and Run: give it a jsonrpc.Stream to the server (jsonrpc.NewLineStream over
 // the server's stdio, or any transport that yields whole JSON-RPC messages),
 // the roots (WithRoots), an executor (WithExecutor), a decision stage
-// (WithDecider: PolicyDecider over an engine.Engine with the built-in
+// (WithDecider: engine.Decider over an engine.Engine with the built-in
 // policies.FS or the admin's own) and an audit trail (WithAudit: an
 // audit.Sink, such as an audit.Writer, written under a deadline). The session
 // fails closed: without a decider it refuses every request, and without a
@@ -40,13 +42,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
-	"github.com/fsbroker/fsbroker/broker/consent"
-	"github.com/fsbroker/fsbroker/broker/executor"
-	"github.com/fsbroker/fsbroker/broker/executor/watch"
-	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
-	"github.com/fsbroker/fsbroker/broker/usage"
 	"github.com/fsbroker/fsbroker/schema"
 )
 
@@ -137,28 +135,16 @@ type Session struct {
 	pingInterval time.Duration
 	connOpts     []jsonrpc.Option
 	methods      map[string]method
-	exec         *executor.Executor
-	decider      Decider
-	limits       Limits
-	stages       *stageTable
-	hub          *watch.Hub
-	watches      watchTable
+	corridor     *corridor.Corridor
+	corridorOpts []corridor.Option // the corridor's parts, as the options gave them
+	limits       corridor.Limits
+	maxWatches   int
 	id           string
 	transport    string
 	pinnedID     string
-	started      time.Time
-	bytesWritten dailyCounter   // this session's writes, today
-	usage        *usage.Store   // every process's writes, per server, today
-	auditSink    audit.Sink     // as WithAudit gave it
-	trail        *audit.Guarded // auditSink under its deadline; nil without a trail
-	withoutTrail bool           // WithoutAuditTrail: no trail, and requests go on without one
-	redactPaths  bool
-	decisions    atomic.Uint64 // decision ids issued
 	limiter      *Limiter
 	// startRecorded is closed once the session_start record is written.
 	startRecorded chan struct{}
-	consent       consent.Provider
-	grantStore    *grants.Store
 
 	initialized atomic.Bool
 	infoMu      sync.Mutex
@@ -176,10 +162,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		roots:       func() *roots.Set { return nil },
 		version:     "dev",
 		initTimeout: DefaultInitTimeout,
-		decider:     denyAll{},
-		limits:      DefaultLimits(),
 		transport:   "stdio",
-		started:     time.Now(),
 
 		startRecorded: make(chan struct{}),
 	}
@@ -191,13 +174,12 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.decider == nil {
-		s.decider = denyAll{}
+	limits := s.limits
+	if s.maxWatches > 0 {
+		limits.MaxWatches = s.maxWatches
 	}
-	s.trail = guardTrail(s.auditSink, s.log)
-	if s.trail == nil && !s.withoutTrail {
-		s.log.Warn("no audit trail: every audited request is refused (give the session broker.WithAudit, or broker.WithoutAuditTrail to run without one)")
-	}
+	s.corridor = corridor.New(append([]corridor.Option{corridor.WithLogger(s.log), corridor.WithRoots(s.roots),
+		corridor.WithLimits(limits)}, s.corridorOpts...)...)
 	if s.validator == nil {
 		v, err := schema.New()
 		if err != nil {
@@ -205,7 +187,6 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 		}
 		s.validator = v
 	}
-	s.stages = newStageTable(s.limits.StageIdle)
 	s.methods = s.methodTable()
 	connOpts := append([]jsonrpc.Option{jsonrpc.WithLogger(s.log)}, s.connOpts...)
 	s.conn = jsonrpc.NewConn(stream, s.handleRequest, s.handleNotification, connOpts...)
@@ -220,8 +201,7 @@ func NewSession(stream jsonrpc.Stream, opts ...Option) (*Session, error) {
 func (s *Session) Run(ctx context.Context) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	defer s.stages.close()     // staged writes end with the session
-	defer s.watches.closeAll() // and so do watches
+	defer s.corridor.Close() // staged writes and watches end with the session
 	served := make(chan error, 1)
 	go func() { served <- s.conn.Serve(serveCtx) }()
 
@@ -294,7 +274,7 @@ func (s *Session) initialize(ctx context.Context) error {
 	err := s.conn.Notify("notifications/initialized", nil)
 	// The session's start is in the trail before any of its decisions: audited
 	// requests wait for it (handleRequest).
-	s.recordSession(ctx, audit.KindSessionStart, "server "+truncate(info.Name, 128)+" "+truncate(info.Version, 64))
+	s.recordSession(ctx, audit.KindSessionStart, "server "+corridor.Truncate(info.Name, 128)+" "+corridor.Truncate(info.Version, 64))
 	close(s.startRecorded)
 	if err != nil {
 		return fmt.Errorf("send initialized notification: %w", err)

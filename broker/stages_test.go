@@ -1,34 +1,27 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/executor"
 )
 
 // tempFiles returns the names of the broker's temporary files in dir.
 func tempFiles(t testing.TB, dir string) []string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	names, err := executor.TempFiles(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		if executor.IsTempName(e.Name()) {
-			names = append(names, e.Name())
-		}
 	}
 	return names
 }
@@ -199,8 +192,8 @@ func endSessionWithinTheLimit(f *filesFixture, census *tempFileCensus) {
 	f.t.Helper()
 	f.endSession()
 	most, left := census.finish()
-	if most > maxStagedWrites {
-		f.t.Errorf("%d temporary files existed at once, over the limit of %d staged writes", most, maxStagedWrites)
+	if most > corridor.MaxStagedWrites {
+		f.t.Errorf("%d temporary files existed at once, over the limit of %d staged writes", most, corridor.MaxStagedWrites)
 	}
 	if len(left) != 0 || len(tempFiles(f.t, f.rw)) != 0 {
 		f.t.Errorf("temporary files left after the session ended: %v", left)
@@ -228,9 +221,9 @@ func TestStagedWriteFloodOfFirstChunksForOnePath(t *testing.T) {
 		if len(staged) == 0 {
 			t.Fatalf("round %d: every first chunk was refused", round)
 		}
-		if left := tempFiles(t, f.rw); len(left) != 1 || f.sess.stages.len() != 1 {
+		if left := tempFiles(t, f.rw); len(left) != 1 || f.sess.corridor.Stats().StagedWrites != 1 {
 			t.Fatalf("round %d: %d temporary files and %d staged writes after the burst, want 1 and 1: %v",
-				round, len(left), f.sess.stages.len(), left)
+				round, len(left), f.sess.corridor.Stats().StagedWrites, left)
 		}
 		if round == rounds-1 {
 			break // the last one is left for the session's end
@@ -268,8 +261,8 @@ func TestStagedWriteFloodOfFirstChunksForManyPaths(t *testing.T) {
 			params[i]["path"] = fmt.Sprintf("rw/r%d-%02d.bin", round, i)
 		}
 		staged := stagedOrQuota(t, f.writeTogether(params), 3)
-		if len(staged) != maxStagedWrites {
-			t.Errorf("round %d: %d first chunks staged, want the limit, %d", round, len(staged), maxStagedWrites)
+		if len(staged) != corridor.MaxStagedWrites {
+			t.Errorf("round %d: %d first chunks staged, want the limit, %d", round, len(staged), corridor.MaxStagedWrites)
 		}
 		if left := tempFiles(t, f.rw); len(left) != len(staged) {
 			t.Errorf("round %d: %d temporary files for %d staged writes", round, len(left), len(staged))
@@ -286,68 +279,4 @@ func TestStagedWriteFloodOfFirstChunksForManyPaths(t *testing.T) {
 		}
 	}
 	endSessionWithinTheLimit(f, census)
-}
-
-// TestStagedWriteStartedAsTheSessionEndsIsAborted: a stage whose first chunk
-// is still being handled when the table closes is aborted by its starter;
-// one started after is refused before it creates anything.
-func TestStagedWriteStartedAsTheSessionEndsIsAborted(t *testing.T) {
-	f := startFiles(t)
-	ctx := context.Background()
-	target := func(name string) executor.Target {
-		tg, err := f.sess.resolve(ctx, "rw/"+name, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tg
-	}
-	opts := executor.WriteOptions{Create: true}
-	const starters = 8
-	for round := range 40 {
-		table := newStageTable(time.Minute)
-		var wg sync.WaitGroup
-		for i := range starters {
-			tg := target(fmt.Sprintf("r%d-%d.bin", round, i%3)) // some share a path
-			wg.Go(func() {
-				_, _, _ = table.write(ctx, f.sess.exec, tg, []byte("x"), 0, false, opts)
-			})
-		}
-		table.close()
-		wg.Wait()
-		if left := tempFiles(t, f.rw); len(left) != 0 || table.len() != 0 {
-			t.Fatalf("round %d: %d staged writes and temporary files %v after the table closed", round, table.len(), left)
-		}
-	}
-	// The path itself, made to happen: the session ends after a first
-	// chunk's stage (and its temporary file) was made, before it entered the
-	// table. Its starter aborts it.
-	table := newStageTable(time.Minute)
-	made := make(chan struct{})
-	table.beforeInstall = func() {
-		if len(tempFiles(t, f.rw)) != 1 {
-			t.Errorf("the stage being installed has no temporary file: %v", tempFiles(t, f.rw))
-		}
-		close(made)
-		table.close()
-	}
-	if _, _, err := table.write(ctx, f.sess.exec, target("closing.bin"), []byte("x"), 0, false, opts); err == nil {
-		t.Error("a staged write was installed in a table that closed meanwhile")
-	}
-	select {
-	case <-made:
-	default:
-		t.Fatal("the first chunk never reached its stage's installation")
-	}
-	if left := tempFiles(t, f.rw); len(left) != 0 || table.len() != 0 {
-		t.Fatalf("%d staged writes and temporary files %v after a stage was refused by a closed table", table.len(), left)
-	}
-
-	table = newStageTable(time.Minute)
-	table.close()
-	if _, _, err := table.write(ctx, f.sess.exec, target("late.bin"), []byte("x"), 0, false, opts); err == nil {
-		t.Error("a staged write started after the session ended")
-	}
-	if left := tempFiles(t, f.rw); len(left) != 0 {
-		t.Errorf("temporary files %v", left)
-	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/audit/audittest"
+	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/usage"
 	"github.com/fsbroker/fsbroker/internal/testlog"
 )
@@ -342,8 +343,8 @@ type usageDecider struct {
 	seen []int64
 }
 
-func (d *usageDecider) Decide(ctx context.Context, in *PolicyInput) Verdict {
-	if in.Operation == OpWrite {
+func (d *usageDecider) Decide(ctx context.Context, in *decision.Input) decision.Verdict {
+	if in.Operation == decision.OpWrite {
 		d.mu.Lock()
 		d.seen = append(d.seen, in.Usage.BytesWrittenToday)
 		d.mu.Unlock()

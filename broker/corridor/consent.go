@@ -2,8 +2,10 @@ package corridor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
@@ -223,6 +225,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 	var (
 		entries []decision.InputPath
 		targets = map[string]executor.Target{}
+		removed []consent.Removed // for the provider to show: never approvable, and why
 	)
 	for _, raw := range r.Paths {
 		t, err := c.canonicalize(ctx, raw, true)
@@ -230,7 +233,9 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			if errcode.Of(err) == errcode.InvalidPath {
 				return ConsentResult{}, err
 			}
-			continue // outside every root (or unreachable): never approvable
+			// Outside every root (or unreachable): never approvable.
+			removed = append(removed, consent.Removed{Path: raw, Reason: unresolvedReason(err)})
+			continue
 		}
 		mp := t.Path.MountPath()
 		if _, dup := targets[mp]; dup {
@@ -249,6 +254,9 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 		for _, e := range entries {
 			if ok[e.MountPath] {
 				approvable = append(approvable, e.MountPath)
+			} else if err == nil {
+				removed = append(removed, consent.Removed{Path: e.MountPath,
+					Reason: c.whyNotConsentable(ctx, caller, access, targets[e.MountPath], e.Requested)})
 			}
 		}
 	}
@@ -261,6 +269,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			Paths:   approvable,
 			Access:  string(access),
 			Roots:   c.consentRoots(),
+			Removed: removed,
 		})
 		if err != nil {
 			c.log.Warn("consent was not given", "provider", answer.Provider, "error", err)
@@ -312,6 +321,36 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 		}
 	}
 	return ConsentResult{Granted: len(approved) > 0, Approved: approved}, nil
+}
+
+// unresolvedReason says why a requested path that could not be resolved is
+// not asked about: the refusal's reason, else that it is outside every root.
+func unresolvedReason(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) && e.Reason != "" {
+		return e.Reason
+	}
+	return "outside every root"
+}
+
+// whyNotConsentable says why the policy lets nobody grant access to t (as
+// the caller wrote it, requested) for the consent provider to show: the
+// reasons of the policy's decision on a request of that access on t, made
+// as if a grant covered t (so that the missing grant is not the reason), or,
+// when that decision allows it, that the policy's consentable rule leaves
+// it out. The decision is not recorded: nothing is done on t.
+func (c *Corridor) whyNotConsentable(ctx context.Context, caller Caller, access grants.Access, t executor.Target, requested string) string {
+	req := request{method: "files/read", operation: decision.OpRead, path: t, requested: requested}
+	if access == grants.Write {
+		req.method, req.operation = "files/write", decision.OpWrite
+	}
+	in := c.policyInput(caller, req)
+	in.Grants = append(in.Grants, decision.InputGrant{Access: string(access), Path: t.Path.MountPath(),
+		Granted: in.Time.RFC3339})
+	if v := c.decider.Decide(ctx, in); !v.Allow && len(v.Reasons) > 0 {
+		return strings.Join(v.Reasons, "; ")
+	}
+	return "the policy does not let it be granted"
 }
 
 // providerName names who decided, for the audit record.

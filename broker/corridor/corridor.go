@@ -152,8 +152,9 @@ type Corridor struct {
 	usage        *usage.Store
 	hub          *watch.Hub
 	limits       Limits
-	trail        auditSink
-	withoutTrail bool
+	auditSink    audit.Sink     // as WithAudit gave it
+	trail        *audit.Guarded // auditSink under its deadline; nil without a trail
+	withoutTrail bool           // WithoutAuditTrail: no trail, and requests go on without one
 	redactPaths  bool
 
 	started   time.Time     // pre-approvals are granted as of the session's start
@@ -177,6 +178,10 @@ func New(opts ...Option) *Corridor {
 	}
 	if c.decider == nil {
 		c.decider = denyAll{}
+	}
+	c.trail = guardTrail(c.auditSink, c.log)
+	if c.trail == nil && !c.withoutTrail {
+		c.log.Warn("no audit trail: every audited request is refused (WithAudit, or WithoutAuditTrail to run without one)")
 	}
 	c.staged = newStageTable(c.limits.StageIdle)
 	c.watches.max = c.limits.MaxWatches
@@ -209,5 +214,3 @@ func (c *Corridor) Close() {
 	c.staged.close()
 	c.watches.closeAll()
 }
-
-var _ auditSink = (*audit.Writer)(nil)

@@ -1,6 +1,7 @@
 package corridor
 
 import (
+	"strings"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/roots"
@@ -35,11 +36,22 @@ const DeclaredPrefix = "declared:"
 // kept under: the pinned id as it is, and a declared name behind
 // DeclaredPrefix. A server that declares the name an operator pinned for
 // another one therefore never holds that one's grants, nor spends its quota.
-func (c Caller) StateKey() string {
-	if c.Pinned {
-		return c.ID
+func (c Caller) StateKey() string { return StateKeyOf(c.ID, c.Pinned) }
+
+// StateKeyOf is the state key of the identity id, pinned by the operator or
+// only declared by the server (see Caller.StateKey).
+func StateKeyOf(id string, pinned bool) string {
+	if pinned {
+		return id
 	}
-	return DeclaredPrefix + c.ID
+	return DeclaredPrefix + id
+}
+
+// IdentityOf undoes StateKeyOf: the identity a state key is kept for, as the
+// audit trail names the server, and whether the operator pinned it.
+func IdentityOf(key string) (id string, pinned bool) {
+	id, declared := strings.CutPrefix(key, DeclaredPrefix)
+	return id, !declared
 }
 
 // Every request names its paths as the caller wrote them (docs/protocol.md

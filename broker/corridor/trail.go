@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/errcode"
@@ -19,20 +21,52 @@ import (
 // audit stage).
 const ReasonAuditUnavailable = "audit unavailable"
 
-// auditSink is where the corridor writes its trail.
-type auditSink interface {
-	Append(ctx context.Context, rec audit.Record) (uint64, error)
-	PathDigest(path string) string
-}
-
 // WithAudit writes the trail to sink: a decision record for every audited
 // request (written before anything touches the disk; a request whose record
 // cannot be written is refused with IO_ERROR and data.reason "audit
-// unavailable") and an outcome record after every allowed one, and the
-// records of consent. With redactPaths, paths are recorded as
-// sink.PathDigest of the canonical path. The caller owns sink.
-func WithAudit(sink auditSink, redactPaths bool) Option {
-	return func(c *Corridor) { c.trail, c.redactPaths = sink, redactPaths }
+// unavailable"), an outcome record after every allowed one, the records of
+// consent, and the session's start and end (RecordSession). With
+// redactPaths, paths are recorded as sink.PathDigest of the canonical path.
+// The caller owns sink and closes it after the session.
+//
+// A corridor built without WithAudit, or with a nil sink (a nil
+// *audit.Writer too), refuses every audited request as if its trail had
+// failed, unless the host passes WithoutAuditTrail; of the two options, the
+// last one given counts.
+//
+// Every append has a deadline: an *audit.Guarded sink's, else the corridor
+// guards sink with audit.Guard(sink, audit.DefaultAppendTimeout, its logger).
+// An append that passes it fails like any other (the request is refused, and
+// an outcome record is logged as lost). A host that wants another timeout,
+// or one count of failures over all its sessions (audit.Guarded.Stats), gives
+// every session the same *audit.Guarded.
+func WithAudit(sink audit.Sink, redactPaths bool) Option {
+	return func(c *Corridor) { c.auditSink, c.redactPaths, c.withoutTrail = sink, redactPaths, false }
+}
+
+// WithoutAuditTrail runs the corridor without an audit trail: audited
+// requests go on, and nothing records them. It is for a host that keeps no
+// trail on purpose (tests, a sandbox); without it, a corridor given no trail
+// refuses them.
+func WithoutAuditTrail() Option {
+	return func(c *Corridor) { c.auditSink, c.withoutTrail = nil, true }
+}
+
+// errNoAuditTrail fails every append of a corridor built without a trail and
+// without WithoutAuditTrail: its audited requests are refused.
+var errNoAuditTrail = fmt.Errorf("%w: the session was built without an audit trail (WithAudit) and without WithoutAuditTrail", audit.ErrUnavailable)
+
+// guardTrail is the trail a corridor writes to: sink as it is if it is
+// guarded already, else sink guarded with the default timeout and log; nil
+// without a sink (nil, or a nil *audit.Writer).
+func guardTrail(sink audit.Sink, log hclog.Logger) *audit.Guarded {
+	if w, ok := sink.(*audit.Writer); sink == nil || ok && w == nil {
+		return nil
+	}
+	if g, ok := sink.(*audit.Guarded); ok {
+		return g
+	}
+	return audit.Guard(sink, audit.DefaultAppendTimeout, log)
 }
 
 // newCall starts an audited request of caller.
@@ -49,14 +83,19 @@ func (c *Corridor) auditPath(p string) string {
 	return p
 }
 
-// appendAudit appends one record of caller; without a trail it does nothing.
+// appendAudit appends one record of caller. Without a trail it does nothing
+// under WithoutAuditTrail, and fails otherwise.
 func (c *Corridor) appendAudit(ctx context.Context, caller Caller, rec audit.Record) error {
 	if c.trail == nil {
-		return nil
+		if c.withoutTrail {
+			return nil
+		}
+		return errNoAuditTrail
 	}
 	rec.Server, rec.SessionID = caller.ID, caller.SessionID
 	if _, err := c.trail.Append(ctx, rec); err != nil {
-		c.log.Error("cannot write the audit record", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
+		// The guard logs a run of failures once; this names each record lost.
+		c.log.Debug("audit record not written", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
 		return err
 	}
 	return nil
@@ -226,7 +265,7 @@ func (c *Corridor) recordOutcome(ctx context.Context, cl *call, err error) {
 		}
 	}
 	// The operation has happened: a failure here is logged and counted by the
-	// writer, and the reply still goes out.
+	// guard, and the reply still goes out, within the guard's timeout.
 	c.appendAudit(context.WithoutCancel(ctx), cl.caller, rec)
 }
 

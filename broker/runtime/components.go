@@ -30,6 +30,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/decisionlog"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/executor/watch"
@@ -157,9 +158,9 @@ func DefaultLimits() Limits {
 		MaxInFlight:          jsonrpc.DefaultMaxInFlight,
 		InitTimeout:          broker.DefaultInitTimeout,
 		ShutdownTimeout:      jsonrpc.DefaultShutdownTimeout,
-		MaxReadBytes:         broker.DefaultMaxReadBytes,
-		MaxWriteBytes:        broker.DefaultMaxWriteBytes,
-		OperationTimeout:     broker.DefaultOperationTimeout,
+		MaxReadBytes:         corridor.DefaultMaxReadBytes,
+		MaxWriteBytes:        corridor.DefaultMaxWriteBytes,
+		OperationTimeout:     corridor.DefaultOperationTimeout,
 		LockWait:             executor.DefaultLockWait,
 		MaxWatches:           broker.DefaultMaxWatches,
 		Rate:                 broker.DefaultRate,

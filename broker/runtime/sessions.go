@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/engine"
@@ -38,7 +39,7 @@ func (rt *Runtime) NewSession(stream jsonrpc.Stream, view func(func() *roots.Set
 		broker.WithConsent(rt.consent, rt.grants),
 		broker.WithServerID(rt.cfg.ServerID),
 		broker.WithConfinementNote(rt.confinementNote()),
-		broker.WithLimits(broker.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
+		broker.WithLimits(corridor.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
 			OperationTimeout: l.OperationTimeout}),
 		broker.WithConnOptions(
 			jsonrpc.WithMaxInFlight(l.MaxInFlight),

@@ -19,6 +19,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/executor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
@@ -105,9 +106,9 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		maxInFlight:     jsonrpc.DefaultMaxInFlight,
 		initTimeout:     broker.DefaultInitTimeout,
 		shutdownTimeout: jsonrpc.DefaultShutdownTimeout,
-		maxReadBytes:    broker.DefaultMaxReadBytes,
-		maxWriteBytes:   broker.DefaultMaxWriteBytes,
-		opTimeout:       broker.DefaultOperationTimeout,
+		maxReadBytes:    corridor.DefaultMaxReadBytes,
+		maxWriteBytes:   corridor.DefaultMaxWriteBytes,
+		opTimeout:       corridor.DefaultOperationTimeout,
 		lockWait:        executor.DefaultLockWait,
 	}
 	fs.SortFlags = false
