@@ -91,6 +91,16 @@ func New(t testing.TB, name string, stream jsonrpc.Stream, opts ...Option) *Peer
 // the other reads. Both are closed when the test ends.
 func Pipes(t testing.TB) (a, b *jsonrpc.LineStream) {
 	t.Helper()
+	a, b, _ = PipesWithOutput(t)
+	return a, b
+}
+
+// PipesWithOutput is Pipes that also returns the pipe b writes to, for a
+// test that writes bytes b's line stream would not (several messages in one
+// write, so that a reads them at once) or ends a's input by closing it
+// while b still reads. It is closed with the streams when the test ends.
+func PipesWithOutput(t testing.TB) (a, b *jsonrpc.LineStream, bOut *os.File) {
+	t.Helper()
 	toAR, toAW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +112,7 @@ func Pipes(t testing.TB) (a, b *jsonrpc.LineStream) {
 	a = jsonrpc.NewLineStream(toAR, toBW, 0)
 	b = jsonrpc.NewLineStream(toBR, toAW, 0)
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	return a, b
+	return a, b, toAW
 }
 
 // check fails the test when err is not nil.
@@ -116,6 +126,10 @@ func (p *Peer) check(err error) {
 // Write sends line as it is (it must not hold a newline) and returns why
 // it could not: for a goroutine of the test, which must not fail it.
 func (p *Peer) Write(line []byte) error { return p.core.Write(line) }
+
+// Note adds a line of the test's own to the transcript, such as "> (end
+// of input)" when it closes its side.
+func (p *Peer) Note(line string) { p.core.Note(line) }
 
 // SendRaw writes line as it is (it must not hold a newline), failing the
 // test when it cannot be written.
