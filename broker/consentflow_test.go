@@ -256,8 +256,8 @@ func TestRevocationEndsWatchesAndNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sess.GrantsChanged()
-	if n := f.peer.next(); str(n["method"]) != "notifications/roots/list_changed" {
-		t.Fatalf("after the revocation got %v, want roots/list_changed", n)
+	if n := f.Next(); n.Method != "notifications/roots/list_changed" {
+		t.Fatalf("after the revocation got %s, want roots/list_changed", n.Raw)
 	}
 	f.mustFail("files/read", map[string]any{"path": "ro/sub/c.txt"}, -32002, "PERMISSION_DENIED")
 	f.call("files/read", map[string]any{"path": "ro/a.txt"}) // the other grant stands
@@ -354,8 +354,8 @@ func TestBlockTakesAwayPreapproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sess.GrantsChanged()
-	if n := f.peer.next(); str(n["method"]) != "notifications/roots/list_changed" {
-		t.Fatalf("after the block got %v, want roots/list_changed", n)
+	if n := f.Next(); n.Method != "notifications/roots/list_changed" {
+		t.Fatalf("after the block got %s, want roots/list_changed", n.Raw)
 	}
 	data := f.mustFail("files/read", map[string]any{"path": "ro/sub/c.txt"}, -32002, "PERMISSION_DENIED")
 	if !strings.Contains(data["reason"].(string), corridor.ReasonNoConsent) {
@@ -423,7 +423,7 @@ func TestUnreadableBlocksBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sess.GrantsChanged() // as the store's watcher would, once it saw the file change
-	f.peer.next()          // roots/list_changed
+	f.Next()               // roots/list_changed
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, code, data := f.call("files/read", map[string]any{"path": "ro/a.txt"})

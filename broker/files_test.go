@@ -75,13 +75,13 @@ func (f *filesFixture) call(method string, params any) (result map[string]any, c
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, b))
+	f.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, b))
 	r := f.reply(fmt.Sprint(id))
-	if r["error"] != nil {
+	if r.Error != nil {
 		c, _, d := errorOf(f.t, r)
 		return nil, c, d
 	}
-	if err := json.Unmarshal(r["result"], &result); err != nil {
+	if err := json.Unmarshal(r.Result, &result); err != nil {
 		f.t.Fatal(err)
 	}
 	return result, 0, nil
@@ -322,7 +322,7 @@ func TestFilesStagedWriteEndsWithTheSession(t *testing.T) {
 func TestFilesMethodsNeedAnExecutor(t *testing.T) {
 	p := startPeer(t, testRoots(t))
 	p.initialize("2025-11-25")
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"files/read","params":{"path":"project/a"}}`)
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"files/read","params":{"path":"project/a"}}`)
 	if code, _, _ := errorOf(t, p.reply("1")); code != -32601 {
 		t.Errorf("files/read without an executor: code %d, want -32601", code)
 	}
@@ -371,12 +371,12 @@ func startWatchFiles(t *testing.T, maxWatches int) *filesFixture {
 func (f *filesFixture) nextChange() changedParams {
 	f.t.Helper()
 	for {
-		m := f.peer.next()
-		if str(m["method"]) != "notifications/files/changed" {
-			f.t.Fatalf("got %v while waiting for a change", m)
+		m := f.Next()
+		if m.Method != "notifications/files/changed" {
+			f.t.Fatalf("got %s while waiting for a change", m.Raw)
 		}
 		var p changedParams
-		if err := json.Unmarshal(m["params"], &p); err != nil {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
 			f.t.Fatal(err)
 		}
 		return p
@@ -432,9 +432,9 @@ func TestFilesWatchDeliversChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // a coalescing window and more: an event would be on the wire by now
-	f.send(`{"jsonrpc":"2.0","id":"after-unwatch","method":"ping"}`)
-	if m := f.peer.next(); string(m["id"]) != `"after-unwatch"` {
-		t.Fatalf("after unwatch the broker sent %v", m)
+	f.SendRaw(`{"jsonrpc":"2.0","id":"after-unwatch","method":"ping"}`)
+	if m := f.Next(); string(m.ID) != `"after-unwatch"` {
+		t.Fatalf("after unwatch the broker sent %s", m.Raw)
 	}
 	f.mustFail("files/unwatch", map[string]any{"watchId": id}, -32602, "INVALID_PARAMS")
 }
@@ -450,7 +450,7 @@ func TestFilesWatchLimitAndErrors(t *testing.T) {
 	if n := f.sess.corridor.Stats().Watches; n != 2 {
 		t.Errorf("the session holds %d watches, want 2", n)
 	}
-	_ = f.toB.Close()
+	f.endInput()
 	select {
 	case err := <-f.ran:
 		f.ran <- err

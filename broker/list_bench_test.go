@@ -54,10 +54,9 @@ func BenchmarkFilesList1000(b *testing.B) {
 			id := 0
 			for range b.N {
 				id++
-				f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"files/list","params":{"path":"rw/l1000"}}`, id))
-				line, err := f.fromB.ReadString('\n')
-				if err != nil || !strings.Contains(line, `"f000999.txt"`) {
-					b.Fatalf("%.300s %v", line, err)
+				f.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"files/list","params":{"path":"rw/l1000"}}`, id))
+				if m := f.Next(); !strings.Contains(m.Raw, `"f000999.txt"`) {
+					b.Fatalf("%.300s", m.Raw)
 				}
 			}
 		})

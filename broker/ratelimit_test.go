@@ -74,24 +74,30 @@ func TestRateLimitFlood(t *testing.T) {
 	start := time.Now()
 	go func() {
 		for i := range n {
-			f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"files/read","params":{"path":"ro/a.txt","length":1}}`, i+1))
+			if err := f.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"files/read","params":{"path":"ro/a.txt","length":1}}`, i+1)); err != nil {
+				t.Error(err)
+				return
+			}
 			if i%1000 == 0 {
-				f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"ping-%d","method":"ping"}`, i))
+				if err := f.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"ping-%d","method":"ping"}`, i)); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}
 	}()
 	var ok, limited, pings int
 	for ok+limited < n || pings < n/1000 {
-		m := f.peer.next()
+		m := f.Next()
 		var id string
-		_ = json.Unmarshal(m["id"], &id)
+		_ = json.Unmarshal(m.ID, &id)
 		switch {
 		case len(id) > 5 && id[:5] == "ping-":
-			if m["error"] != nil {
-				t.Errorf("ping refused: %s", m["error"])
+			if m.Error != nil {
+				t.Errorf("ping refused: %s", m.Raw)
 			}
 			pings++
-		case m["error"] != nil:
+		case m.Error != nil:
 			_, code, data := errorOf(t, m)
 			if code != "QUOTA_EXCEEDED" || data["retryAfterMs"] == nil {
 				t.Fatalf("refusal %v, want QUOTA_EXCEEDED with retryAfterMs", data)
@@ -128,20 +134,17 @@ func TestRateLimitCountsUnknownMethods(t *testing.T) {
 	long := "x/" + strings.Repeat("y", 1000)
 	var notFound, limited int
 	for i := range 6 {
-		f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+1, long))
-		m := f.peer.next()
-		var e struct {
-			Code int `json:"code"`
+		f.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+1, long))
+		m := f.Next()
+		if m.Error == nil {
+			t.Fatalf("reply %s: want an error", m.Raw)
 		}
-		if err := json.Unmarshal(m["error"], &e); err != nil {
-			t.Fatalf("reply %v: want an error", m)
-		}
-		switch e.Code {
+		switch m.Error.Code {
 		case -32601:
 			notFound++
 		default:
 			if _, code, _ := errorOf(t, m); code != "QUOTA_EXCEEDED" {
-				t.Fatalf("refusal %s, want QUOTA_EXCEEDED", m["error"])
+				t.Fatalf("refusal %s, want QUOTA_EXCEEDED", m.Raw)
 			}
 			limited++
 		}

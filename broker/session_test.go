@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,23 +15,25 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
 // wait is the upper bound for anything a test waits on: a failure, not a
 // timing assertion.
 const wait = 10 * time.Second
 
-// peer plays the MCP server over real pipes against a Session.
+// testServer is how the tests' MCP server names itself in initialize.
+var testServer = mcppeer.Implementation{Name: "test-server", Version: "0.1"}
+
+// peer is a Session over real pipes with the test playing the MCP server on
+// the other end (mcppeer, holding the session to JSON-RPC 2.0).
 type peer struct {
+	*mcppeer.Peer
 	t      testing.TB
-	toB    *os.File // the peer writes here; the broker reads
-	fromB  *bufio.Reader
+	toB    *os.File // the pipe the peer writes to, for raw blocks and the end of the broker's input
 	sess   *Session
 	ran    chan error
 	cancel context.CancelFunc
-
-	mu    sync.Mutex
-	queue []map[string]json.RawMessage // messages read but not yet consumed
 }
 
 // startPeer starts a Session over pipes, with the tests' decider and without
@@ -48,98 +49,73 @@ func startPeer(t testing.TB, set *roots.Set, opts ...Option) *peer {
 // initialize.
 func startBarePeer(t testing.TB, set *roots.Set, opts ...Option) *peer {
 	t.Helper()
-	bIn, pOut, err := os.Pipe() // peer -> broker
-	if err != nil {
-		t.Fatal(err)
-	}
-	pIn, bOut, err := os.Pipe() // broker -> peer
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream := jsonrpc.NewLineStream(bIn, bOut, 0)
+	stream, serverSide, toB := mcppeer.PipesWithOutput(t)
+	server := mcppeer.New(t, "broker", serverSide, mcppeer.RequireValid(), mcppeer.WithWait(wait))
 	opts = append([]Option{WithRoots(func() *roots.Set { return set }), WithLogger(hclog.NewNullLogger())}, opts...)
 	sess, err := NewSession(stream, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &peer{t: t, toB: pOut, fromB: bufio.NewReaderSize(pIn, 1<<20), sess: sess, ran: make(chan error, 1), cancel: cancel}
+	p := &peer{Peer: server, t: t, toB: toB, sess: sess, ran: make(chan error, 1), cancel: cancel}
 	go func() { p.ran <- sess.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		_ = pOut.Close()
+		_ = toB.Close()
 		select {
 		case <-p.ran:
 		case <-time.After(wait):
 			t.Error("session did not end")
 		}
-		_ = stream.Close()
-		_ = pIn.Close()
 	})
 	return p
 }
 
-func (p *peer) send(line string) {
-	p.t.Helper()
-	if _, err := p.toB.WriteString(line + "\n"); err != nil {
-		p.t.Fatalf("write to broker: %v", err)
+// writeBlock writes lines to the broker in one write, each ended by a
+// newline, so that the broker reads them at once.
+func (p *peer) writeBlock(lines []string) error {
+	var b strings.Builder
+	for _, line := range lines {
+		b.WriteString(line)
+		b.WriteByte('\n')
 	}
+	p.Note(fmt.Sprintf("> (%d lines in one write)", len(lines)))
+	if _, err := p.toB.WriteString(b.String()); err != nil {
+		return fmt.Errorf("write to broker: %w", err)
+	}
+	return nil
 }
 
-// next returns the next message from the broker.
-func (p *peer) next() map[string]json.RawMessage {
-	p.t.Helper()
-	type res struct {
-		line string
-		err  error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		line, err := p.fromB.ReadString('\n')
-		ch <- res{line, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			p.t.Fatalf("read from broker: %v", r.err)
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(r.line), &m); err != nil {
-			p.t.Fatalf("broker wrote a line that is not JSON: %q", r.line)
-		}
-		return m
-	case <-time.After(wait):
-		p.t.Fatal("no message from the broker")
-		return nil
-	}
+// endInput closes the broker's input, as a server that exits does, while
+// the peer still reads what the broker writes.
+func (p *peer) endInput() {
+	p.Note("> (end of input)")
+	_ = p.toB.Close()
 }
 
-// reply waits for the reply with the given raw id, skipping notifications.
-func (p *peer) reply(id string) map[string]json.RawMessage {
+// reply takes the broker's messages in order up to the reply to id: the
+// broker's requests and notifications before it are passed over, another
+// reply fails the test.
+func (p *peer) reply(id string) *mcppeer.Message {
 	p.t.Helper()
 	for {
-		m := p.next()
-		if string(m["id"]) == id && m["method"] == nil {
+		m := p.Next()
+		if m.IsReplyTo(id) {
 			return m
 		}
-		if _, isReq := m["method"]; !isReq {
-			p.t.Fatalf("unexpected reply %v while waiting for id %s", m, id)
+		if m.Method == "" {
+			p.t.Fatalf("unexpected reply %s while waiting for id %s", m.Raw, id)
 		}
 	}
 }
 
 // initialize answers the broker's initialize with version and waits for
-// notifications/initialized.
+// notifications/initialized: the first two messages of the session.
 func (p *peer) initialize(version string) {
 	p.t.Helper()
-	init := p.next()
-	if str(init["method"]) != "initialize" {
-		p.t.Fatalf("first message is %s, want initialize", init["method"])
-	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{},"serverInfo":{"name":"test-server","version":"0.1"}}}`,
-		init["id"], version))
-	if n := p.next(); str(n["method"]) != "notifications/initialized" {
-		p.t.Fatalf("after initialize got %v, want notifications/initialized", n)
+	init := p.AcceptInitialize(version, testServer)
+	if all := p.All(); init.Seq != 0 || !all[1].IsNotification("notifications/initialized") {
+		p.t.Fatalf("the session began with %s and %s, want initialize and notifications/initialized", all[0].Raw, all[1].Raw)
 	}
 }
 
@@ -150,20 +126,18 @@ func str(raw json.RawMessage) string {
 }
 
 // errorOf decodes a reply's error object.
-func errorOf(t testing.TB, m map[string]json.RawMessage) (code int, dataCode string, data map[string]any) {
+func errorOf(t testing.TB, m *mcppeer.Message) (code int, dataCode string, data map[string]any) {
 	t.Helper()
-	var e struct {
-		Code int            `json:"code"`
-		Data map[string]any `json:"data"`
+	if m.Error == nil {
+		t.Fatalf("reply %s has no error", m.Raw)
 	}
-	if m["error"] == nil {
-		t.Fatalf("reply %v has no error", m)
+	if len(m.Error.Data) > 0 {
+		if err := json.Unmarshal(m.Error.Data, &data); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := json.Unmarshal(m["error"], &e); err != nil {
-		t.Fatal(err)
-	}
-	dc, _ := e.Data["code"].(string)
-	return e.Code, dc, e.Data
+	dc, _ := data["code"].(string)
+	return m.Error.Code, dc, data
 }
 
 func testRoots(t *testing.T) *roots.Set {
@@ -177,7 +151,7 @@ func testRoots(t *testing.T) *roots.Set {
 
 func TestInitializeOffersNewestVersionAndCapabilities(t *testing.T) {
 	p := startPeer(t, testRoots(t), WithVersion("1.2.3"))
-	init := p.next()
+	init := p.Next()
 	var params struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		Capabilities    struct {
@@ -185,7 +159,7 @@ func TestInitializeOffersNewestVersionAndCapabilities(t *testing.T) {
 		} `json:"capabilities"`
 		ClientInfo map[string]string `json:"clientInfo"`
 	}
-	if err := json.Unmarshal(init["params"], &params); err != nil {
+	if err := json.Unmarshal(init.Params, &params); err != nil {
 		t.Fatal(err)
 	}
 	if params.ProtocolVersion != "2025-11-25" {
@@ -197,8 +171,8 @@ func TestInitializeOffersNewestVersionAndCapabilities(t *testing.T) {
 	if params.ClientInfo["name"] != "fsbroker" || params.ClientInfo["version"] != "1.2.3" {
 		t.Errorf("clientInfo = %v", params.ClientInfo)
 	}
-	if !strings.HasPrefix(str(init["id"]), "fsbroker-") {
-		t.Errorf("initialize id %s is not a broker-prefixed string", init["id"])
+	if !strings.HasPrefix(str(init.ID), "fsbroker-") {
+		t.Errorf("initialize id %s is not a broker-prefixed string", init.ID)
 	}
 }
 
@@ -207,9 +181,9 @@ func TestEverySupportedVersionNegotiates(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			p := startPeer(t, testRoots(t))
 			p.initialize(v)
-			p.send(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
-			if r := p.reply("1"); r["result"] == nil {
-				t.Fatalf("roots/list on %s: %v", v, r)
+			p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+			if r := p.reply("1"); r.Result == nil {
+				t.Fatalf("roots/list on %s: %v", v, r.Raw)
 			}
 			if got := p.sess.Server(); got.ProtocolVersion != v || got.Name != "test-server" {
 				t.Errorf("Server() = %+v", got)
@@ -222,8 +196,8 @@ func TestUnsupportedVersionEndsTheSession(t *testing.T) {
 	for _, v := range []string{"2026-07-28", "1999-01-01", ""} {
 		t.Run(v, func(t *testing.T) {
 			p := startPeer(t, testRoots(t))
-			init := p.next()
-			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{}}}`, init["id"], v))
+			init := p.Next()
+			p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":%q,"capabilities":{}}}`, init.ID, v))
 			select {
 			case err := <-p.ran:
 				var verr *VersionError
@@ -240,8 +214,8 @@ func TestUnsupportedVersionEndsTheSession(t *testing.T) {
 
 func TestInitializeErrorReplyEndsTheSession(t *testing.T) {
 	p := startPeer(t, testRoots(t))
-	init := p.next()
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no thanks"}}`, init["id"]))
+	init := p.Next()
+	p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no thanks"}}`, init.ID))
 	select {
 	case err := <-p.ran:
 		if err == nil || !strings.Contains(err.Error(), "no thanks") {
@@ -255,7 +229,7 @@ func TestInitializeErrorReplyEndsTheSession(t *testing.T) {
 
 func TestInitializeTimeout(t *testing.T) {
 	p := startPeer(t, testRoots(t), WithInitTimeout(50*time.Millisecond))
-	p.next() // initialize, never answered
+	p.Next() // initialize, never answered
 	select {
 	case err := <-p.ran:
 		if err == nil || !strings.Contains(err.Error(), "did not answer initialize") {
@@ -269,27 +243,27 @@ func TestInitializeTimeout(t *testing.T) {
 
 func TestBeforeInitializedOnlyPingIsAnswered(t *testing.T) {
 	p := startPeer(t, testRoots(t))
-	init := p.next()
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	if r := p.reply("1"); string(r["result"]) != "{}" {
-		t.Fatalf("ping before init = %v, want {}", r)
+	init := p.Next()
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if r := p.reply("1"); string(r.Result) != "{}" {
+		t.Fatalf("ping before init = %v, want {}", r.Raw)
 	}
 	for i, method := range []string{"roots/list", "files/read", "fs.read", "no/such/method"} {
 		id := fmt.Sprint(10 + i)
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":{"path":"project/a"}}`, id, method))
+		p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":{"path":"project/a"}}`, id, method))
 		code, dataCode, _ := errorOf(t, p.reply(id))
 		if code != -32600 || dataCode != "NOT_INITIALIZED" {
 			t.Errorf("%s before init: code %d data.code %q, want -32600 NOT_INITIALIZED", method, code, dataCode)
 		}
 	}
 	// The session goes on and initializes normally.
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}`, init["id"]))
-	if n := p.next(); str(n["method"]) != "notifications/initialized" {
-		t.Fatalf("got %v, want notifications/initialized", n)
+	p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{}}}`, init.ID))
+	if n := p.Next(); n.Method != "notifications/initialized" {
+		t.Fatalf("got %v, want notifications/initialized", n.Raw)
 	}
-	p.send(`{"jsonrpc":"2.0","id":2,"method":"roots/list"}`)
-	if r := p.reply("2"); r["result"] == nil {
-		t.Fatalf("roots/list after init: %v", r)
+	p.SendRaw(`{"jsonrpc":"2.0","id":2,"method":"roots/list"}`)
+	if r := p.reply("2"); r.Result == nil {
+		t.Fatalf("roots/list after init: %v", r.Raw)
 	}
 }
 
@@ -304,11 +278,11 @@ func TestRootsList(t *testing.T) {
 	}
 	p := startPeer(t, set)
 	p.initialize("2025-11-25")
-	p.send(`{"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{"_meta":{"progressToken":1}}}`)
+	p.SendRaw(`{"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{"_meta":{"progressToken":1}}}`)
 	var result struct {
 		Roots []map[string]string `json:"roots"`
 	}
-	if err := json.Unmarshal(p.reply(`"r1"`)["result"], &result); err != nil {
+	if err := json.Unmarshal(p.reply(`"r1"`).Result, &result); err != nil {
 		t.Fatal(err)
 	}
 	if len(result.Roots) != 2 {
@@ -340,24 +314,24 @@ func TestRootsListSeesTheCurrentSet(t *testing.T) {
 	if err := p.sess.RootsChanged(); err != nil {
 		t.Fatal(err)
 	}
-	if n := p.next(); str(n["method"]) != "notifications/roots/list_changed" || n["id"] != nil {
-		t.Fatalf("got %v, want notifications/roots/list_changed", n)
+	if n := p.Next(); n.Method != "notifications/roots/list_changed" || n.ID != nil {
+		t.Fatalf("got %v, want notifications/roots/list_changed", n.Raw)
 	}
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
-	if !strings.Contains(string(p.reply("1")["result"]), second.All()[0].URI) {
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+	if !strings.Contains(string(p.reply("1").Result), second.All()[0].URI) {
 		t.Error("roots/list does not return the new set")
 	}
 }
 
 func TestRootsChangedBeforeInitializeSendsNothing(t *testing.T) {
 	p := startPeer(t, testRoots(t))
-	init := p.next()
+	init := p.Next()
 	if err := p.sess.RootsChanged(); err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`, init["id"]))
-	if n := p.next(); str(n["method"]) != "notifications/initialized" {
-		t.Fatalf("got %v before notifications/initialized", n)
+	p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`, init.ID))
+	if n := p.Next(); n.Method != "notifications/initialized" {
+		t.Fatalf("got %v before notifications/initialized", n.Raw)
 	}
 }
 
@@ -378,15 +352,15 @@ func TestProtocolErrorsKeepTheSessionGoing(t *testing.T) {
 		{"params not an object", `{"jsonrpc":"2.0","id":9,"method":"ping","params":[1]}`, "9", -32602, "INVALID_PARAMS"},
 	}
 	for i, c := range cases {
-		p.send(c.line)
+		p.SendRaw(c.line)
 		code, dataCode, _ := errorOf(t, p.reply(c.id))
 		if code != c.code || dataCode != c.dataCode {
 			t.Errorf("%s: code %d data.code %q, want %d %q", c.name, code, dataCode, c.code, c.dataCode)
 		}
 		ping := fmt.Sprint(100 + i)
-		p.send(`{"jsonrpc":"2.0","id":` + ping + `,"method":"ping"}`)
-		if r := p.reply(ping); string(r["result"]) != "{}" {
-			t.Fatalf("after %s the session no longer answers ping: %v", c.name, r)
+		p.SendRaw(`{"jsonrpc":"2.0","id":` + ping + `,"method":"ping"}`)
+		if r := p.reply(ping); string(r.Result) != "{}" {
+			t.Fatalf("after %s the session no longer answers ping: %v", c.name, r.Raw)
 		}
 	}
 }
@@ -394,7 +368,7 @@ func TestProtocolErrorsKeepTheSessionGoing(t *testing.T) {
 func TestInvalidParamsListsEveryError(t *testing.T) {
 	p := startPeer(t, testRoots(t))
 	p.initialize("2025-11-25")
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{"b":1,"a":2}}`)
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{"b":1,"a":2}}`)
 	code, dataCode, data := errorOf(t, p.reply("1"))
 	if code != -32602 || dataCode != "INVALID_PARAMS" {
 		t.Fatalf("code %d %q", code, dataCode)
@@ -432,18 +406,20 @@ func TestPipelinedPingsAreAllAnswered(t *testing.T) {
 	p.initialize("2025-11-25")
 	const n = 1000
 	go func() {
-		var b strings.Builder
-		for i := 0; i < n; i++ {
-			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i)
+		pings := make([]string, n)
+		for i := range pings {
+			pings[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
 		}
-		_, _ = p.toB.WriteString(b.String())
+		if err := p.writeBlock(pings); err != nil {
+			t.Error(err)
+		}
 	}()
 	seen := make(map[string]bool, n)
 	for len(seen) < n {
-		m := p.next()
-		id := string(m["id"])
-		if string(m["result"]) != "{}" {
-			t.Fatalf("reply %v is not a ping result", m)
+		m := p.Next()
+		id := string(m.ID)
+		if string(m.Result) != "{}" {
+			t.Fatalf("reply %v is not a ping result", m.Raw)
 		}
 		if seen[id] {
 			t.Fatalf("id %s answered twice", id)
@@ -462,16 +438,20 @@ func TestOversizedLineIsRefusedAndSessionGoesOn(t *testing.T) {
 	p.initialize("2025-11-25")
 	// 40 MiB, over the 32 MiB default.
 	go func() {
-		big := `{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{"x":"` + strings.Repeat("a", 40<<20) + `"}}` + "\n"
-		_, _ = p.toB.WriteString(big)
-		_, _ = p.toB.WriteString(`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n")
+		big := `{"jsonrpc":"2.0","id":1,"method":"roots/list","params":{"x":"` + strings.Repeat("a", 40<<20) + `"}}`
+		if err := p.Write([]byte(big)); err != nil {
+			t.Error(err)
+		}
+		if err := p.Write([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)); err != nil {
+			t.Error(err)
+		}
 	}()
 	code, _, _ := errorOf(t, p.reply("null"))
 	if code != -32600 {
 		t.Fatalf("oversized line: code %d, want -32600", code)
 	}
-	if r := p.reply("2"); string(r["result"]) != "{}" {
-		t.Fatalf("ping after the oversized line: %v", r)
+	if r := p.reply("2"); string(r.Result) != "{}" {
+		t.Fatalf("ping after the oversized line: %v", r.Raw)
 	}
 }
 
@@ -480,11 +460,11 @@ func TestBrokerPingsTheServer(t *testing.T) {
 	p.initialize("2025-11-25")
 	done := make(chan error, 1)
 	go func() { done <- p.sess.Ping(context.Background()) }()
-	ping := p.next()
-	if str(ping["method"]) != "ping" || ping["id"] == nil {
-		t.Fatalf("got %v, want a ping request", ping)
+	ping := p.Next()
+	if ping.Method != "ping" || ping.ID == nil {
+		t.Fatalf("got %v, want a ping request", ping.Raw)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ping["id"]))
+	p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ping.ID))
 	select {
 	case err := <-done:
 		if err != nil {
@@ -499,18 +479,18 @@ func TestKeepAlivePings(t *testing.T) {
 	p := startPeer(t, testRoots(t), WithPingInterval(10*time.Millisecond))
 	p.initialize("2025-11-25")
 	for i := 0; i < 2; i++ {
-		ping := p.next()
-		if str(ping["method"]) != "ping" {
-			t.Fatalf("got %v, want a keep-alive ping", ping)
+		ping := p.Next()
+		if ping.Method != "ping" {
+			t.Fatalf("got %v, want a keep-alive ping", ping.Raw)
 		}
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ping["id"]))
+		p.SendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, ping.ID))
 	}
 }
 
 func TestEndOfInputEndsRunCleanly(t *testing.T) {
 	p := startPeer(t, testRoots(t))
 	p.initialize("2025-11-25")
-	_ = p.toB.Close()
+	p.endInput()
 	select {
 	case err := <-p.ran:
 		if err != nil {
@@ -537,11 +517,11 @@ func TestServerLogNotificationsAreLoggedNotAnswered(t *testing.T) {
 	}), Level: hclog.Trace})
 	p := startPeer(t, testRoots(t), WithLogger(logger))
 	p.initialize("2025-11-25")
-	p.send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"db","data":"disk almost full"}}`)
-	p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12345}}`)
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	if r := p.reply("1"); string(r["result"]) != "{}" { // nothing was sent for the notifications
-		t.Fatalf("got %v", r)
+	p.SendRaw(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning","logger":"db","data":"disk almost full"}}`)
+	p.SendRaw(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":12345}}`)
+	p.SendRaw(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if r := p.reply("1"); string(r.Result) != "{}" { // nothing was sent for the notifications
+		t.Fatalf("got %v", r.Raw)
 	}
 	mu.Lock()
 	defer mu.Unlock()

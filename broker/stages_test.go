@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/executor"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
 // tempFiles returns the names of the broker's temporary files in dir.
@@ -117,9 +117,9 @@ func (c *tempFileCensus) finish() (most int, left []string) {
 // writeTogether sends one files/write per params in a single write, so the
 // broker reads them at once and handles them concurrently, and returns the
 // replies in the order of params.
-func (f *filesFixture) writeTogether(params []map[string]any) []map[string]json.RawMessage {
+func (f *filesFixture) writeTogether(params []map[string]any) []*mcppeer.Message {
 	f.t.Helper()
-	var block strings.Builder
+	block := make([]string, len(params))
 	ids := make(map[string]int, len(params))
 	for i, p := range params {
 		id := f.next.Add(1)
@@ -127,21 +127,21 @@ func (f *filesFixture) writeTogether(params []map[string]any) []map[string]json.
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		fmt.Fprintf(&block, `{"jsonrpc":"2.0","id":%d,"method":"files/write","params":%s}`+"\n", id, b)
+		block[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"files/write","params":%s}`, id, b)
 		ids[fmt.Sprint(id)] = i
 	}
-	if _, err := f.toB.WriteString(block.String()); err != nil {
-		f.t.Fatalf("write to broker: %v", err)
+	if err := f.writeBlock(block); err != nil {
+		f.t.Fatal(err)
 	}
-	replies := make([]map[string]json.RawMessage, len(params))
+	replies := make([]*mcppeer.Message, len(params))
 	for got := 0; got < len(params); {
-		m := f.peer.next()
-		i, ok := ids[string(m["id"])]
-		if !ok || m["method"] != nil {
+		m := f.Next()
+		i, ok := ids[string(m.ID)]
+		if !ok || m.Method != "" {
 			continue // a notification or request of the broker's
 		}
 		if replies[i] != nil {
-			f.t.Fatalf("two replies to id %s", m["id"])
+			f.t.Fatalf("two replies to id %s", m.ID)
 		}
 		replies[i] = m
 		got++
@@ -152,17 +152,17 @@ func (f *filesFixture) writeTogether(params []map[string]any) []map[string]json.
 // stagedOrQuota sorts the replies to first chunks: each must be a staged
 // write (its size the chunk's) or QUOTA_EXCEEDED. It returns the indexes of
 // the staged ones.
-func stagedOrQuota(t *testing.T, replies []map[string]json.RawMessage, size int) (staged []int) {
+func stagedOrQuota(t *testing.T, replies []*mcppeer.Message, size int) (staged []int) {
 	t.Helper()
 	for i, r := range replies {
-		if r["error"] != nil {
+		if r.Error != nil {
 			if code, dc, data := errorOf(t, r); dc != "QUOTA_EXCEEDED" {
 				t.Errorf("first chunk %d: error %d %v, want a staged write or QUOTA_EXCEEDED", i, code, data)
 			}
 			continue
 		}
 		var res writeResult
-		if err := json.Unmarshal(r["result"], &res); err != nil {
+		if err := json.Unmarshal(r.Result, &res); err != nil {
 			t.Fatal(err)
 		}
 		if res.Size != int64(size) || res.ETag != "" {
@@ -177,7 +177,7 @@ func stagedOrQuota(t *testing.T, replies []map[string]json.RawMessage, size int)
 // end.
 func (f *filesFixture) endSession() {
 	f.t.Helper()
-	_ = f.toB.Close()
+	f.endInput()
 	select {
 	case err := <-f.ran:
 		f.ran <- err

@@ -42,7 +42,7 @@ func TestInvalidUTF8PathOverTheWire(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.ro, "a\uFFFDb"), []byte("not this one"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"files/read\",\"params\":{\"path\":\"ro/a\xffb\"}}")
+	f.SendRaw("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"files/read\",\"params\":{\"path\":\"ro/a\xffb\"}}")
 	_, code, _ := errorOf(t, f.reply("1"))
 	if code != "INVALID_PATH" {
 		t.Errorf("code %q, want INVALID_PATH", code)
