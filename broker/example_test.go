@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,12 +14,13 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/internal/rpcpeer"
 	"github.com/fsbroker/fsbroker/policies"
 )
 
 // A Go MCP host serves one server's roots/list and files/* through the broker: the host gives
-// the session a message stream to the server (here a pair of pipes, played by a few lines of
-// this example; in a host, the server's stdio or any MCP transport), the roots, an executor,
+// the session a message stream to the server (here a pair of pipes, the server played by
+// internal/rpcpeer; in a host, the server's stdio or any MCP transport), the roots, an executor,
 // the built-in policies and an audit trail (a session given no decider refuses every request,
 // and one given no trail every audited request, unless the host says broker.WithoutAuditTrail).
 // The session sends initialize, then answers the server's requests through the whole pipeline.
@@ -74,22 +74,37 @@ func Example() {
 	done := make(chan error, 1)
 	go func() { done <- sess.Run(ctx) }()
 
-	// The server's side: answer initialize, then read a file and try a secret.
-	server := &exampleServer{in: bufio.NewReader(serverIn), out: serverOut}
-	init := server.next()
-	server.send(map[string]any{"jsonrpc": "2.0", "id": init.ID, "result": map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
-		"serverInfo": map[string]any{"name": "example", "version": "1.0.0"},
-	}})
-	server.next() // notifications/initialized
+	// The server's side, played by the project's test peer: answer initialize, then read a
+	// file and try a secret.
+	serverStream := jsonrpc.NewLineStream(serverIn, serverOut, 0)
+	defer serverStream.Close()
+	server := rpcpeer.New("broker", serverStream)
+	init, err := server.AwaitRequest("initialize")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = server.Reply(init, map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"serverInfo": map[string]any{"name": "example", "version": "1.0.0"}})
+	if _, err := server.AwaitNotification("notifications/initialized"); err != nil {
+		fmt.Println(err)
+		return
+	}
 	for id, path := range []string{"project/hello.txt", "project/../../etc/passwd"} {
-		server.send(map[string]any{"jsonrpc": "2.0", "id": id + 1, "method": "files/read", "params": map[string]any{"path": path}})
-		reply := server.next()
+		reply, err := server.Call(id+1, "files/read", map[string]any{"path": path})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		if reply.Error != nil {
-			fmt.Printf("%s: %s (%s)\n", path, reply.Error.Data.Code, reply.Error.Data.Reason)
+			var refusal struct{ Code, Reason string }
+			_ = json.Unmarshal(reply.Error.Data, &refusal)
+			fmt.Printf("%s: %s (%s)\n", path, refusal.Code, refusal.Reason)
 			continue
 		}
-		fmt.Printf("%s: %q\n", path, reply.Result.Content)
+		var read struct{ Content string }
+		_ = json.Unmarshal(reply.Result, &read)
+		fmt.Printf("%s: %q\n", path, read.Content)
 	}
 
 	serverOut.Close() // the server goes away: the session ends
@@ -98,36 +113,4 @@ func Example() {
 	// project/hello.txt: "hello, world"
 	// project/../../etc/passwd: PERMISSION_DENIED (the path climbs above its root)
 	// session ended: <nil>
-}
-
-// exampleServer plays the MCP server's side of the example.
-type exampleServer struct {
-	in  *bufio.Reader
-	out io.Writer
-}
-
-type exampleMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Result struct {
-		Content string `json:"content"`
-	} `json:"result"`
-	Error *struct {
-		Data struct {
-			Code   string `json:"code"`
-			Reason string `json:"reason"`
-		} `json:"data"`
-	} `json:"error"`
-}
-
-func (s *exampleServer) send(v any) {
-	b, _ := json.Marshal(v)
-	_, _ = s.out.Write(append(b, '\n'))
-}
-
-func (s *exampleServer) next() exampleMessage {
-	line, _ := s.in.ReadBytes('\n')
-	var m exampleMessage
-	_ = json.Unmarshal(line, &m)
-	return m
 }
