@@ -16,6 +16,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 	"github.com/fsbroker/fsbroker/policies"
 )
 
@@ -34,7 +35,7 @@ type nestedFixture struct {
 // root, and data, when not empty, replaces the policies' data.json.
 func startNested(t *testing.T, subPreapproved bool, data string) *nestedFixture {
 	t.Helper()
-	app := realDirOf(t, t.TempDir())
+	app := testfs.RealDir(t, t.TempDir())
 	sub := filepath.Join(app, "x", "sub")
 	for path, content := range map[string]string{"top.txt": "top", "x/other.txt": "other",
 		"x/sub/secret.txt": "nested", "x/sub/deep/more.txt": "more"} {
@@ -105,16 +106,6 @@ func newTestStore(t *testing.T) *grants.Store {
 	}
 	t.Cleanup(func() { store.Close() })
 	return store
-}
-
-// realDirOf is dir with its links resolved (the roots' own spelling).
-func realDirOf(t *testing.T, dir string) string {
-	t.Helper()
-	r, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // listPaths lists path with params and returns the entries' paths.
@@ -221,7 +212,7 @@ func TestNestedRootEventsNeverReachAWatchOfItsOuterRoot(t *testing.T) {
 // backslash, bytes that are not UTF-8), are never listed nor reported by a
 // watch; what is listed can be named back.
 func TestListingAndWatchNeverReturnPathsThatCannotBeNamedBack(t *testing.T) {
-	dir := realDirOf(t, t.TempDir())
+	dir := testfs.RealDir(t, t.TempDir())
 	mount := strings.Repeat("m", 255)
 	var segs []string
 	for range 38 {
