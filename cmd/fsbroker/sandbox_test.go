@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,10 +158,23 @@ func TestSandboxConfinesTheServer(t *testing.T) {
 // paths, while the broker still serves its root. The program approves the
 // path asked for only when it cannot read the secret; unconfined (the
 // control) it can, and approves nothing.
+//
+// It runs the test binary's broker (built with cgo when the tests run with
+// -race: go-landlock's psx then wraps every pthread_create) and the broker
+// as make build and the releases build it, without cgo (psx then uses the Go
+// runtime's AllThreadsSyscall): both must confine every thread.
 func TestSandboxBrokerConfinesItself(t *testing.T) {
 	probeBin(t) // Landlock, or skip
-	for _, confined := range []bool{true, false} {
-		t.Run(map[bool]string{true: "confined", false: "unconfined"}[confined], func(t *testing.T) {
+	static := staticBrokerBin(t)
+	for _, run := range []struct {
+		name, bin string
+		confined  bool
+	}{
+		{"confined", brokerBin, true}, {"unconfined", brokerBin, false},
+		{"static-confined", static, true}, {"static-unconfined", static, false},
+	} {
+		confined := run.confined
+		t.Run(run.name, func(t *testing.T) {
 			t.Parallel()
 			l := sandboxtest.NewLayout(t)
 			script := csScript(t, t.TempDir(), "ask.sh", `read -r req
@@ -171,7 +185,7 @@ else echo '{"approvedPaths": ["ro/readme"]}'; fi
 			if confined {
 				args = append(args, "--sandbox")
 			}
-			p := startBroker(t, "", args...)
+			p := startProc(t, exec.Command(run.bin, withConsent(t, "", args)...))
 			p.handshake("2025-11-25")
 			granted, _ := csConsent(t, p, 1, "read", "ro/readme")
 			if granted != confined {
@@ -231,4 +245,30 @@ func TestSandboxWrapReferenceServer(t *testing.T) {
 			p.waitExit()
 		})
 	}
+}
+
+// staticBroker is fsbroker built as make build and the releases build it:
+// without cgo (and without the race detector, which needs cgo), once per
+// test process.
+var staticBroker struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// staticBrokerBin returns the path of staticBroker, building it first.
+func staticBrokerBin(t *testing.T) string {
+	t.Helper()
+	staticBroker.once.Do(func() {
+		staticBroker.path = filepath.Join(filepath.Dir(brokerBin), "fsbroker-static")
+		cmd := exec.Command(goTool(), "build", "-buildvcs=auto", "-o", staticBroker.path, "github.com/fsbroker/fsbroker/cmd/fsbroker")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			staticBroker.err = fmt.Errorf("go build without cgo: %v\n%s", err, out)
+		}
+	})
+	if staticBroker.err != nil {
+		t.Fatal(staticBroker.err)
+	}
+	return staticBroker.path
 }
