@@ -27,10 +27,10 @@ var ErrClosed = errors.New("audit: writer closed")
 // Writer appends records to this process's segments of an audit directory. It is safe for
 // concurrent use; the order of seq is the order of the file.
 type Writer struct {
-	dir    string
-	cfg    config
-	pid    int
-	digest atomic.Pointer[func(string) string] // PathDigest under the audit key in use
+	dir       string
+	cfg       config
+	pid       int
+	digestKey atomic.Pointer[[]byte] // a copy of the audit key in use, for PathDigest and ArgumentsDigest
 
 	failures atomic.Uint64
 	fsyncs   atomic.Uint64   // background fsyncs, for the benchmarks
@@ -169,7 +169,14 @@ func (w *Writer) Dir() string { return w.dir }
 // PathDigest is [PathDigest] under the writer's audit key: what a record holds in place of a
 // path when paths are redacted. After a key rotation ([Writer.Reopen]) the same path has
 // another digest.
-func (w *Writer) PathDigest(path string) string { return (*w.digest.Load())(path) }
+func (w *Writer) PathDigest(path string) string { return PathDigest(*w.digestKey.Load(), path) }
+
+// ArgumentsDigest is [ArgumentsDigest] under the writer's audit key: what a forward record
+// holds in place of a request's arguments. After a key rotation ([Writer.Reopen]) the same
+// arguments have another digest.
+func (w *Writer) ArgumentsDigest(args []byte) (string, error) {
+	return ArgumentsDigest(*w.digestKey.Load(), args)
+}
 
 // KeyID returns the id of the checkpoint public key in use ([KeyID]).
 func (w *Writer) KeyID() string {
@@ -293,9 +300,9 @@ func (w *Writer) write(rec *Record) error {
 	if cap(line) <= maxKeptLine {
 		w.line = line // reused by the next record (w.mu is held)
 	}
-	if len(line) > maxLine {
+	if len(line)-1 > maxLine { // the line without its newline, as Verify reads it
 		// Verify reads no line longer than this; such a record would pass for an edit.
-		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line), maxLine)
+		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line)-1, maxLine)
 	}
 	if _, err := w.f.Write(line); err != nil {
 		w.broken = fmt.Errorf("write %s: %w", filepath.Base(w.f.Name()), err)
