@@ -1,9 +1,14 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 )
 
@@ -44,4 +49,49 @@ func IsPathDigest(s string) bool {
 		}
 	}
 	return true
+}
+
+// argumentsDigestLabel derives the arguments digest subkey from the audit key.
+const argumentsDigestLabel = "fsbroker audit arguments digest v1"
+
+// ArgumentsDigest returns the digest that stands for a forwarded request's arguments in a
+// forward record: [PathDigestPrefix] followed by the hex HMAC-SHA256, under a subkey
+// HMAC-SHA256(key, "fsbroker audit arguments digest v1"), of the arguments in canonical form
+// ([CanonicalJSON]), so that the same arguments give the same digest whatever their member
+// order or white space. The subkey is not the path digests' and not the chain key: a digest
+// reveals nothing that could forge a MAC or match a path digest. Without the key a digest
+// cannot be reversed or checked against guessed arguments. It fails only for args that are not
+// one JSON value.
+func ArgumentsDigest(key []byte, args []byte) (string, error) {
+	canonical, err := CanonicalJSON(args)
+	if err != nil {
+		return "", err
+	}
+	sub := hmac.New(sha256.New, key)
+	sub.Write([]byte(argumentsDigestLabel))
+	h := hmac.New(sha256.New, sub.Sum(nil))
+	h.Write(canonical)
+	return PathDigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// CanonicalJSON returns doc (one JSON value) re-encoded with no white space, the members of
+// every object sorted by name, numbers as written and strings escaped as encoding/json escapes
+// them without HTML escaping. It fails for anything that is not one JSON value.
+func CanonicalJSON(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("audit: canonical JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("audit: canonical JSON: more than one value")
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // maps are encoded with sorted keys
+		return nil, fmt.Errorf("audit: canonical JSON: %w", err)
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }

@@ -78,3 +78,62 @@ func TestIsPathDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentsDigestKnownAnswer checks the arguments digest against a fixed vector computed
+// outside Go (Python's hmac module) from the definition in ArgumentsDigest's documentation:
+// the canonical form sorts members, drops white space, keeps numbers as written (a 20-digit
+// integer included) and does not escape HTML characters.
+func TestArgumentsDigestKnownAnswer(t *testing.T) {
+	key := bytes.Repeat([]byte{0x42}, KeySize)
+	args := []byte(`{ "z": [1, {"b": null, "a": true}], "path": "/a/<b>", "n": 10000000000000000001 }`)
+	const fixed = "hmac-sha256:d41b1bbe54c44109324b1634bcd4a3724928ee58d7e0067d59b67ccc24b4133a"
+	got, err := ArgumentsDigest(key, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != fixed {
+		t.Errorf("ArgumentsDigest = %s, want the fixed vector %s", got, fixed)
+	}
+	if !IsPathDigest(got) {
+		t.Errorf("%s does not have the digest form", got)
+	}
+	// The same text as a path has another digest: the subkeys differ.
+	canonical, err := CanonicalJSON(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if PathDigest(key, string(canonical)) == got {
+		t.Error("an arguments digest equals the path digest of the same bytes")
+	}
+}
+
+func TestArgumentsDigestDiffers(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, KeySize)
+	digest := func(k []byte, doc string) string {
+		t.Helper()
+		d, err := ArgumentsDigest(k, []byte(doc))
+		if err != nil {
+			t.Fatalf("ArgumentsDigest(%s): %v", doc, err)
+		}
+		return d
+	}
+	base := digest(key, `{"a":1,"b":"x"}`)
+	if same := digest(key, "{\n \"b\": \"x\",\t\"a\": 1}"); same != base {
+		t.Errorf("member order and white space change the digest: %s, %s", same, base)
+	}
+	for name, other := range map[string]string{
+		"another key":    digest(bytes.Repeat([]byte{2}, KeySize), `{"a":1,"b":"x"}`),
+		"another value":  digest(key, `{"a":1,"b":"y"}`),
+		"another number": digest(key, `{"a":1.0,"b":"x"}`),
+		"a member more":  digest(key, `{"a":1,"b":"x","c":null}`),
+	} {
+		if other == base {
+			t.Errorf("%s gives the same digest %s", name, base)
+		}
+	}
+	for _, bad := range []string{``, `{`, `{"a":1} {"b":2}`, `nul`} {
+		if d, err := ArgumentsDigest(key, []byte(bad)); err == nil {
+			t.Errorf("ArgumentsDigest(%q) = %s, want an error", bad, d)
+		}
+	}
+}

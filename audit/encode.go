@@ -27,6 +27,8 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = appendField(b, "decisionId", r.DecisionID, true)
 	b = appendField(b, "method", r.Method, true)
 	b = appendField(b, "operation", r.Operation, true)
+	b = appendField(b, "tool", r.Tool, true)
+	b = appendField(b, "argsDigest", r.ArgsDigest, true)
 	b = appendStrings(b, "paths", r.Paths)
 	if r.Allow != nil {
 		b = append(b, `,"allow":`...)

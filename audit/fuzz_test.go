@@ -560,6 +560,8 @@ func TestWriteFuzzTrail(t *testing.T) {
 		d("sb", 1, "files/rename", "rename", true, "/work/rw/na\u00efve \"q\"\t.txt", PathDigest(keys.mac, "/secret/plan.md")),
 		Record{Kind: KindOutcome, Server: "notes", SessionID: "sb", DecisionID: "sb-1", Method: "files/rename",
 			Outcome: "NOT_FOUND", Errno: 2, Detail: "no such file"},
+		Record{Kind: KindForward, Server: "notes", SessionID: "sb", Transport: "wrap", DecisionID: "fwd-sb-1",
+			Method: "tools/call", Tool: "write_file", ArgsDigest: must(ArgumentsDigest(keys.mac, []byte(`{"path":"/w/a"}`)))},
 	)
 	running := t.TempDir()
 	segB := filepath.Base(b.Segment())
@@ -675,4 +677,12 @@ func writeCorpusFile(t *testing.T, target, name string, args ...[]byte) {
 	if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// must returns v, panicking on err: for values the test builds from constants.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -78,6 +78,9 @@ func sampleRecord(kind Kind, n int) Record {
 		r.Detail = "audit key rotated"
 	case KindSessionEnd:
 		r.Detail = "peer closed"
+	case KindForward:
+		r.DecisionID, r.Method, r.Tool = fmt.Sprintf("fwd-%d", n), "tools/call", "write_file"
+		r.ArgsDigest, _ = ArgumentsDigest(make([]byte, KeySize), fmt.Appendf(nil, `{"n":%d}`, n))
 	}
 	return r
 }

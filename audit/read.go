@@ -53,6 +53,8 @@ type Filter struct {
 	Server string
 	// Method matches the record's JSON-RPC method exactly (files/write, ...).
 	Method string
+	// Tool matches the tool a forward record names exactly (forwarded tools/call requests).
+	Tool string
 	// Kind matches the record's kind exactly.
 	Kind Kind
 	// Decision is "allow" or "deny": decision records with that outcome; "" for any record.
@@ -136,6 +138,7 @@ func (m *matcher) match(r *Record) bool {
 	case f.Kind != "" && r.Kind != f.Kind,
 		f.Server != "" && r.Server != f.Server,
 		f.Method != "" && r.Method != f.Method,
+		f.Tool != "" && r.Tool != f.Tool,
 		f.SessionID != "" && r.SessionID != f.SessionID,
 		f.DecisionID != "" && r.DecisionID != f.DecisionID,
 		f.Decision != "" && (r.Allow == nil || *r.Allow != (f.Decision == "allow")),

@@ -28,7 +28,7 @@ const MaxDetail = 1024
 // Kind is the type of a record.
 type Kind string
 
-// The kinds of records. Callers append the first nine; the writer itself writes
+// The kinds of records. Callers append the first ten; the writer itself writes
 // KindSegmentStart, KindCheckpoint and KindRetention, and a KindKeyRotation record naming the
 // new key ids when [Writer.Reopen] finds a changed key file (a caller's key_rotation record
 // names no key: it is an annotation, not a change of key).
@@ -42,21 +42,25 @@ const (
 	KindPolicyReload       Kind = "policy_reload"
 	KindPolicyReloadFailed Kind = "policy_reload_failed"
 	KindKeyRotation        Kind = "key_rotation"
-	KindSegmentStart       Kind = "segment_start"
-	KindCheckpoint         Kind = "checkpoint"
-	KindRetention          Kind = "retention"
+	// KindForward is a request the host sent through to the server under fsbroker wrap: its
+	// method, the tool's name for tools/call and the [ArgumentsDigest] of its arguments, never
+	// their content. Its id is in DecisionID; the outcome record of the reply repeats it.
+	KindForward      Kind = "forward"
+	KindSegmentStart Kind = "segment_start"
+	KindCheckpoint   Kind = "checkpoint"
+	KindRetention    Kind = "retention"
 )
 
 // callerKinds are the kinds Append accepts.
 var callerKinds = []Kind{
 	KindSessionStart, KindSessionEnd, KindDecision, KindOutcome, KindConsent, KindGrant,
-	KindPolicyReload, KindPolicyReloadFailed, KindKeyRotation,
+	KindPolicyReload, KindPolicyReloadFailed, KindKeyRotation, KindForward,
 }
 
 // ErrInvalidRecord is returned, wrapped, by Append for a record it will not write: an unknown
 // or writer-only kind, an over-long detail, negative bytes, a line over 1 MiB (longer than
-// Verify reads), a decision without decisionId or allow, or an outcome without outcome (the
-// members the schema requires). Such a refusal is not a failure of the trail.
+// Verify reads), a decision without decisionId or allow, an outcome without outcome, or a
+// forward without decisionId or method (the members the schema requires). Such a refusal is not a failure of the trail.
 var ErrInvalidRecord = errors.New("audit: invalid record")
 
 // Record is one audit record. Append sets V, Seq, Time, Prev and Mac; the caller sets Kind and
@@ -94,12 +98,18 @@ type Record struct {
 	Transport string `json:"transport,omitempty"`
 	// SessionID identifies the session.
 	SessionID string `json:"sessionId,omitempty"`
-	// DecisionID identifies a decision; outcome records repeat it.
+	// DecisionID identifies a decision, or a forwarded request (a forward record); outcome
+	// records repeat it.
 	DecisionID string `json:"decisionId,omitempty"`
 	// Method is the JSON-RPC method asked for.
 	Method string `json:"method,omitempty"`
 	// Operation is the policy operation (read, write, list, ...).
 	Operation string `json:"operation,omitempty"`
+	// Tool is the tool a forwarded tools/call names.
+	Tool string `json:"tool,omitempty"`
+	// ArgsDigest is the [ArgumentsDigest] of a forwarded request's arguments (never their
+	// content).
+	ArgsDigest string `json:"argsDigest,omitempty"`
 	// Paths are the canonical paths the request touches (never their content).
 	Paths []string `json:"paths,omitempty"`
 	// Allow is the decision; set it on every decision record (nil means absent).
@@ -160,6 +170,8 @@ func (r *Record) check() error {
 		return fmt.Errorf("%w: a decision needs decisionId and allow", ErrInvalidRecord)
 	case r.Kind == KindOutcome && r.Outcome == "":
 		return fmt.Errorf("%w: an outcome needs outcome", ErrInvalidRecord)
+	case r.Kind == KindForward && (r.DecisionID == "" || r.Method == ""):
+		return fmt.Errorf("%w: a forward needs decisionId and method", ErrInvalidRecord)
 	}
 	return nil
 }

@@ -23,8 +23,10 @@ type Sink interface {
 }
 
 var (
-	_ Sink = (*Writer)(nil)
-	_ Sink = (*Guarded)(nil)
+	_ Sink              = (*Writer)(nil)
+	_ Sink              = (*Guarded)(nil)
+	_ ArgumentsDigester = (*Writer)(nil)
+	_ ArgumentsDigester = (*Guarded)(nil)
 )
 
 // DefaultAppendTimeout is how long [Guarded] waits for one append: longer than a healthy
@@ -103,6 +105,21 @@ func (g *Guarded) Failures() uint64 { return g.failures.Load() }
 
 // PathDigest is the sink's PathDigest.
 func (g *Guarded) PathDigest(path string) string { return g.sink.PathDigest(path) }
+
+// ArgumentsDigester is a [Sink] that can digest a forwarded request's arguments under its
+// audit key ([ArgumentsDigest]), as [Writer] does.
+type ArgumentsDigester interface {
+	ArgumentsDigest(args []byte) (string, error)
+}
+
+// ArgumentsDigest is the sink's ArgumentsDigest; it fails when the sink has none.
+func (g *Guarded) ArgumentsDigest(args []byte) (string, error) {
+	d, ok := g.sink.(ArgumentsDigester)
+	if !ok {
+		return "", fmt.Errorf("audit: the sink %T digests no arguments", g.sink)
+	}
+	return d.ArgumentsDigest(args)
+}
 
 // pendingAppend is one append running on the sink.
 type pendingAppend struct {

@@ -21,14 +21,8 @@ func (w *Writer) setKeys(ks keySet) {
 	w.mac = newMAC(ks.mac)
 	w.keyID = KeyID(ks.priv.Public().(ed25519.PublicKey))
 	w.macKeyID = MACKeyID(ks.mac)
-	d := pathDigester(ks.mac)
-	w.digest.Store(&d)
-}
-
-// pathDigester returns [PathDigest] under a copy of key.
-func pathDigester(key []byte) func(string) string {
-	k := slices.Clone(key)
-	return func(p string) string { return PathDigest(k, p) }
+	k := slices.Clone(ks.mac)
+	w.digestKey.Store(&k)
 }
 
 // keys resolves the audit key and the checkpoint key from the options.
