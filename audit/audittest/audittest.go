@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -112,6 +113,15 @@ func (s *Stall) Append(ctx context.Context, rec audit.Record) (uint64, error) {
 
 // PathDigest is the sink's.
 func (s *Stall) PathDigest(path string) string { return s.sink.PathDigest(path) }
+
+// ArgumentsDigest is the sink's, when it digests arguments ([audit.ArgumentsDigester]).
+func (s *Stall) ArgumentsDigest(args []byte) (string, error) {
+	d, ok := s.sink.(audit.ArgumentsDigester)
+	if !ok {
+		return "", fmt.Errorf("audittest: the sink %T digests no arguments", s.sink)
+	}
+	return d.ArgumentsDigest(args)
+}
 
 // Kind holds the records of kind k.
 func Kind(k audit.Kind) func(audit.Record) bool {

@@ -376,6 +376,10 @@ func (rt *Runtime) Log() hclog.Logger { return rt.log }
 // Trail returns the audit trail this process writes.
 func (rt *Runtime) Trail() *audit.Writer { return rt.trail }
 
+// AuditSink returns the trail under its per-append deadline, the sink the
+// sessions write to: for what records beside them (wrap's forward records).
+func (rt *Runtime) AuditSink() *audit.Guarded { return rt.sink }
+
 // AuditStats reports the appends to the trail and their failures, over
 // every session.
 func (rt *Runtime) AuditStats() audit.GuardStats { return rt.sink.Stats() }

@@ -381,8 +381,9 @@ type filterFlags struct {
 func (ff *filterFlags) register(fs *pflag.FlagSet, kind bool) {
 	fs.StringVar(&ff.f.Server, "server", "", "records of the MCP server `NAME`")
 	fs.StringVar(&ff.f.Method, "method", "", "records of the `METHOD` (files/read, files/write, ...)")
+	fs.StringVar(&ff.f.Tool, "tool", "", "forward records (wrap) of the tools/call of `TOOL`")
 	if kind {
-		fs.StringVar(&ff.kind, "kind", "", "records of the `KIND` (decision, outcome, session_start, session_end, consent, grant, policy_reload, policy_reload_failed, key_rotation; segment_start and checkpoint are shown only when named)")
+		fs.StringVar(&ff.kind, "kind", "", "records of the `KIND` (decision, outcome, session_start, session_end, consent, grant, policy_reload, policy_reload_failed, key_rotation, forward; segment_start and checkpoint are shown only when named)")
 	}
 	fs.StringVar(&ff.f.Decision, "decision", "", "decisions that were `allow|deny`")
 	fs.StringVar(&ff.f.Code, "code", "", "records with the `CODE` as their decision's code or their outcome (ok, PERMISSION_DENIED, ...)")

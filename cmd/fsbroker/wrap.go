@@ -90,7 +90,8 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
 		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"))
 	}
-	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")))
+	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
+		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))
 	routed := make(chan error, 1)
 	go func() { routed <- router.Run(ctx) }()
 
@@ -173,7 +174,8 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
 		return s.serveView(ctx, stream, view, broker.WithTransport("http"))
 	}
-	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")))
+	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
+		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))
 	routed := make(chan error, 1)
 	go func() { routed <- router.Run(ctx) }()
 	var routeErr error

@@ -35,7 +35,8 @@ type inFlight struct {
 	from   party
 	id     jsonrpc.ID // the id its sender gave it (zero for the router's own)
 	method string
-	gen    uint64 // the router's roots/list: which request of the host's roots this is
+	gen    uint64    // the router's roots/list: which request of the host's roots this is
+	fwd    forwarded // a host's request: its forward record (id "" when not recorded)
 }
 
 type originKey struct {
@@ -103,6 +104,19 @@ func (t *idTable) settle(wire jsonrpc.ID) (inFlight, bool) {
 		delete(t.renamed, originKey{r.from, r.id})
 	}
 	return r, true
+}
+
+// settleAll takes every request of sender still in flight, in no order:
+// none will be answered.
+func (t *idTable) settleAll(from party) []inFlight {
+	var out []inFlight
+	for wire, r := range t.byWire {
+		if r.from == from {
+			out = append(out, r)
+			t.settle(wire)
+		}
+	}
+	return out
 }
 
 // wireOf returns the id under which the peer knows sender's request id.

@@ -22,6 +22,11 @@
 //     gets a notifications/roots/list_changed when, and only when, the roots
 //     it can see changed.
 //
+// With WithForwardAudit, every request the host sends through to the server
+// is recorded before it is passed on (a forward record: method, tool, a keyed
+// digest of the arguments, never their content), and its reply by an outcome
+// record; a request whose record cannot be written is refused, not passed on.
+//
 // # How
 //
 // The broker's session (a broker.Session, unchanged: the same code serves a
@@ -136,6 +141,7 @@ type Router struct {
 	run          SessionFunc
 	log          hclog.Logger
 	rootsTimeout time.Duration
+	fwd          *forwardAudit // nil: forwarded requests are not recorded
 
 	hostRoots atomic.Pointer[HostRoots] // nil: the host declared no roots
 	operator  atomic.Pointer[func() *roots.Set]
@@ -279,7 +285,11 @@ func (r *Router) shutdown() error {
 	if r.rootsTimer != nil {
 		r.rootsTimer.Stop()
 	}
+	unanswered := r.toServer.settleAll(host)
 	r.mu.Unlock()
+	for _, req := range unanswered {
+		r.recordOutcome(req, nil, outcomeUnanswered)
+	}
 	var err error
 	if started {
 		cancel()
@@ -352,8 +362,19 @@ func (r *Router) fromHost(raw []byte) {
 		if msg.Method == "initialize" {
 			raw = r.amendInitialize(raw, msg.Params)
 		}
+		req := inFlight{from: host, id: msg.ID, method: msg.Method}
+		if r.fwd != nil {
+			fw, err := r.fwd.forward(msg)
+			if err != nil {
+				r.log.Error("a request of the host's was not passed on: its forward record cannot be written",
+					"method", shortMethod(msg.Method), "error", err)
+				r.writeHost(forwardRefused(msg.ID))
+				return
+			}
+			req.fwd = fw
+		}
 		r.mu.Lock()
-		wire := r.toServer.assign(inFlight{from: host, id: msg.ID, method: msg.Method})
+		wire := r.toServer.assign(req)
 		r.mu.Unlock()
 		if wire != msg.ID {
 			r.log.Debug("a host request's id is in use toward the server; renamed", "id", string(msg.ID), "as", string(wire))
@@ -366,7 +387,11 @@ func (r *Router) fromHost(raw []byte) {
 		case "notifications/roots/list_changed":
 			r.hostRootsChanged()
 		case "notifications/cancelled":
-			r.writeServer(r.cancelled(r.toServer, host, raw, msg.Params))
+			out, req, ok := r.cancelled(r.toServer, host, raw, msg.Params)
+			if ok {
+				r.recordOutcome(req, nil, outcomeCancelled)
+			}
+			r.writeServer(out)
 		case "notifications/files/changed":
 			// Change events are the broker's to send (from the watches it
 			// set up); the server never takes the host's for them.
@@ -459,10 +484,14 @@ func (r *Router) fromServer(raw []byte) {
 			}
 		default:
 			if req.method == "initialize" && msg.Error == nil {
+				if r.fwd != nil {
+					r.fwd.learnServer(msg.Result)
+				}
 				// Before the host sees the result: the session must be
 				// under way when the host's initialized lets the server ask.
 				r.serverAnsweredInitialize(msg.Result)
 			}
+			r.recordOutcome(req, msg, "")
 			r.writeHost(withID(raw, msg.ID, req.id))
 		}
 	}
@@ -592,30 +621,42 @@ func notInitialized(id jsonrpc.ID) []byte {
 	}})
 }
 
-// cancelled passes on a cancellation of a request from sender toward the
-// peer of table, under the id the peer knows it by. The request is
-// forgotten: its receiver should not answer it, and if it does, the reply
-// goes on as it came.
-func (r *Router) cancelled(table *idTable, sender party, raw []byte, params json.RawMessage) []byte {
+// cancelled returns a cancellation of a request from sender toward the peer
+// of table, to pass on under the id the peer knows it by, and the request it
+// cancels (ok false when none is in flight). The request is forgotten: its
+// receiver should not answer it, and if it does, the reply goes on as it
+// came.
+func (r *Router) cancelled(table *idTable, sender party, raw []byte, params json.RawMessage) (out []byte, req inFlight, ok bool) {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
-		return raw
+		return raw, inFlight{}, false
 	}
 	id, err := jsonrpc.ParseID(p["requestId"])
 	if err != nil {
-		return raw
+		return raw, inFlight{}, false
 	}
 	r.mu.Lock()
 	wire, ok := table.wireOf(sender, id)
 	if ok {
-		table.settle(wire)
+		req, _ = table.settle(wire)
 	}
 	r.mu.Unlock()
 	if !ok || wire == id {
-		return raw
+		return raw, req, ok
 	}
 	p["requestId"] = json.RawMessage(wire)
-	return withMember(raw, "params", mustMarshal(p))
+	return withMember(raw, "params", mustMarshal(p)), req, true
+}
+
+// recordOutcome writes the outcome record of a forwarded request, when it
+// has a forward record: its reply, or (reply nil) what became of it.
+func (r *Router) recordOutcome(req inFlight, reply *jsonrpc.Message, outcome string) {
+	if r.fwd == nil || req.fwd.id == "" {
+		return
+	}
+	if err := r.fwd.outcome(req.method, req.fwd, reply, outcome); err != nil {
+		r.log.Error("cannot write the outcome record of a forwarded request", "method", shortMethod(req.method), "error", err)
+	}
 }
 
 // serverCancelled routes a cancellation from the server: to the session when
@@ -640,7 +681,8 @@ func (r *Router) serverCancelled(raw []byte, params json.RawMessage) {
 			}
 		}
 	}
-	r.writeHost(r.cancelled(r.toHost, server, raw, params))
+	out, _, _ := r.cancelled(r.toHost, server, raw, params)
+	r.writeHost(out)
 }
 
 // amendInitialize adds the roots capability to the host's initialize, and

@@ -51,15 +51,22 @@ type routerFixture struct {
 
 func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
 	t.Helper()
+	return startRouterOpts(t, nil, sessionOpts...)
+}
+
+// startRouterOpts is startRouter with the Router's options.
+func startRouterOpts(t *testing.T, routerOpts []Option, sessionOpts ...broker.Option) *routerFixture {
+	t.Helper()
 	serverR, serverP := mcppeer.Pipes(t)
-	f := startRouterWith(t, serverR, sessionOpts...)
+	f := newRouterFixture(t, serverR, routerOpts, sessionOpts)
 	f.server = mcppeer.New(t, "server", serverP)
 	return f
 }
 
-// startRouterWith starts a Router toward the server on stream server, with a
-// test peer as the host; the fixture's server peer is left nil.
-func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.Option) *routerFixture {
+// newRouterFixture starts a Router with routerOpts toward the server on
+// stream server, with a test peer as the host and a broker session with the
+// built-in policies and sessionOpts.
+func newRouterFixture(t *testing.T, server jsonrpc.Stream, routerOpts []Option, sessionOpts []broker.Option) *routerFixture {
 	t.Helper()
 	base := mkdirs(t, "ws/a", "ws/b")
 	if err := os.WriteFile(filepath.Join(base, "ws/a/hello.txt"), []byte("hello"), 0o644); err != nil {
@@ -97,7 +104,7 @@ func startRouterWith(t *testing.T, server jsonrpc.Stream, sessionOpts ...broker.
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
 	hostR, hostP := mcppeer.Pipes(t)
-	r := New(hostR, server, BrokerSession(func() *roots.Set { return set }, opts...))
+	r := New(hostR, server, BrokerSession(func() *roots.Set { return set }, opts...), routerOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &routerFixture{host: mcppeer.New(t, "host", hostP), router: r,
 		base: base, consent: bc, runErr: make(chan error, 1), cancel: cancel}

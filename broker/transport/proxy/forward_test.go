@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/audit/audittest"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
+)
+
+// forwardRecords returns the forward and outcome records of the trail in
+// dir, the outcomes by the id they repeat.
+func forwardRecords(t *testing.T, dir string) (forwards []audit.Record, outcomes map[string]audit.Record) {
+	t.Helper()
+	outcomes = map[string]audit.Record{}
+	for rec, err := range audit.Records(context.Background(), dir, audit.Filter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rec.Kind {
+		case audit.KindForward:
+			forwards = append(forwards, rec)
+		case audit.KindOutcome:
+			outcomes[rec.DecisionID] = rec
+		}
+	}
+	return forwards, outcomes
+}
+
+// Every request the host sends through to the server is in the trail, with
+// a keyed digest of its arguments and never their content, and its outcome:
+// the trail verifies, and a marker in the arguments is nowhere in it.
+func TestWrapForwardAuditRecordsWithoutContent(t *testing.T) {
+	w, keys := audittest.Open(t)
+	trail := audit.Guard(w, 0, nil)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "")})
+	f.handshake(t, nil)
+
+	const marker = "MARKER-7c1f0e-never-in-the-trail"
+	args := map[string]any{"path": "/home/ann/" + marker, "content": marker + " secret text"}
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "write_file", "arguments": args}})
+	call := f.server.AwaitRequest("tools/call")
+	f.server.Reply(call, map[string]any{"content": []any{map[string]any{"type": "text", "text": "wrote " + marker}}})
+	f.host.AwaitReply("2")
+
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+		"params": map[string]any{"name": "read_file", "arguments": map[string]any{"path": marker}}})
+	call = f.server.AwaitRequest("tools/call")
+	f.server.Reply(call, map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": marker}}})
+	f.host.AwaitReply("3")
+
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": map[string]any{"uri": "file:///" + marker}})
+	read := f.server.AwaitRequest("resources/read")
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(read.ID) + `,"error":{"code":-32602,"message":"no ` + marker + `"}}`)
+	f.host.AwaitReply("4")
+
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+		"params": map[string]any{"name": "wait", "arguments": map[string]any{"label": marker}}})
+	f.server.AwaitRequest("tools/call")
+	f.host.Notify("notifications/cancelled", map[string]any{"requestId": 5, "reason": "enough"})
+	f.server.AwaitNotification("notifications/cancelled")
+
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
+	f.server.AwaitRequest("tools/list") // never answered: the session ends first
+	f.cancel()
+	select {
+	case err := <-f.runErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.runErr <- nil // for the fixture's cleanup
+	case <-time.After(waitLimit):
+		t.Fatal("the router did not stop")
+	}
+	audittest.Settled(t, trail)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := audit.Verify(w.Dir(), keys)
+	if err != nil || !rep.OK {
+		t.Fatalf("the trail does not verify: %+v, %v", rep, err)
+	}
+	segs, err := filepath.Glob(filepath.Join(w.Dir(), "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs {
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte("MARKER-7c1f0e")) {
+			t.Errorf("%s holds the marker of the arguments:\n%s", filepath.Base(seg), data)
+		}
+	}
+
+	forwards, outcomes := forwardRecords(t, w.Dir())
+	type want struct{ method, tool, outcome, code string }
+	wants := []want{
+		{"initialize", "", "ok", ""},
+		{"tools/call", "write_file", "ok", ""},
+		{"tools/call", "read_file", "tool_error", ""},
+		{"resources/read", "", "error", "-32602"},
+		{"tools/call", "wait", "cancelled", ""},
+		{"tools/list", "", "unanswered", ""},
+	}
+	if len(forwards) != len(wants) {
+		t.Fatalf("%d forward records, want %d: %+v", len(forwards), len(wants), forwards)
+	}
+	key := keys.MAC[0]
+	for i, fw := range forwards {
+		wt := wants[i]
+		out, ok := outcomes[fw.DecisionID]
+		switch {
+		case fw.Method != wt.method || fw.Tool != wt.tool || fw.Transport != "wrap" || fw.SessionID == "":
+			t.Errorf("forward %d: %+v, want method %s, tool %q", i, fw, wt.method, wt.tool)
+		case !ok:
+			t.Errorf("forward %d (%s) has no outcome", i, fw.DecisionID)
+		case out.Outcome != wt.outcome || out.Code != wt.code || out.Method != wt.method:
+			t.Errorf("forward %d: outcome %+v, want %s %s", i, out, wt.outcome, wt.code)
+		}
+		if i > 0 && fw.Server != "srv" {
+			t.Errorf("forward %d names the server %q, want the name it declared, srv", i, fw.Server)
+		}
+	}
+	// The digest is the keyed digest of the arguments as the host wrote them.
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := audit.ArgumentsDigest(key, raw); err != nil || forwards[1].ArgsDigest != d {
+		t.Errorf("write_file's digest %s, want %s (%v)", forwards[1].ArgsDigest, d, err)
+	}
+	if forwards[5].ArgsDigest != "" {
+		t.Errorf("tools/list without params has the digest %s", forwards[5].ArgsDigest)
+	}
+	// audit query's filters find them.
+	n := 0
+	for rec, err := range audit.Records(context.Background(), w.Dir(), audit.Filter{Kind: audit.KindForward, Tool: "read_file"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if rec.DecisionID != forwards[2].DecisionID {
+			t.Errorf("the tool filter found %+v", rec)
+		}
+	}
+	if n != 1 {
+		t.Errorf("the tool filter found %d records, want 1", n)
+	}
+}
+
+// A request whose forward record cannot be written never reaches the
+// server: the host gets an error saying the audit is unavailable.
+func TestWrapForwardAuditFailsClosed(t *testing.T) {
+	w, _ := audittest.Open(t)
+	stall, trail, _ := audittest.Stalled(t, w, 200*time.Millisecond)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "pinned")})
+	f.handshake(t, nil)
+	stall.Hold(audittest.Kind(audit.KindForward))
+
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "delete_everything", "arguments": map[string]any{}}})
+	r := f.host.AwaitReply("2")
+	if r.Error == nil || !strings.Contains(string(r.Error.Data), `"code":"IO_ERROR"`) || !strings.Contains(r.Error.Message, "audit unavailable") {
+		t.Errorf("the host got %s, want an audit-unavailable error", r.Raw)
+	}
+	f.host.Notify("x/marker", nil)
+	f.server.AwaitNotification("x/marker")
+	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsRequest("tools/call") }) {
+		t.Error("the server received a request whose forward record was not written")
+	}
+}
