@@ -154,8 +154,8 @@ func newOptions(opts []Option) options {
 }
 
 // Parse returns the provider a --consent value names: "auto", "deny",
-// "prompt" or "command:PROG [ARGS...]" (see the package doc for how PROG and
-// its arguments are split). PROG is looked up at once, so a missing program
+// "prompt", "elicit" or "command:PROG [ARGS...]" (see the package doc for how
+// PROG and its arguments are split). PROG is looked up at once, so a missing program
 // is a configuration error rather than a denial at the first request.
 func Parse(spec string, opts ...Option) (Provider, error) {
 	switch {
@@ -165,6 +165,8 @@ func Parse(spec string, opts ...Option) (Provider, error) {
 		return Deny{}, nil
 	case spec == NamePrompt:
 		return NewPrompt(opts...)
+	case spec == NameElicit:
+		return NewElicit(opts...), nil
 	case strings.HasPrefix(spec, NameCommand+":"):
 		words, err := splitWords(strings.TrimPrefix(spec, NameCommand+":"))
 		if err != nil {
@@ -175,7 +177,7 @@ func Parse(spec string, opts ...Option) (Provider, error) {
 		}
 		return NewCommand(words[0], words[1:], opts...)
 	}
-	return nil, fmt.Errorf("consent %q: want auto, deny, prompt or command:PROG [ARGS...]", spec)
+	return nil, fmt.Errorf("consent %q: want auto, deny, prompt, elicit or command:PROG [ARGS...]", spec)
 }
 
 // Default is the provider PROTOCOL.md section 7 names when --consent is not

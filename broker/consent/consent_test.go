@@ -72,7 +72,8 @@ func TestParse(t *testing.T) {
 	}{
 		{spec: "auto"},
 		{spec: "deny"},
-		{spec: "", wantErr: "want auto, deny, prompt or command"},
+		{spec: "elicit"},
+		{spec: "", wantErr: "want auto, deny, prompt, elicit or command"},
 		{spec: "Auto", wantErr: "want auto"},
 		{spec: "allow", wantErr: "want auto"},
 		{spec: "command:", wantErr: "no program"},

@@ -1,6 +1,6 @@
 // Package consent holds the consent providers: what answers a server's
 // files/consent request (PROTOCOL.md section 5) and what the --consent flag
-// chooses (section 7): auto, deny, prompt or command:PROG.
+// chooses (section 7): auto, deny, prompt, elicit or command:PROG.
 //
 // A Provider gets a Request (who asks, the server's message, the paths, read
 // or write) and returns a Decision: the subset of the requested paths that
@@ -58,6 +58,22 @@
 // approved. A process without a controlling terminal gets ErrNoTerminal
 // (wrapped) and nothing approved. On Windows the prompt is not available:
 // NewPrompt and Parse("prompt") fail, and Default is deny.
+//
+// # elicit
+//
+// elicit asks the person through the MCP host's own UI: the transport that
+// faces the host (fsbroker wrap) puts an Elicitor in the request's context
+// (WithElicitor), and the provider has it send the host elicitation/create in
+// form mode. The form's message is what the prompt shows (the server, marked
+// UNVERIFIED unless pinned; the access; the paths with their roots; the paths
+// not asked about; the server's message, sanitized and cut); its fields are
+// one boolean per path ("path1", "path2", ...), false by default, titled with
+// the path. Only the paths set to true in an accepted form are approved; a
+// decline or a cancel approves nothing. Without an Elicitor, or when the host
+// cannot show a form (no elicitation capability, or a protocol revision
+// without elicitation), Ask fails with ErrNoElicitation and nothing is
+// approved: the caller logs it. The time limit (WithTimeout) ends the
+// question, and the host is told it is cancelled.
 //
 // # command:PROG
 //

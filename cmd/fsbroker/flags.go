@@ -69,6 +69,7 @@ type options struct {
 	opaConfig       json.RawMessage // the config file's opa member
 	opaBundles      bool            // pull the policy set as opaConfig says
 	remoteURL       string          // connect --url, or the config's remote.url
+	command         string          // the session command: stdio, connect, wrap
 	remoteCA        string          // --ca, or the config's remote.ca
 	remoteHeaders   []string        // --header values, "NAME: VALUE"
 	sandbox         sandboxOptions  // --sandbox and the config's sandbox section
@@ -110,6 +111,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		maxWriteBytes:   corridor.DefaultMaxWriteBytes,
 		opTimeout:       corridor.DefaultOperationTimeout,
 		lockWait:        executor.DefaultLockWait,
+		command:         cmd,
 	}
 	fs.SortFlags = false
 	fs.Func("root", "a root `DIR`; DIR:rw makes it writable (read-only is the default); repeatable", func(v string) error {
@@ -124,7 +126,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		setFlagGroup(fs, flagsServer, "url", "ca", "header")
 	}
 
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal) or command:PROG; default prompt where a terminal exists, else deny")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap only) or command:PROG; default prompt where a terminal exists, else deny")
 	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
 	setFlagGroup(fs, flagsConsent, "consent", "server-id")
 
@@ -359,6 +361,8 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 		consentProvider = consent.Default(consent.WithHeldOutput(logOutput))
 	} else if consentProvider, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
 		return nil, runtime.Config{}, configErrorf("--consent %q: %v", o.consentSpec, err)
+	} else if o.consentSpec == consent.NameElicit && o.command != "wrap" {
+		return nil, runtime.Config{}, configErrorf("--consent elicit asks through the MCP host's own UI: it works under fsbroker wrap, not %s", o.command)
 	}
 	auditOptions, err := auditSettings(o)
 	if err != nil {

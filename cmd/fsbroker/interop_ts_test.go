@@ -40,9 +40,10 @@ var tsServerDeps = &npmtest.Project{
 	Marker:  "@modelcontextprotocol/sdk/package.json",
 }
 
-// tsScript is the TypeScript server's script copied next to its installed
-// dependencies, shared by the tests of one test process.
-var tsScript struct {
+// tsScript and tsHostScript are the TypeScript server's script and the
+// TypeScript host's, copied next to their installed dependencies, shared by
+// the tests of one test process.
+var tsScript, tsHostScript struct {
 	once sync.Once
 	path string
 	err  error
@@ -54,28 +55,43 @@ var tsScript struct {
 func tsServer(t *testing.T) (node, script string) {
 	t.Helper()
 	node, dir := tsServerDeps.Installed(t)
-	tsScript.once.Do(func() { tsScript.path, tsScript.err = tsCopyScript(dir) })
+	tsScript.once.Do(func() { tsScript.path, tsScript.err = tsCopyScript(dir, "server.mjs") })
 	if tsScript.err != nil {
 		t.Fatalf("TypeScript server: %v", tsScript.err)
 	}
 	return node, tsScript.path
 }
 
-// tsCopyScript copies server.mjs into dir, the install of its dependencies,
-// under a name with its own hash, and returns its path.
-func tsCopyScript(dir string) (string, error) {
-	src, err := os.ReadFile(filepath.Join(tsServerDeps.Src, "server.mjs"))
+// tsHost returns the node binary and the path of the TypeScript host's
+// script (testdata/ts-server/host-elicit.mjs, run with the server's
+// dependencies), installing them first when they are missing.
+func tsHost(t *testing.T) (node, script string) {
+	t.Helper()
+	node, dir := tsServerDeps.Installed(t)
+	tsHostScript.once.Do(func() { tsHostScript.path, tsHostScript.err = tsCopyScript(dir, "host-elicit.mjs") })
+	if tsHostScript.err != nil {
+		t.Fatalf("TypeScript host: %v", tsHostScript.err)
+	}
+	return node, tsHostScript.path
+}
+
+// tsCopyScript copies the script name of testdata/ts-server into dir, the
+// install of its dependencies, under a name with its own hash, and returns
+// its path.
+func tsCopyScript(dir, name string) (string, error) {
+	src, err := os.ReadFile(filepath.Join(tsServerDeps.Src, name))
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(src)
-	script := filepath.Join(dir, "server-"+hex.EncodeToString(sum[:])[:16]+".mjs")
+	base := strings.TrimSuffix(name, ".mjs")
+	script := filepath.Join(dir, base+"-"+hex.EncodeToString(sum[:])[:16]+".mjs")
 	if have, err := os.ReadFile(script); err == nil && bytes.Equal(have, src) {
 		return script, nil
 	}
-	tmp, err := os.CreateTemp(dir, ".server-*.mjs")
+	tmp, err := os.CreateTemp(dir, "."+base+"-*.mjs")
 	if err != nil {
-		return "", fmt.Errorf("copy server.mjs: %w", err)
+		return "", fmt.Errorf("copy %s: %w", name, err)
 	}
 	werr := tmp.Chmod(0o644)
 	if werr == nil {
@@ -89,7 +105,7 @@ func tsCopyScript(dir string) (string, error) {
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("copy server.mjs to %s: %w", script, werr)
+		return "", fmt.Errorf("copy %s to %s: %w", name, script, werr)
 	}
 	return script, nil
 }
@@ -492,4 +508,68 @@ func tsHostSession(p *proc) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// The official TypeScript SDK as the host, with the elicitation capability
+// (form mode), and --consent elicit: the TypeScript server's files/consent
+// reaches the host's elicitation handler as a form with one field per path;
+// the path the host sets to true is granted and then read, the other is
+// neither granted nor readable.
+func TestWrapInteropTSSDKHostElicit(t *testing.T) {
+	t.Parallel()
+	node, server := tsServer(t)
+	_, host := tsHost(t)
+	a := realDir(t, t.TempDir())
+	writeFile(t, filepath.Join(a, "hello.txt"), "hello from a")
+	writeFile(t, filepath.Join(a, "other.txt"), "not for you")
+	mount := filepath.Base(a)
+	hello, other := mount+"/hello.txt", mount+"/other.txt"
+	wrapCmd, err := json.Marshal([]string{brokerBin, "wrap", "--consent", "elicit", "--state-dir", t.TempDir(), "--root", a,
+		"--", node, server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, host)
+	cmd.Env = append(brokerEnv(), "FSBROKER_TEST_HOST_CMD="+string(wrapCmd),
+		`FSBROKER_TEST_APPROVE=["`+hello+`"]`, `FSBROKER_TEST_ASK=["`+hello+`","`+other+`"]`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript host: %v\n%s", err, tsTail(stderr.String(), 4000))
+	}
+	var res struct {
+		Elicitations []struct {
+			Mode            string `json:"mode"`
+			Message         string `json:"message"`
+			RequestedSchema struct {
+				Properties map[string]struct {
+					Type  string `json:"type"`
+					Title string `json:"title"`
+				} `json:"properties"`
+			} `json:"requestedSchema"`
+		} `json:"elicitations"`
+		Consent string            `json:"consent"`
+		Reads   map[string]string `json:"reads"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("the host printed %q: %v\n%s", out, err, tsTail(stderr.String(), 4000))
+	}
+	if len(res.Elicitations) != 1 || res.Elicitations[0].Mode != "form" || len(res.Elicitations[0].RequestedSchema.Properties) != 2 ||
+		!strings.Contains(res.Elicitations[0].Message, "fsbroker-interop-ts-server") {
+		t.Fatalf("the host's elicitations: %+v", res.Elicitations)
+	}
+	var consent struct {
+		Granted       bool     `json:"granted"`
+		ApprovedPaths []string `json:"approvedPaths"`
+	}
+	if err := json.Unmarshal([]byte(res.Consent), &consent); err != nil || !consent.Granted || !slices.Equal(consent.ApprovedPaths, []string{hello}) {
+		t.Errorf("files/consent answered %q, want %s alone", res.Consent, hello)
+	}
+	if !strings.Contains(res.Reads[hello], "hello from a") {
+		t.Errorf("reading the granted path: %q", res.Reads[hello])
+	}
+	if !strings.Contains(res.Reads[other], "-32002") || strings.Contains(res.Reads[other], "not for you") {
+		t.Errorf("reading the path the host did not approve: %q", res.Reads[other])
+	}
 }

@@ -132,6 +132,8 @@ func scriptedServer(status string) int {
 				switch p.Step {
 				case "collide": // a request with the id of a request of the broker's in flight to the host
 					send(`{"jsonrpc":"2.0","id":` + string(p.ID) + `,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`)
+				case "consent-ask": // a request the broker answers, through the host with --consent elicit
+					send(`{"jsonrpc":"2.0","id":"c2","method":"files/consent","params":{"message":"may I read?","requestedPaths":["a/hello.txt"]}}`)
 				case "consent": // a request the broker answers slowly, cancelled
 					send(`{"jsonrpc":"2.0","id":"c1","method":"files/consent","params":{"message":"may I?","requestedPaths":["b/x"]}}`)
 					time.AfterFunc(300*time.Millisecond, func() {

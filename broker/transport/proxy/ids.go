@@ -35,8 +35,9 @@ type inFlight struct {
 	from   party
 	id     jsonrpc.ID // the id its sender gave it (zero for the router's own)
 	method string
-	gen    uint64    // the router's roots/list: which request of the host's roots this is
-	fwd    forwarded // a host's request: its forward record (id "" when not recorded)
+	gen    uint64                  // the router's roots/list: which request of the host's roots this is
+	fwd    forwarded               // a host's request: its forward record (id "" when not recorded)
+	reply  chan<- *jsonrpc.Message // the router's own request that awaits its reply there
 }
 
 type originKey struct {

@@ -81,6 +81,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/roots"
@@ -151,9 +152,12 @@ type Router struct {
 	toServer          *idTable
 	toHost            *idTable
 	atSession         map[jsonrpc.ID]bool // server requests the session is answering
+	abandoned         map[jsonrpc.ID]bool // the router's requests to the host it gave up on
 	initSeen          bool                // the host's initialize went by
 	hostHasRoots      bool                // ... and declared the roots capability
 	initResult        json.RawMessage     // the server's initialize result
+	negotiated        string              // ... and the protocol version in it
+	hostElicits       bool                // the host declared elicitation with form mode
 	sessionStarted    bool
 	sessionReadyShut  bool
 	serverInitialized bool // the host's notifications/initialized went to the server
@@ -192,6 +196,7 @@ func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
 		toServer:     newIDTable(idPrefix),
 		toHost:       newIDTable(idPrefix),
 		atSession:    make(map[jsonrpc.ID]bool),
+		abandoned:    make(map[jsonrpc.ID]bool),
 		sessionReady: make(chan struct{}),
 		rootsReady:   make(chan struct{}),
 		hostDone:     make(chan struct{}),
@@ -403,13 +408,19 @@ func (r *Router) fromHost(raw []byte) {
 		r.mu.Lock()
 		req, ok := r.toHost.settle(msg.ID)
 		forged := !ok && r.atSession[msg.ID]
+		late := !ok && r.abandoned[msg.ID]
+		delete(r.abandoned, msg.ID)
 		r.mu.Unlock()
 		switch {
 		case forged:
 			// The host was never sent that request: the broker answers it.
 			r.log.Debug("dropped a reply of the host's to a request the broker is answering", "id", string(msg.ID))
+		case late:
+			r.log.Debug("dropped the host's late reply to a request of the broker's it had cancelled", "id", string(msg.ID))
 		case !ok:
 			r.writeServer(raw)
+		case req.from == router && req.reply != nil:
+			req.reply <- msg
 		case req.from == router:
 			r.hostRootsAnswered(req.gen, msg)
 		default:
@@ -694,6 +705,7 @@ func (r *Router) amendInitialize(raw []byte, params json.RawMessage) []byte {
 	if first {
 		r.initSeen = true
 		r.hostHasRoots = ok && declared
+		r.hostElicits = hostElicitsForms(params)
 		if r.hostHasRoots {
 			r.hostRoots.Store(&HostRoots{}) // nothing is visible until the host says what is
 		} else {
@@ -753,7 +765,13 @@ func (r *Router) serverAnsweredInitialize(result json.RawMessage) {
 	}
 	r.sessionStarted = true
 	r.initResult = append(json.RawMessage(nil), result...)
-	ctx, cancel := context.WithCancel(r.runCtx)
+	var negotiated struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(result, &negotiated) // the session itself refuses a result it cannot read
+	r.negotiated = negotiated.ProtocolVersion
+	// The session's consent provider may ask the host (--consent elicit).
+	ctx, cancel := context.WithCancel(consent.WithElicitor(r.runCtx, r))
 	r.sessCancel = cancel
 	r.mu.Unlock()
 	r.log.Debug("the server answered initialize; starting the broker session")

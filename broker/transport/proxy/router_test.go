@@ -58,15 +58,17 @@ func startRouter(t *testing.T, sessionOpts ...broker.Option) *routerFixture {
 func startRouterOpts(t *testing.T, routerOpts []Option, sessionOpts ...broker.Option) *routerFixture {
 	t.Helper()
 	serverR, serverP := mcppeer.Pipes(t)
-	f := newRouterFixture(t, serverR, routerOpts, sessionOpts)
+	f := newRouterFixture(t, serverR, nil, routerOpts, sessionOpts)
 	f.server = mcppeer.New(t, "server", serverP)
 	return f
 }
 
 // newRouterFixture starts a Router with routerOpts toward the server on
 // stream server, with a test peer as the host and a broker session with the
-// built-in policies and sessionOpts.
-func newRouterFixture(t *testing.T, server jsonrpc.Stream, routerOpts []Option, sessionOpts []broker.Option) *routerFixture {
+// built-in policies, the consent provider (nil: one that never answers) and
+// sessionOpts.
+func newRouterFixture(t *testing.T, server jsonrpc.Stream, provider consent.Provider, routerOpts []Option,
+	sessionOpts []broker.Option) *routerFixture {
 	t.Helper()
 	base := mkdirs(t, "ws/a", "ws/b")
 	if err := os.WriteFile(filepath.Join(base, "ws/a/hello.txt"), []byte("hello"), 0o644); err != nil {
@@ -93,13 +95,16 @@ func newRouterFixture(t *testing.T, server jsonrpc.Stream, routerOpts []Option, 
 	}
 	t.Cleanup(func() { hub.Close() })
 	bc := &blockingConsent{asked: make(chan string, 4), ended: make(chan string, 4)}
+	if provider == nil {
+		provider = bc
+	}
 	policy, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The built-in policies decide, and no trail is kept, both explicitly: a
 	// session given neither refuses every request.
-	opts := append([]broker.Option{broker.WithExecutor(x), broker.WithConsent(bc, store), broker.WithWatchHub(hub, 0),
+	opts := append([]broker.Option{broker.WithExecutor(x), broker.WithConsent(provider, store), broker.WithWatchHub(hub, 0),
 		broker.WithDecider(engine.Decider{Engine: policy}), broker.WithoutAuditTrail(),
 		broker.WithConnOptions(jsonrpc.WithShutdownTimeout(time.Second))}, sessionOpts...)
 
@@ -129,19 +134,26 @@ func (f *routerFixture) handshake(t *testing.T, hostRoots []string) {
 	if hostRoots != nil {
 		caps["roots"] = map[string]any{"listChanged": true}
 	}
+	f.handshakeWith(t, "2025-11-25", caps)
+	if hostRoots != nil {
+		f.answerRoots(t, hostRoots...)
+	}
+}
+
+// handshakeWith initializes host and server through the router on protocol
+// version, the host declaring caps (without roots: no roots/list to answer).
+func (f *routerFixture) handshakeWith(t *testing.T, version string, caps map[string]any) {
+	t.Helper()
 	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
+		"protocolVersion": version, "capabilities": caps, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
 	init := f.server.Await("initialize", func(m *mcppeer.Message) bool { return m.IsRequest("initialize") })
 	if !strings.Contains(string(init.Params), `"roots":{"filesystemBrokering":true,"listChanged":true}`) {
 		t.Errorf("the server's initialize has params %s: want the roots capability", init.Params)
 	}
-	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(init.ID) + `,"result":{"protocolVersion":"` + version + `","capabilities":{},"serverInfo":{"name":"srv","version":"1"}}}`)
 	f.host.Await("initialize result", func(m *mcppeer.Message) bool { return m.IsReplyTo("1") })
 	f.host.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	f.server.Await("initialized", func(m *mcppeer.Message) bool { return m.IsNotification("notifications/initialized") })
-	if hostRoots != nil {
-		f.answerRoots(t, hostRoots...)
-	}
 }
 
 // answerRoots answers the router's next roots/list to the host with dirs
@@ -427,4 +439,13 @@ func TestWrapRouterNeverPassesWhatItCannotRead(t *testing.T) {
 			t.Errorf("the host got %s", m.Raw)
 		}
 	}
+}
+
+// startRouterConsent is startRouter with the session's consent provider.
+func startRouterConsent(t *testing.T, provider consent.Provider, routerOpts ...Option) *routerFixture {
+	t.Helper()
+	serverR, serverP := mcppeer.Pipes(t)
+	f := newRouterFixture(t, serverR, provider, routerOpts, nil)
+	f.server = mcppeer.New(t, "server", serverP)
+	return f
 }

@@ -154,7 +154,7 @@ func TestWrapServerNeverPassesBrokeredMethodsToTheHost(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"held","method":"files/consent","params":{"message":"may I?","requestedPaths":["a/hello.txt"]}}`,
 	)
 	srv, stream := startScriptedServer(t, script)
-	f := newRouterFixture(t, stream, nil, nil)
+	f := newRouterFixture(t, stream, nil, nil, nil)
 	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "host", "version": "1"}}})
 	f.host.Await("initialize result", func(m *mcppeer.Message) bool { return m.IsReplyTo("1") })

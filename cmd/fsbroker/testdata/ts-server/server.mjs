@@ -25,6 +25,8 @@
 //   read      {path}: sends the client a raw files/read request (the
 //             filesystem-brokering extension, not part of the SDK) and
 //             returns the result as JSON text
+//   consent   {paths}: sends the client a raw files/consent request for read
+//             access to paths and returns the result as JSON text
 //
 // It logs what happens to stderr, one line each, prefixed "ts-server:".
 
@@ -199,6 +201,26 @@ mcp.registerTool(
 			return text(JSON.stringify(res));
 		} catch (err) {
 			return { ...text(`files/read failed: ${err?.message ?? err}`), isError: true };
+		}
+	}
+);
+
+// files/consent is not in the SDK either.
+const FilesConsentResultSchema = z.looseObject({ granted: z.boolean(), approvedPaths: z.array(z.string()) });
+
+mcp.registerTool(
+	'consent',
+	{ description: 'Asks the client for read access to paths (files/consent)', inputSchema: { paths: z.array(z.string()) } },
+	async ({ paths }) => {
+		try {
+			const res = await mcp.server.request(
+				{ method: 'files/consent', params: { message: 'The TypeScript server would like to read these.', requestedPaths: paths } },
+				FilesConsentResultSchema,
+				{ timeout: 120_000 }
+			);
+			return text(JSON.stringify(res));
+		} catch (err) {
+			return { ...text(`files/consent failed: ${err?.message ?? err}`), isError: true };
 		}
 	}
 );

@@ -1,0 +1,136 @@
+package consent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// NameElicit names the provider that asks through the MCP host's own UI.
+const NameElicit = "elicit"
+
+// ErrNoElicitation is returned (wrapped) by the elicit provider when there
+// is no host to ask, or the host cannot show a form: it did not declare the
+// elicitation capability (with form mode), or the protocol revision it
+// negotiated has no elicitation. Nothing is approved.
+var ErrNoElicitation = errors.New("consent: the host cannot be asked (no elicitation)")
+
+// ElicitResult is the host's answer to an elicitation/create.
+type ElicitResult struct {
+	// Action is "accept", "decline" or "cancel".
+	Action string `json:"action"`
+	// Content holds the form's values when Action is "accept".
+	Content map[string]json.RawMessage `json:"content"`
+}
+
+// Elicitor asks the person at an MCP host through the host's own UI: the
+// transport that faces the host (fsbroker wrap's Router) implements it and
+// puts itself in the context of the session's requests (WithElicitor).
+type Elicitor interface {
+	// ElicitForm sends the host elicitation/create in form mode, in the
+	// shape of the protocol revision the host negotiated, with message and
+	// the flat object schema requestedSchema, and returns the host's
+	// answer. It fails, wrapping ErrNoElicitation, when the host cannot be
+	// asked, and with ctx's error when ctx ends first (the host is then told
+	// the request is cancelled).
+	ElicitForm(ctx context.Context, message string, requestedSchema json.RawMessage) (ElicitResult, error)
+}
+
+type elicitorKey struct{}
+
+// WithElicitor returns ctx carrying e, for the elicit provider of the
+// requests run under it.
+func WithElicitor(ctx context.Context, e Elicitor) context.Context {
+	return context.WithValue(ctx, elicitorKey{}, e)
+}
+
+// elicitorFrom returns the Elicitor ctx carries.
+func elicitorFrom(ctx context.Context) (Elicitor, bool) {
+	e, ok := ctx.Value(elicitorKey{}).(Elicitor)
+	return e, ok && e != nil
+}
+
+// Elicit asks the person through the MCP host's own UI (--consent elicit):
+// elicitation/create in form mode, with what the prompt shows as the message
+// and one yes/no field per path, no by default. Only the paths the person
+// sets to yes in an accepted form are approved; a decline or a cancel
+// approves nothing, and so does a host that cannot be asked (no Elicitor in
+// the context, or one that fails with ErrNoElicitation), a malformed answer
+// or one that does not come within the time limit.
+type Elicit struct {
+	timeout time.Duration
+}
+
+// NewElicit returns the elicit provider; WithTimeout bounds the wait for
+// the person (DefaultTimeout).
+func NewElicit(opts ...Option) *Elicit {
+	o := newOptions(opts)
+	return &Elicit{timeout: o.timeout}
+}
+
+// Ask puts req to the person at the host.
+func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
+	d := Decision{Provider: NameElicit}
+	req, err := req.normalize()
+	if err != nil {
+		return d, err
+	}
+	e, ok := elicitorFrom(ctx)
+	if !ok {
+		return d, fmt.Errorf("%w: no MCP host faces this session (elicit works under fsbroker wrap)", ErrNoElicitation)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	res, err := e.ElicitForm(ctx, render(req), consentForm(req))
+	if err != nil {
+		return d, fmt.Errorf("consent: elicitation: %w", err)
+	}
+	switch res.Action {
+	case "accept":
+	case "decline", "cancel":
+		return d, nil
+	default:
+		return d, fmt.Errorf("consent: elicitation: the host answered with action %.32q", res.Action)
+	}
+	var approved []string
+	for i, path := range req.Paths {
+		if string(res.Content[formField(i)]) == "true" {
+			approved = append(approved, path)
+		}
+	}
+	d.Approved = keep(req.Paths, approved)
+	return d, nil
+}
+
+// formField names the form's field for the i-th path.
+func formField(i int) string { return "path" + strconv.Itoa(i+1) }
+
+// consentForm is the requestedSchema of a consent question: a flat object
+// with one boolean per path, false by default, titled with the path as the
+// prompt shows it.
+func consentForm(req Request) json.RawMessage {
+	type field struct {
+		Type        string `json:"type"`
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		Default     bool   `json:"default"`
+	}
+	props := make(map[string]field, len(req.Paths))
+	for i, path := range req.Paths {
+		desc := "Allow " + req.Access + " access to this path and everything beneath it"
+		if root, ok := req.rootOf(path); ok {
+			desc += " (root " + quoted(root.Name) + ")"
+		}
+		props[formField(i)] = field{Type: "boolean", Title: strconv.Itoa(i+1) + ". " + showPath(path), Description: desc}
+	}
+	schema, err := json.Marshal(map[string]any{"type": "object", "properties": props})
+	if err != nil {
+		panic(fmt.Sprintf("consent: encode the form: %v", err)) // strings and booleans always encode
+	}
+	return schema
+}
+
+var _ Provider = (*Elicit)(nil)

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+)
+
+// elicitationFormVersions are the protocol revisions in which the client
+// answers elicitation/create in form mode, and whether the request names the
+// mode ("mode": "form" from 2025-11-25; 2025-06-18 has no mode member).
+var elicitationFormVersions = map[string]bool{"2025-06-18": false, "2025-11-25": true}
+
+// hostElicitsForms reports whether an initialize's capabilities declare
+// elicitation in form mode: {} (form only, for compatibility) or an object
+// with a form member.
+func hostElicitsForms(params json.RawMessage) bool {
+	var p struct {
+		Capabilities struct {
+			Elicitation *map[string]json.RawMessage `json:"elicitation"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Capabilities.Elicitation == nil || *p.Capabilities.Elicitation == nil {
+		return false
+	}
+	modes := *p.Capabilities.Elicitation
+	_, form := modes["form"]
+	return len(modes) == 0 || form
+}
+
+// elicitParams is the params of elicitation/create in form mode.
+type elicitParams struct {
+	Mode            string          `json:"mode,omitempty"`
+	Message         string          `json:"message"`
+	RequestedSchema json.RawMessage `json:"requestedSchema"`
+}
+
+// ElicitForm asks the host elicitation/create in form mode (consent.Elicitor):
+// the broker session's elicit provider finds the Router in its requests'
+// context. The host must have declared elicitation with form mode, on a
+// revision that has it (2025-06-18, 2025-11-25); the request is written as
+// that revision writes it. When ctx ends first the host gets
+// notifications/cancelled and the reply, if it comes, is dropped.
+func (r *Router) ElicitForm(ctx context.Context, message string, requestedSchema json.RawMessage) (consent.ElicitResult, error) {
+	r.mu.Lock()
+	forms, version := r.hostElicits, r.negotiated
+	r.mu.Unlock()
+	named, known := elicitationFormVersions[version]
+	switch {
+	case !forms:
+		return consent.ElicitResult{}, fmt.Errorf("%w: the host did not declare the elicitation capability with form mode", consent.ErrNoElicitation)
+	case !known:
+		return consent.ElicitResult{}, fmt.Errorf("%w: protocol revision %q has no elicitation/create the broker may send", consent.ErrNoElicitation, version)
+	}
+	params := elicitParams{Message: message, RequestedSchema: requestedSchema}
+	if named {
+		params.Mode = "form"
+	}
+	reply := make(chan *jsonrpc.Message, 1)
+	r.mu.Lock()
+	wire := r.toHost.assign(inFlight{from: router, method: "elicitation/create", reply: reply})
+	r.mu.Unlock()
+	r.log.Debug("asking the host for consent (elicitation/create)", "id", string(wire))
+	r.writeHost(mustMarshal(struct {
+		request
+		Params elicitParams `json:"params"`
+	}{request{JSONRPC: jsonrpc.Version, ID: wire, Method: "elicitation/create"}, params}))
+	select {
+	case m := <-reply:
+		if m.Error != nil {
+			return consent.ElicitResult{}, fmt.Errorf("the host refused elicitation/create: %s (code %d)", shortText(m.Error.Message, 200), m.Error.Code)
+		}
+		var res consent.ElicitResult
+		if err := json.Unmarshal(m.Result, &res); err != nil {
+			return consent.ElicitResult{}, fmt.Errorf("the host's elicitation result cannot be read: %w", err)
+		}
+		return res, nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		_, pending := r.toHost.settle(wire)
+		if pending {
+			r.abandoned[wire] = true // its late reply is the broker's, never the server's
+		}
+		r.mu.Unlock()
+		if pending {
+			r.writeHost(mustMarshal(map[string]any{"jsonrpc": jsonrpc.Version, "method": "notifications/cancelled",
+				"params": map[string]any{"requestId": wire, "reason": "fsbroker: the consent question ended"}}))
+		}
+		return consent.ElicitResult{}, ctx.Err()
+	case <-r.hostDone:
+		return consent.ElicitResult{}, fmt.Errorf("%w: the host is gone", consent.ErrNoElicitation)
+	}
+}
+
+var _ consent.Elicitor = (*Router)(nil)

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
+)
+
+// consentReply is a files/consent result.
+type consentReply struct {
+	Granted       bool     `json:"granted"`
+	ApprovedPaths []string `json:"approvedPaths"`
+}
+
+// askConsent sends the server's files/consent for paths and returns the
+// elicitation the host receives (nil when the server is answered without
+// one) and a function that waits for the server's reply.
+func (f *routerFixture) askConsent(t *testing.T, id string, access string, paths ...string) (elicit *mcppeer.Message, reply func() consentReply) {
+	t.Helper()
+	f.server.Send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "files/consent",
+		"params": map[string]any{"message": "may I? \x1b]0;owned\x07", "requestedPaths": paths, "access": access}})
+	got := func() consentReply {
+		t.Helper()
+		r := f.server.AwaitReply(`"` + id + `"`)
+		var res consentReply
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
+			t.Fatalf("files/consent answered %s", r.Raw)
+		}
+		return res
+	}
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); {
+		if m := f.host.TryAwait(20*time.Millisecond, func(m *mcppeer.Message) bool { return m.IsRequest("elicitation/create") }); m != nil {
+			return m, got
+		}
+		if f.server.Has(func(m *mcppeer.Message) bool { return m.IsReplyTo(`"` + id + `"`) }) {
+			return nil, got
+		}
+	}
+	t.Fatalf("files/consent %s: neither an elicitation nor a reply", id)
+	return nil, nil
+}
+
+// elicitForm is the params of an elicitation/create.
+type elicitForm struct {
+	Mode            *string `json:"mode"`
+	Message         string  `json:"message"`
+	RequestedSchema struct {
+		Type       string `json:"type"`
+		Properties map[string]struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Default bool   `json:"default"`
+		} `json:"properties"`
+	} `json:"requestedSchema"`
+}
+
+func parseForm(t *testing.T, m *mcppeer.Message) elicitForm {
+	t.Helper()
+	var p elicitForm
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		t.Fatalf("elicitation/create params %s: %v", m.Params, err)
+	}
+	return p
+}
+
+// --consent elicit under wrap: the server's files/consent is put to the
+// person through the host's elicitation/create (form mode, one boolean per
+// path, no by default); only the paths set to true in an accepted form are
+// granted, and a decline, a cancel or a malformed answer grants nothing.
+func TestWrapElicitConsent(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit())
+	f.handshakeWith(t, "2025-11-25", map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
+
+	el, reply := f.askConsent(t, "c1", "read", "a/hello.txt", "b")
+	if el == nil {
+		t.Fatal("the host was not asked")
+	}
+	form := parseForm(t, el)
+	if form.Mode == nil || *form.Mode != "form" || form.RequestedSchema.Type != "object" || len(form.RequestedSchema.Properties) != 2 {
+		t.Fatalf("elicitation/create params %s: want form mode with two fields", el.Params)
+	}
+	if !strings.Contains(form.Message, "UNVERIFIED") || !strings.Contains(form.Message, "a/hello.txt") ||
+		strings.Contains(form.Message, "\x1b") || strings.Contains(form.Message, "\x07") {
+		t.Errorf("the form's message does not say what the prompt says, sanitized:\n%q", form.Message)
+	}
+	for name, p := range form.RequestedSchema.Properties {
+		if p.Type != "boolean" || p.Default {
+			t.Errorf("field %s is %+v: want a boolean, false by default", name, p)
+		}
+	}
+	// The host accepts, with the first path yes and the second no, a field
+	// the form does not have and a string "true".
+	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true, "path2": "true", "path3": true}})
+	if got := reply(); !got.Granted || len(got.ApprovedPaths) != 1 || got.ApprovedPaths[0] != "a/hello.txt" {
+		t.Errorf("an accepted form with path1 only granted %+v, want a/hello.txt", got)
+	}
+
+	for _, action := range []string{"decline", "cancel", "maybe"} {
+		el, reply := f.askConsent(t, "c-"+action, "read", "b")
+		if el == nil {
+			t.Fatalf("%s: the host was not asked", action)
+		}
+		// Content with every field set: a decline or cancel still grants nothing.
+		f.host.Reply(el, map[string]any{"action": action, "content": map[string]any{"path1": true}})
+		if got := reply(); got.Granted || len(got.ApprovedPaths) != 0 {
+			t.Errorf("a %s granted %+v", action, got)
+		}
+	}
+	// An error from the host grants nothing.
+	el, reply = f.askConsent(t, "c-err", "read", "b")
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":` + string(el.ID) + `,"error":{"code":-32601,"message":"no"}}`)
+	if got := reply(); got.Granted {
+		t.Errorf("an error granted %+v", got)
+	}
+}
+
+// A 2025-06-18 host gets the form without a mode member (that revision has
+// none); a host that did not declare elicitation, or declared URL mode only,
+// is never sent elicitation/create, and nothing is granted.
+func TestWrapElicitFollowsTheHost(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit())
+	f.handshakeWith(t, "2025-06-18", map[string]any{"elicitation": map[string]any{}})
+	el, reply := f.askConsent(t, "c1", "read", "b")
+	if el == nil {
+		t.Fatal("the host was not asked")
+	}
+	if form := parseForm(t, el); form.Mode != nil {
+		t.Errorf("a 2025-06-18 host got mode %q", *form.Mode)
+	}
+	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+	if got := reply(); !got.Granted {
+		t.Errorf("an accepted form granted %+v", got)
+	}
+
+	for name, caps := range map[string]map[string]any{
+		"no elicitation": {"sampling": map[string]any{}},
+		"url mode only":  {"elicitation": map[string]any{"url": map[string]any{}}},
+	} {
+		g := startRouterConsent(t, consent.NewElicit())
+		g.handshakeWith(t, "2025-11-25", caps)
+		el, reply := g.askConsent(t, "c1", "read", "b")
+		if el != nil {
+			t.Errorf("%s: the host was sent %s", name, el.Raw)
+			g.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+		}
+		if got := reply(); got.Granted {
+			t.Errorf("%s: granted %+v", name, got)
+		}
+	}
+}
+
+// A question the host does not answer in time grants nothing, and the host
+// is told it is cancelled; its late answer changes nothing.
+func TestWrapElicitTimeout(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit(consent.WithTimeout(300*time.Millisecond)))
+	f.handshakeWith(t, "2025-11-25", map[string]any{"elicitation": map[string]any{}})
+	el, reply := f.askConsent(t, "c1", "read", "b")
+	if el == nil {
+		t.Fatal("the host was not asked")
+	}
+	if got := reply(); got.Granted {
+		t.Errorf("an unanswered question granted %+v", got)
+	}
+	c := f.host.AwaitNotification("notifications/cancelled")
+	if !strings.Contains(string(c.Params), `"requestId":`+string(el.ID)) {
+		t.Errorf("the cancellation %s names another request than %s", c.Params, el.ID)
+	}
+	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+	el2, reply2 := f.askConsent(t, "c2", "read", "b")
+	f.host.Reply(el2, map[string]any{"action": "decline"})
+	if got := reply2(); got.Granted {
+		t.Errorf("a decline after a late accept granted %+v", got)
+	}
+	if f.server.Has(func(m *mcppeer.Message) bool {
+		return m.IsRequest("elicitation/create") || m.IsReplyTo(string(el.ID)) || m.IsReplyTo(string(el2.ID))
+	}) {
+		t.Error("the server saw the broker's elicitation, or the host's answer to it")
+	}
+}
