@@ -52,6 +52,14 @@ import (
 // (2026-07-28 forbids server-initiated requests, so it is not offered.)
 var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
+// StatelessVersion is protocol revision 2026-07-28, which has no initialize
+// handshake and no requests from the server (they come inside an
+// InputRequiredResult instead). A session accepts it only under fsbroker
+// wrap (WithStatelessVersion), whose Router answers the session's initialize
+// itself and feeds it the roots/list requests it takes out of the server's
+// InputRequiredResults.
+const StatelessVersion = "2026-07-28"
+
 // SupportedVersions returns the protocol versions the broker speaks, newest
 // first; the first is the one offered in initialize.
 func SupportedVersions() []string { return slices.Clone(supportedVersions) }
@@ -117,6 +125,12 @@ func WithTransport(t string) Option { return func(s *Session) { s.transport = t 
 // a server cannot choose, unlike the name it declares).
 func WithServerID(id string) Option { return func(s *Session) { s.pinnedID = id } }
 
+// WithStatelessVersion lets the session accept StatelessVersion in the
+// initialize result it gets: for fsbroker wrap only, where that result comes
+// from the Router (a server on 2026-07-28 answers no initialize of the
+// broker's and sends it no request).
+func WithStatelessVersion() Option { return func(s *Session) { s.statelessOK = true } }
+
 // WithConnOptions passes options to the session's JSON-RPC connection
 // (in-flight bound, shutdown timeout).
 func WithConnOptions(opts ...jsonrpc.Option) Option {
@@ -149,6 +163,10 @@ type Session struct {
 	initialized atomic.Bool
 	infoMu      sync.Mutex
 	info        ServerInfo
+
+	// statelessOK: an initialize result with StatelessVersion is accepted
+	// (WithStatelessVersion).
+	statelessOK bool
 
 	// confinementNote is added to the session_start record (WithConfinementNote).
 	confinementNote string
@@ -259,7 +277,7 @@ func (s *Session) initialize(ctx context.Context) error {
 			return fmt.Errorf("initialize: %w", err)
 		}
 	}
-	if !slices.Contains(supportedVersions, result.ProtocolVersion) {
+	if !slices.Contains(supportedVersions, result.ProtocolVersion) && !(s.statelessOK && result.ProtocolVersion == StatelessVersion) {
 		return &VersionError{Got: result.ProtocolVersion}
 	}
 	info := result.ServerInfo

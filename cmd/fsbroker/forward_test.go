@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -62,5 +63,69 @@ func TestWrapForwardRecordsVerify(t *testing.T) {
 	out, _, _ = runCmd(t, "audit", "query", stateFlag, "--decision-id", recs[0].DecisionID, "--kind", "outcome", "--format", "json")
 	if outs := jsonRecords(t, out); len(outs) != 1 || outs[0].Outcome == "" {
 		t.Errorf("the outcome of the forwarded call: %+v", outs)
+	}
+}
+
+// A server on protocol 2026-07-28 under the real binary: it answers the
+// host's initialize with that revision (the session goes on), and a tool call
+// with an InputRequiredResult asking for roots alone; fsbroker retries the
+// call itself with its roots, the host gets the final result, and the trail
+// (which verifies) holds both forwards, the first one's outcome
+// input_required, and the session's roots/list decision.
+func TestWrapForwardServerOn20260728(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	root := realDir(t, t.TempDir())
+	const script = `read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2026-07-28","capabilities":{"tools":{}},"serverInfo":{"name":"modern","version":"1"}}}'
+read -r line
+read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"where":{"method":"roots/list"}}}}'
+read -r line
+printf 'retry: %s\n' "$line" >&2
+printf '%s\n' '{"jsonrpc":"2.0","id":"fsbroker-wrap-1","result":{"resultType":"complete","content":[{"type":"text","text":"done"}]}}'
+while read -r line; do :; done`
+	p := startWrap(t, nil, "--state-dir", state, "--root", root, "--", "sh", "-c", script)
+	hostInitialize(p, false)
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	r := p.Call(2, "tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{"q": "x"}})
+	if r.Error != nil || !strings.Contains(string(r.Result), `"done"`) {
+		t.Fatalf("the host got %s, want the retry's result", r.Raw)
+	}
+	p.waitLog(regexp.MustCompile(`retry: [^\n]*"inputResponses":\{"where":\{"roots":\[\{"uri":"file://` + regexp.QuoteMeta(root) + `"`))
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Fatalf("exit status = %d, want 0\n%s", code, p.log())
+	}
+	for _, m := range p.All() {
+		if strings.Contains(m.Raw, "roots/list") || strings.Contains(m.Raw, "input_required") {
+			t.Errorf("the host received %s", m.Raw)
+		}
+	}
+	stateFlag := "--state-dir=" + state
+	if out, errOut, code := runCmd(t, "audit", "verify", stateFlag); code != 0 {
+		t.Fatalf("audit verify: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, _ := runCmd(t, "audit", "query", stateFlag, "--method", "tools/call", "--format", "json")
+	var outcomes []string
+	forwards := 0
+	for _, rec := range jsonRecords(t, out) {
+		switch rec.Kind {
+		case audit.KindForward:
+			forwards++
+		case audit.KindOutcome:
+			outcomes = append(outcomes, rec.Outcome)
+		}
+	}
+	if forwards != 2 || strings.Join(outcomes, ",") != "input_required,ok" {
+		t.Errorf("tools/call records: %d forwards, outcomes %v; want 2 and input_required,ok\n%s", forwards, outcomes, out)
+	}
+	out, _, _ = runCmd(t, "audit", "query", stateFlag, "--method", "roots/list", "--kind", "decision", "--format", "json")
+	if recs := jsonRecords(t, out); len(recs) != 1 || recs[0].Allow == nil || !*recs[0].Allow {
+		t.Errorf("the session's roots/list decisions: %s", out)
+	}
+	out, _, _ = runCmd(t, "audit", "query", stateFlag, "--kind", "session_start", "--format", "json")
+	if recs := jsonRecords(t, out); len(recs) != 1 || recs[0].ProtocolVersion != "2026-07-28" || recs[0].Server != "modern" {
+		t.Errorf("session_start: %s", out)
 	}
 }

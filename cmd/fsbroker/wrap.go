@@ -88,7 +88,7 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	serverStream := jsonrpc.NewLineStream(proc.Stdout(), s.serverInput(proc), o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
-		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"))
+		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"), broker.WithStatelessVersion())
 	}
 	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
 		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))
@@ -172,7 +172,7 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
-		return s.serveView(ctx, stream, view, broker.WithTransport("http"))
+		return s.serveView(ctx, stream, view, broker.WithTransport("http"), broker.WithStatelessVersion())
 	}
 	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
 		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))

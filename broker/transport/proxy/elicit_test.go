@@ -58,13 +58,19 @@ type elicitForm struct {
 	} `json:"requestedSchema"`
 }
 
-func parseForm(t *testing.T, m *mcppeer.Message) elicitForm {
+// paramsOf decodes a request's params.
+func paramsOf[T any](t *testing.T, m *mcppeer.Message) T {
 	t.Helper()
-	var p elicitForm
+	var p T
 	if err := json.Unmarshal(m.Params, &p); err != nil {
-		t.Fatalf("elicitation/create params %s: %v", m.Params, err)
+		t.Fatalf("%s params %s: %v", m.Method, m.Params, err)
 	}
 	return p
+}
+
+func parseForm(t *testing.T, m *mcppeer.Message) elicitForm {
+	t.Helper()
+	return paramsOf[elicitForm](t, m)
 }
 
 // --consent elicit under wrap: the server's files/consent is put to the

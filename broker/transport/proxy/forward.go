@@ -103,10 +103,11 @@ func (f *forwardAudit) learnServer(result json.RawMessage) {
 	}
 }
 
-// forward writes the forward record of a host request and returns what its
-// outcome record needs, or the error that keeps it from the server.
-func (f *forwardAudit) forward(msg *jsonrpc.Message) (forwarded, error) {
-	rec := audit.Record{Kind: audit.KindForward, Method: shortMethod(msg.Method)}
+// forward writes the forward record of a host request (detail: what else to
+// say of it) and returns what its outcome record needs, or the error that
+// keeps it from the server.
+func (f *forwardAudit) forward(msg *jsonrpc.Message, detail string) (forwarded, error) {
+	rec := audit.Record{Kind: audit.KindForward, Method: shortMethod(msg.Method), Detail: detail}
 	fw := forwarded{id: fmt.Sprintf("fwd-%s-%d", strings.TrimPrefix(f.wrapID, "wrap-"), f.next.Add(1)), start: time.Now()}
 	rec.DecisionID = fw.id
 	args, tool := forwardedArguments(msg.Method, msg.Params)

@@ -38,6 +38,10 @@ type inFlight struct {
 	gen    uint64                  // the router's roots/list: which request of the host's roots this is
 	fwd    forwarded               // a host's request: its forward record (id "" when not recorded)
 	reply  chan<- *jsonrpc.Message // the router's own request that awaits its reply there
+	// params of a host's tools/call, resources/read or prompts/get, which
+	// the Router may retry (protocol 2026-07-28), and how often it did.
+	params map[string]json.RawMessage
+	rounds int
 }
 
 type originKey struct {
@@ -74,6 +78,17 @@ func (t *idTable) assign(r inFlight) jsonrpc.ID {
 			return r.id
 		}
 	}
+	wire := t.fresh()
+	t.byWire[wire] = r
+	if !r.id.IsZero() {
+		t.renamed[originKey{r.from, r.id}] = wire
+	}
+	return wire
+}
+
+// assignFresh records a request and returns a fresh id to send it with,
+// whatever its own id: a retry must not reuse its original's id.
+func (t *idTable) assignFresh(r inFlight) jsonrpc.ID {
 	wire := t.fresh()
 	t.byWire[wire] = r
 	if !r.id.IsZero() {

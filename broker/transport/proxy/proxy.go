@@ -22,6 +22,16 @@
 //     gets a notifications/roots/list_changed when, and only when, the roots
 //     it can see changed.
 //
+// With --consent elicit the session's consent provider asks the host through
+// the Router (ElicitForm: elicitation/create in form mode), whose reply, late
+// or not, never reaches the server.
+//
+// On protocol 2026-07-28 (see mrtr.go) the server asks inside an
+// InputRequiredResult: the Router answers its roots/list through the
+// session, passes the rest to the host under a requestState of its own, and
+// merges its roots into the host's retry; a host's inputs that answer
+// nothing it was asked never reach the server.
+//
 // With WithForwardAudit, every request the host sends through to the server
 // is recorded before it is passed on (a forward record: method, tool, a keyed
 // digest of the arguments, never their content), and its reply by an outcome
@@ -109,7 +119,8 @@ type SessionFunc func(ctx context.Context, stream jsonrpc.Stream, view View) err
 // transport named "wrap" in policy input and audit records.
 func BrokerSession(operator func() *roots.Set, opts ...broker.Option) SessionFunc {
 	return func(ctx context.Context, stream jsonrpc.Stream, view View) error {
-		all := append(append([]broker.Option(nil), opts...), broker.WithRoots(view(operator)), broker.WithTransport("wrap"))
+		all := append(append([]broker.Option(nil), opts...), broker.WithRoots(view(operator)), broker.WithTransport("wrap"),
+			broker.WithStatelessVersion())
 		s, err := broker.NewSession(stream, all...)
 		if err != nil {
 			return err
@@ -151,13 +162,17 @@ type Router struct {
 	mu                sync.Mutex
 	toServer          *idTable
 	toHost            *idTable
-	atSession         map[jsonrpc.ID]bool // server requests the session is answering
-	abandoned         map[jsonrpc.ID]bool // the router's requests to the host it gave up on
-	initSeen          bool                // the host's initialize went by
-	hostHasRoots      bool                // ... and declared the roots capability
-	initResult        json.RawMessage     // the server's initialize result
-	negotiated        string              // ... and the protocol version in it
-	hostElicits       bool                // the host declared elicitation with form mode
+	atSession         map[jsonrpc.ID]bool                    // server requests the session is answering
+	abandoned         map[jsonrpc.ID]bool                    // the router's requests to the host it gave up on
+	fromRouter        map[jsonrpc.ID]chan<- *jsonrpc.Message // the router's requests to the session
+	states            map[string]*pendingInputs              // InputRequiredResults awaiting the host's retry, by token
+	stateOrder        []string                               // their tokens, oldest first
+	stateless         bool                                   // the session serves a server on 2026-07-28
+	initSeen          bool                                   // the host's initialize went by
+	hostHasRoots      bool                                   // ... and declared the roots capability
+	initResult        json.RawMessage                        // the server's initialize result
+	negotiated        string                                 // ... and the protocol version in it
+	hostElicits       bool                                   // the host declared elicitation with form mode
 	sessionStarted    bool
 	sessionReadyShut  bool
 	serverInitialized bool // the host's notifications/initialized went to the server
@@ -197,6 +212,8 @@ func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
 		toHost:       newIDTable(idPrefix),
 		atSession:    make(map[jsonrpc.ID]bool),
 		abandoned:    make(map[jsonrpc.ID]bool),
+		fromRouter:   make(map[jsonrpc.ID]chan<- *jsonrpc.Message),
+		states:       make(map[string]*pendingInputs),
 		sessionReady: make(chan struct{}),
 		rootsReady:   make(chan struct{}),
 		hostDone:     make(chan struct{}),
@@ -367,24 +384,19 @@ func (r *Router) fromHost(raw []byte) {
 		if msg.Method == "initialize" {
 			raw = r.amendInitialize(raw, msg.Params)
 		}
-		req := inFlight{from: host, id: msg.ID, method: msg.Method}
-		if r.fwd != nil {
-			fw, err := r.fwd.forward(msg)
-			if err != nil {
-				r.log.Error("a request of the host's was not passed on: its forward record cannot be written",
-					"method", shortMethod(msg.Method), "error", err)
-				r.writeHost(forwardRefused(msg.ID))
-				return
+		if amended, changed := amendModernRequest(raw, msg.Params); changed {
+			if m, err := jsonrpc.Decode(amended); err == nil {
+				raw, msg = amended, m
 			}
-			req.fwd = fw
 		}
-		r.mu.Lock()
-		wire := r.toServer.assign(req)
-		r.mu.Unlock()
-		if wire != msg.ID {
-			r.log.Debug("a host request's id is in use toward the server; renamed", "id", string(msg.ID), "as", string(wire))
+		if hasRetryMembers(msg.Params) {
+			// It may wait for the session's roots: not on the host's reader.
+			own := append([]byte(nil), raw...)
+			retry, _ := jsonrpc.Decode(own)
+			go r.hostRetry(retry, own)
+			return
 		}
-		r.writeServer(withID(raw, msg.ID, wire))
+		r.forwardRequest(msg, raw)
 	case msg.IsNotification():
 		switch msg.Method {
 		case "notifications/initialized":
@@ -427,6 +439,45 @@ func (r *Router) fromHost(raw []byte) {
 			r.writeServer(withID(raw, msg.ID, req.id))
 		}
 	}
+}
+
+// forwardRequest passes a request of the host's on to the server, after its
+// forward record.
+func (r *Router) forwardRequest(msg *jsonrpc.Message, raw []byte) {
+	req := inFlight{from: host, id: msg.ID, method: msg.Method}
+	switch msg.Method {
+	case "tools/call", "resources/read", "prompts/get": // may be answered with an InputRequiredResult
+		req.params = decodeParams(msg.Params)
+	}
+	if !r.recordForward(&req, msg, "") {
+		return
+	}
+	r.mu.Lock()
+	wire := r.toServer.assign(req)
+	r.mu.Unlock()
+	if wire != msg.ID {
+		r.log.Debug("a host request's id is in use toward the server; renamed", "id", string(msg.ID), "as", string(wire))
+	}
+	r.writeServer(withID(raw, msg.ID, wire))
+}
+
+// recordForward writes the forward record of msg, sent for the host's
+// request req (detail: what else to say of it), when forwarded requests are
+// recorded. It returns false when the record cannot be written: the host
+// then has its error reply, and msg must not reach the server.
+func (r *Router) recordForward(req *inFlight, msg *jsonrpc.Message, detail string) bool {
+	if r.fwd == nil {
+		return true
+	}
+	fw, err := r.fwd.forward(msg, detail)
+	if err != nil {
+		r.log.Error("a request was not passed to the server: its forward record cannot be written",
+			"method", shortMethod(msg.Method), "error", err)
+		r.writeHost(forwardRefused(req.id))
+		return false
+	}
+	req.fwd = fw
+	return true
 }
 
 // fromServer routes one message of the server's.
@@ -503,6 +554,11 @@ func (r *Router) fromServer(raw []byte) {
 				r.serverAnsweredInitialize(msg.Result)
 			}
 			r.recordOutcome(req, msg, "")
+			if msg.Error == nil && isInputRequired(msg.Result) {
+				// It may wait for the session's roots: not on the server's reader.
+				go r.inputRequired(req, msg.ID, append([]byte(nil), raw...), append(json.RawMessage(nil), msg.Result...))
+				return
+			}
 			r.writeHost(withID(raw, msg.ID, req.id))
 		}
 	}
@@ -603,7 +659,8 @@ var batchRefused = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.
 func (r *Router) requestForSession(msg *jsonrpc.Message, raw []byte) {
 	r.mu.Lock()
 	closing := r.closing
-	ready := r.serverInitialized && r.sessionStarted && !closing
+	_, routers := r.fromRouter[msg.ID]
+	ready := r.serverInitialized && r.sessionStarted && !closing && !routers
 	if ready {
 		r.atSession[msg.ID] = true
 	}
@@ -613,6 +670,10 @@ func (r *Router) requestForSession(msg *jsonrpc.Message, raw []byte) {
 	case closing:
 		r.writeServer(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: msg.ID,
 			Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the session ended before the request could run"}}))
+		return
+	case routers:
+		r.writeServer(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: msg.ID,
+			Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the id is in use"}}))
 		return
 	case !ready:
 		r.writeServer(notInitialized(msg.ID))
@@ -770,6 +831,7 @@ func (r *Router) serverAnsweredInitialize(result json.RawMessage) {
 	}
 	_ = json.Unmarshal(result, &negotiated) // the session itself refuses a result it cannot read
 	r.negotiated = negotiated.ProtocolVersion
+	r.stateless = negotiated.ProtocolVersion == broker.StatelessVersion
 	// The session's consent provider may ask the host (--consent elicit).
 	ctx, cancel := context.WithCancel(consent.WithElicitor(r.runCtx, r))
 	r.sessCancel = cancel
@@ -829,15 +891,33 @@ func (r *Router) readSession() {
 			}
 		case msg.IsRequest():
 			r.mu.Lock()
+			stateless := r.stateless
+			r.mu.Unlock()
+			if stateless && msg.Method == "ping" {
+				// 2026-07-28 has no ping: the Router answers the session's.
+				if err := r.end.Write(mustMarshal(resultReply{JSONRPC: jsonrpc.Version, ID: msg.ID, Result: json.RawMessage(`{}`)})); err != nil {
+					return
+				}
+				continue
+			}
+			r.mu.Lock()
 			wire := r.toServer.assign(inFlight{from: session, id: msg.ID, method: msg.Method})
 			r.mu.Unlock()
 			r.writeServer(withID(raw, msg.ID, wire))
 		case msg.IsNotification():
 			r.fromSessionNotification(msg, raw)
-		default: // the session's reply to a server request
+		default: // the session's reply to a server request, or to the Router's
 			r.mu.Lock()
-			delete(r.atSession, msg.ID)
+			mine, ok := r.fromRouter[msg.ID]
+			delete(r.fromRouter, msg.ID)
+			if !ok {
+				delete(r.atSession, msg.ID)
+			}
 			r.mu.Unlock()
+			if ok {
+				mine <- msg
+				continue
+			}
 			r.writeServer(raw)
 		}
 	}
@@ -854,8 +934,12 @@ func (r *Router) fromSessionNotification(msg *jsonrpc.Message, raw []byte) {
 		r.mu.Unlock()
 	case "notifications/roots/list_changed":
 		r.mu.Lock()
-		ok := r.serverInitialized
+		ok, stateless := r.serverInitialized, r.stateless
 		r.mu.Unlock()
+		if stateless {
+			r.log.Debug("2026-07-28 has no roots list_changed; the server gets the new roots when it asks")
+			return
+		}
 		if !ok {
 			r.log.Debug("the server is not initialized yet; its roots list_changed is not sent")
 			return

@@ -1,0 +1,396 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+)
+
+// Multi round-trip requests (protocol revision 2026-07-28): a server asks
+// for roots, elicitation or sampling by answering tools/call, resources/read
+// or prompts/get with an InputRequiredResult, and the client retries the
+// request with inputResponses (and the requestState it was given). The
+// Router answers the roots/list among inputRequests itself, through the
+// broker session (the same pipeline as a server's roots/list), and passes
+// the rest to the host under a requestState of its own: the host never sees
+// a roots/list, and on its retry the server gets its own requestState back,
+// the host's answers to what the host was asked, and the broker's roots.
+// Nothing else a host puts in inputResponses or requestState reaches the
+// server, so a host can neither answer roots/list itself nor replay a state.
+
+const (
+	// stateTTL is how long the host may take to retry after an
+	// InputRequiredResult (a person may be answering a form meanwhile).
+	stateTTL = 10 * time.Minute
+	// maxStates bounds the InputRequiredResults awaiting the host's retry;
+	// past it the oldest is forgotten (its retry then reaches the server
+	// without inputs, and the server asks again).
+	maxStates = 1024
+	// maxBrokerRounds bounds how often the Router retries a request itself
+	// for a server that asks for nothing but roots, again and again.
+	maxBrokerRounds = 3
+	// rootsAnswerTimeout bounds the wait for the session's roots/list answer.
+	rootsAnswerTimeout = 30 * time.Second
+	// stateTokenPrefix starts the requestState the host is given.
+	stateTokenPrefix = "fsbroker-wrap-state-"
+)
+
+// Members of a request's params that carry a retry's inputs.
+const (
+	paramInputResponses = "inputResponses"
+	paramRequestState   = "requestState"
+)
+
+// pendingInputs is an InputRequiredResult passed to the host, awaiting its
+// retry.
+type pendingInputs struct {
+	method      string
+	target      string           // the tool's or prompt's name, or the resource's URI: the retry must name it too
+	serverState *json.RawMessage // the server's requestState (nil: it gave none)
+	hostKeys    []string         // the inputRequests passed to the host
+	brokerKeys  []string         // the roots/list inputRequests the broker answers
+	expires     time.Time
+}
+
+// newStateToken returns a fresh requestState for the host.
+func newStateToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return stateTokenPrefix + hex.EncodeToString(b[:])
+}
+
+// requestTarget is what a retry must name as its original did: the tool's
+// or the prompt's name, or the resource's URI (as JSON text).
+func requestTarget(params map[string]json.RawMessage) string {
+	for _, k := range []string{"name", "uri"} {
+		if v, ok := params[k]; ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// inputRequest is one member of inputRequests.
+type inputRequest struct {
+	Method string `json:"method"`
+}
+
+// splitInputRequests returns the keys of the inputRequests the broker
+// answers (roots/list) and those the host does, each sorted.
+func splitInputRequests(requests map[string]json.RawMessage) (brokerKeys, hostKeys []string) {
+	for _, k := range slices.Sorted(maps.Keys(requests)) {
+		var ir inputRequest
+		if json.Unmarshal(requests[k], &ir) == nil && ir.Method == "roots/list" {
+			brokerKeys = append(brokerKeys, k)
+		} else {
+			hostKeys = append(hostKeys, k)
+		}
+	}
+	return brokerKeys, hostKeys
+}
+
+// isInputRequired reports whether a result is an InputRequiredResult.
+func isInputRequired(result json.RawMessage) bool {
+	var r struct {
+		ResultType string `json:"resultType"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.ResultType == resultTypeInputRequired
+}
+
+// inputRequired takes the server's InputRequiredResult answering the host's
+// request req (raw is the reply as the server wrote it): its roots/list
+// requests are answered by the broker, by retrying the request itself when
+// the host is asked nothing, else on the host's retry.
+func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result json.RawMessage) {
+	var res map[string]json.RawMessage
+	var requests map[string]json.RawMessage
+	if json.Unmarshal(result, &res) != nil || json.Unmarshal(res["inputRequests"], &requests) != nil || len(requests) == 0 {
+		// Nothing to answer; the host's retry (it may retry at once) gets the
+		// server's requestState back through a state of the Router's all the same.
+		requests = map[string]json.RawMessage{}
+		if res == nil {
+			r.writeHost(withID(raw, wire, req.id))
+			return
+		}
+	}
+	brokerKeys, hostKeys := splitInputRequests(requests)
+	var serverState *json.RawMessage
+	if st, ok := res[paramRequestState]; ok {
+		serverState = &st
+	}
+	if len(brokerKeys) > 0 {
+		r.startStatelessSession(res["_meta"])
+	}
+	if len(brokerKeys) > 0 && len(hostKeys) == 0 {
+		r.retryWithRoots(req, brokerKeys, serverState)
+		return
+	}
+	p := &pendingInputs{method: req.method, target: requestTarget(req.params), serverState: serverState,
+		hostKeys: hostKeys, brokerKeys: brokerKeys, expires: time.Now().Add(stateTTL)}
+	token := newStateToken()
+	r.mu.Lock()
+	r.pruneStates()
+	r.states[token] = p
+	r.stateOrder = append(r.stateOrder, token)
+	r.mu.Unlock()
+	forHost := make(map[string]json.RawMessage, len(hostKeys))
+	for _, k := range hostKeys {
+		forHost[k] = requests[k]
+	}
+	res["inputRequests"] = mustMarshal(forHost)
+	res[paramRequestState] = mustMarshal(token)
+	if len(brokerKeys) > 0 {
+		r.log.Debug("an InputRequiredResult's roots/list is the broker's; the rest goes to the host", "roots", len(brokerKeys), "host", len(hostKeys))
+	}
+	out := withMember(raw, "result", mustMarshal(res))
+	r.writeHost(withMember(out, "id", json.RawMessage(req.id)))
+}
+
+// pruneStates forgets expired states, and the oldest past maxStates; r.mu
+// is held.
+func (r *Router) pruneStates() {
+	now := time.Now()
+	keep := r.stateOrder[:0]
+	for _, tok := range r.stateOrder {
+		p, ok := r.states[tok]
+		if !ok {
+			continue
+		}
+		if now.After(p.expires) {
+			delete(r.states, tok)
+			continue
+		}
+		keep = append(keep, tok)
+	}
+	for len(keep) >= maxStates {
+		delete(r.states, keep[0])
+		keep = keep[1:]
+	}
+	r.stateOrder = keep
+}
+
+// retryWithRoots retries the host's request req itself, with the broker's
+// roots for brokerKeys and the server's requestState: the host, asked
+// nothing, gets the reply to the retry as the reply to its request.
+func (r *Router) retryWithRoots(req inFlight, brokerKeys []string, serverState *json.RawMessage) {
+	if req.rounds >= maxBrokerRounds {
+		r.log.Warn("the server keeps asking for roots; the host's request fails", "method", shortMethod(req.method), "rounds", req.rounds)
+		r.writeHost(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: req.id, Error: &jsonrpc.Error{
+			Code: jsonrpc.CodeInternalError, Message: "the server asked for roots again after " + strconv.Itoa(req.rounds) + " answers"}}))
+		return
+	}
+	params := maps.Clone(req.params)
+	delete(params, paramRequestState)
+	if serverState != nil {
+		params[paramRequestState] = *serverState
+	}
+	params[paramInputResponses] = mustMarshal(r.brokerAnswers(brokerKeys))
+	retry := inFlight{from: host, id: req.id, method: req.method, params: req.params, rounds: req.rounds + 1}
+	msg := &jsonrpc.Message{Method: req.method, Params: mustMarshal(params)}
+	if !r.recordForward(&retry, msg, "fsbroker's retry with the roots it serves") {
+		return
+	}
+	r.mu.Lock()
+	wire := r.toServer.assignFresh(retry)
+	r.mu.Unlock()
+	r.log.Debug("retrying the host's request with the broker's roots", "method", shortMethod(req.method), "id", string(wire))
+	r.writeServer(mustMarshal(struct {
+		request
+		Params json.RawMessage `json:"params"`
+	}{request{JSONRPC: jsonrpc.Version, ID: wire, Method: req.method}, msg.Params}))
+}
+
+// brokerAnswers returns the broker's answer to each roots/list key.
+func (r *Router) brokerAnswers(keys []string) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(keys))
+	if len(keys) == 0 {
+		return out
+	}
+	answer := r.rootsAnswer()
+	for _, k := range keys {
+		out[k] = answer
+	}
+	return out
+}
+
+// noRoots is the answer when the session cannot give one: fail closed.
+var noRoots = json.RawMessage(`{"roots":[]}`)
+
+// rootsAnswer asks the broker session for roots/list, as if the server had
+// (the policy decides what is visible, and the request is audited), and
+// returns its result, or no roots when it fails.
+func (r *Router) rootsAnswer() json.RawMessage {
+	reply := make(chan *jsonrpc.Message, 1)
+	r.mu.Lock()
+	if !r.sessionStarted || r.closing {
+		r.mu.Unlock()
+		r.log.Warn("no broker session to answer roots/list; the server is told no root")
+		return noRoots
+	}
+	var id jsonrpc.ID
+	for {
+		r.rootsAsked++
+		id = jsonrpc.StringID(idPrefix + "roots-" + strconv.FormatUint(r.rootsAsked, 10))
+		if !r.atSession[id] {
+			break
+		}
+	}
+	r.fromRouter[id] = reply
+	ctx := r.runCtx
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.fromRouter, id)
+		r.mu.Unlock()
+	}()
+	select {
+	case r.toSession <- mustMarshal(request{JSONRPC: jsonrpc.Version, ID: id, Method: "roots/list"}):
+	case <-ctx.Done():
+		return noRoots
+	}
+	t := time.NewTimer(rootsAnswerTimeout)
+	defer t.Stop()
+	select {
+	case m := <-reply:
+		if m.Error != nil || len(m.Result) == 0 {
+			r.log.Warn("the broker session refused roots/list; the server is told no root", "error", m.Error)
+			return noRoots
+		}
+		return m.Result
+	case <-t.C:
+		r.log.Warn("the broker session did not answer roots/list in time; the server is told no root")
+	case <-ctx.Done():
+	}
+	return noRoots
+}
+
+// errNoRetryState says why a retry's inputs were taken out.
+var errNoRetryState = errors.New("its requestState is not one fsbroker gave, or was used, expired or names another request")
+
+// hostRetry passes on a request of the host's that carries inputResponses or
+// requestState: a retry after an InputRequiredResult the Router passed on
+// gets the server's requestState back, the host's answers to what it was
+// asked and the broker's roots; anything else loses both members.
+func (r *Router) hostRetry(msg *jsonrpc.Message, raw []byte) {
+	var params map[string]json.RawMessage
+	if json.Unmarshal(msg.Params, &params) != nil {
+		r.forwardRequest(msg, raw)
+		return
+	}
+	var token string
+	_ = json.Unmarshal(params[paramRequestState], &token)
+	r.mu.Lock()
+	p, ok := r.states[token]
+	if ok {
+		delete(r.states, token) // a state is used once
+	}
+	r.mu.Unlock()
+	var hostAnswers map[string]json.RawMessage
+	_ = json.Unmarshal(params[paramInputResponses], &hostAnswers)
+	delete(params, paramRequestState)
+	delete(params, paramInputResponses)
+	if !ok || time.Now().After(p.expires) || p.method != msg.Method || p.target != requestTarget(params) {
+		r.log.Warn("took inputResponses and requestState out of a request of the host's", "method", shortMethod(msg.Method), "why", errNoRetryState)
+	} else {
+		inputs := r.brokerAnswers(p.brokerKeys)
+		for _, k := range p.hostKeys {
+			if v, has := hostAnswers[k]; has {
+				inputs[k] = v
+			}
+		}
+		params[paramInputResponses] = mustMarshal(inputs)
+		if p.serverState != nil {
+			params[paramRequestState] = *p.serverState
+		}
+	}
+	msg.Params = mustMarshal(params)
+	r.forwardRequest(msg, withMember(raw, "params", msg.Params))
+}
+
+// startStatelessSession starts the broker session for a server on protocol
+// 2026-07-28 that answered no initialize (the host sent none): its identity
+// is what the server's result _meta says, and no roots of a host's narrow
+// the operator's (such a host cannot be asked for them).
+func (r *Router) startStatelessSession(meta json.RawMessage) {
+	r.mu.Lock()
+	started := r.sessionStarted
+	if !started && !r.initSeen {
+		r.initSeen = true
+		r.rootsKnown = true
+		close(r.rootsReady)
+	}
+	r.mu.Unlock()
+	if started {
+		return
+	}
+	var m struct {
+		ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+	}
+	_ = json.Unmarshal(meta, &m)
+	info := m.ServerInfo
+	if len(info) == 0 || info[0] != '{' {
+		info = json.RawMessage(`{"name":"","version":""}`)
+	}
+	r.log.Info("a server on protocol " + broker.StatelessVersion + " asked for roots; starting the broker session to answer")
+	r.serverAnsweredInitialize(mustMarshal(map[string]json.RawMessage{
+		"protocolVersion": mustMarshal(broker.StatelessVersion), "capabilities": json.RawMessage(`{}`), "serverInfo": info}))
+}
+
+// amendModernRequest adds the roots capability to a 2026-07-28 request's
+// _meta clientCapabilities (the host's own members kept), as the host's
+// initialize gets it on earlier revisions: the server may then ask for
+// roots, and the broker answers. Requests of earlier revisions, and params
+// it cannot amend, are not changed (changed is false).
+func amendModernRequest(raw []byte, params json.RawMessage) (amended []byte, changed bool) {
+	if metaProtocolVersion(params) == "" {
+		return raw, false
+	}
+	var p map[string]json.RawMessage
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
+		return raw, false
+	}
+	caps := map[string]json.RawMessage{}
+	if c, ok := meta[metaClientCapabilitiesKey]; ok && json.Unmarshal(c, &caps) != nil {
+		return raw, false
+	}
+	if caps == nil {
+		caps = map[string]json.RawMessage{}
+	}
+	if _, ok := caps["roots"]; ok {
+		return raw, false
+	}
+	caps["roots"] = json.RawMessage(`{}`)
+	meta[metaClientCapabilitiesKey] = mustMarshal(caps)
+	p["_meta"] = mustMarshal(meta)
+	return withMember(raw, "params", mustMarshal(p)), true
+}
+
+// hasRetryMembers reports whether a request's params carry inputResponses or
+// requestState.
+func hasRetryMembers(params json.RawMessage) bool {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	_, a := p[paramInputResponses]
+	_, b := p[paramRequestState]
+	return a || b
+}
+
+// decodeParams is a request's params as members, or nil.
+func decodeParams(params json.RawMessage) map[string]json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	return p
+}
