@@ -141,11 +141,13 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	r.states[token] = p
 	r.stateOrder = append(r.stateOrder, token)
 	r.mu.Unlock()
-	forHost := make(map[string]json.RawMessage, len(hostKeys))
-	for _, k := range hostKeys {
-		forHost[k] = requests[k]
+	if _, had := res["inputRequests"]; had || len(hostKeys) > 0 {
+		forHost := make(map[string]json.RawMessage, len(hostKeys))
+		for _, k := range hostKeys {
+			forHost[k] = requests[k]
+		}
+		res["inputRequests"] = mustMarshal(forHost)
 	}
-	res["inputRequests"] = mustMarshal(forHost)
 	res[paramRequestState] = mustMarshal(token)
 	if len(brokerKeys) > 0 {
 		r.log.Debug("an InputRequiredResult's roots/list is the broker's; the rest goes to the host", "roots", len(brokerKeys), "host", len(hostKeys))
@@ -237,8 +239,8 @@ func (r *Router) rootsAnswer() json.RawMessage {
 	}
 	var id jsonrpc.ID
 	for {
-		r.rootsAsked++
-		id = jsonrpc.StringID(idPrefix + "roots-" + strconv.FormatUint(r.rootsAsked, 10))
+		r.sessionAsked++
+		id = jsonrpc.StringID(idPrefix + "roots-" + strconv.FormatUint(r.sessionAsked, 10))
 		if !r.atSession[id] {
 			break
 		}
@@ -306,7 +308,9 @@ func (r *Router) hostRetry(msg *jsonrpc.Message, raw []byte) {
 				inputs[k] = v
 			}
 		}
-		params[paramInputResponses] = mustMarshal(inputs)
+		if len(inputs) > 0 {
+			params[paramInputResponses] = mustMarshal(inputs)
+		}
 		if p.serverState != nil {
 			params[paramRequestState] = *p.serverState
 		}

@@ -236,3 +236,28 @@ func TestWrapServerOn20260728KeepsTheSession(t *testing.T) {
 	f.server.AwaitRequest("tools/list")
 	hostSawNoRootsList(t, f)
 }
+
+// An InputRequiredResult with a requestState alone (load shedding): the host
+// gets it as it came but for the state, and its retry reaches the server
+// with the server's state.
+func TestWrapStatelessStateOnly(t *testing.T) {
+	f := startRouter(t)
+	meta := modernMeta(map[string]any{})
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": map[string]any{"uri": "x://1", "_meta": meta}})
+	call := f.server.AwaitRequest("resources/read")
+	f.server.Reply(call, map[string]any{"resultType": "input_required", "requestState": "busy-1"})
+	irr := f.host.AwaitReply("2")
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(irr.Result, &got); err != nil || got["inputRequests"] != nil || len(got) != 2 ||
+		!strings.Contains(string(got["requestState"]), "fsbroker-wrap-state-") {
+		t.Fatalf("the host got %s", irr.Raw)
+	}
+	var token string
+	_ = json.Unmarshal(got["requestState"], &token)
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+		"params": map[string]any{"uri": "x://1", "_meta": meta, "requestState": token}})
+	retry := f.server.Await("the retry", func(m *mcppeer.Message) bool { return m.IsRequest("resources/read") && string(m.ID) == "3" })
+	if p := parseRetry(t, retry); p.RequestState == nil || *p.RequestState != "busy-1" || p.InputResponses != nil {
+		t.Errorf("the retry reached the server with %s", retry.Params)
+	}
+}

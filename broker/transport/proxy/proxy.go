@@ -178,6 +178,7 @@ type Router struct {
 	serverInitialized bool // the host's notifications/initialized went to the server
 	rootsKnown        bool // rootsReady is closed
 	rootsAsked        uint64
+	sessionAsked      uint64 // the router's roots/list requests to the session
 	rootsApplied      uint64
 	rootsTimer        *time.Timer
 	closing           bool
