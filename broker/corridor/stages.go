@@ -17,10 +17,10 @@ import (
 //	checkLimits -> canonicalize -> checkConsent -> decide (policy) -> recordDecision
 //	            -> execute -> recordOutcome
 //
-// Each entry point (ops.go) describes its request as an operation: its
-// limits, how its paths are canonicalized into the requests to decide, and
-// what it executes once every decision allowed it. run takes an operation
-// through the stages; end writes the request's last record, chosen from
+// Each entry point (ops.go) hands its request to its operation: its limits,
+// how its paths are canonicalized into the requests to decide, and what it
+// executes once every decision allowed it. run takes a request through the
+// stages of its operation; end writes the request's last record, chosen from
 // where the request stopped.
 
 // request is what the decision stage decides on: one request after its
@@ -38,21 +38,38 @@ type request struct {
 	params       []byte // the params document, content not yet removed
 }
 
-// operation is one request's own part of the corridor.
-type operation[R any] struct {
+// requests are the requests one operation decides, in order: one for most
+// operations, two for a rename (its source, then its target), held in place
+// rather than in a slice of their own.
+type requests struct {
+	n   int
+	all [2]request
+}
+
+// oneRequest is the requests of an operation with one path.
+func oneRequest(req request) requests { return requests{n: 1, all: [2]request{req}} }
+
+// list returns the requests in the order they are decided.
+func (rs *requests) list() []request { return rs.all[:rs.n] }
+
+// operation is one request's own part of the corridor, for a request of type
+// Q with a result of type R. Each is a package-level value (ops.go): its
+// steps take the corridor and the request as arguments, so that a request
+// allocates no closures of its own.
+type operation[Q, R any] struct {
 	method string
 	// named are the paths the request's refusal record names (refused
 	// before a decision): the params' path and newPath members.
-	named [2]string
+	named func(q Q) [2]string
 	// checkLimits refuses a request over the configured limits before
 	// anything else; nil when the operation has none.
-	checkLimits func() error
+	checkLimits func(c *Corridor, q Q) error
 	// canonicalize resolves the request's paths and returns the requests to
 	// decide, in order (a rename decides its source and its target).
-	canonicalize func(ctx context.Context) ([]request, error)
+	canonicalize func(ctx context.Context, c *Corridor, q Q) (requests, error)
 	// execute runs once every decision allowed the request. A directory
 	// operation decides there what it carries along (guardSubtree).
-	execute func(ctx context.Context, cl *call, reqs []request) (R, error)
+	execute func(ctx context.Context, c *Corridor, cl *call, q Q, reqs requests) (R, error)
 	// attempts bounds how often a conflict in execute (the file opened is
 	// not the one decided on: a read racing an atomic replace) runs
 	// canonicalize, the decisions and execute again; 0 or 1: once.
@@ -71,18 +88,18 @@ type call struct {
 	bytes     int64
 }
 
-// run takes one audited request through the corridor, under the operation's
-// deadline, and returns its result, or its error carrying the decision id.
-// The request's last record is decided here, from where it stopped (end):
-// a refusal before any decision, the refusing decision itself, or the
-// outcome of a request every decision allowed.
-func run[R any](ctx context.Context, c *Corridor, caller Caller, op operation[R]) (R, error) {
+// run takes one audited request q through the corridor, under the
+// operation's deadline, and returns its result, or its error carrying the
+// decision id. The request's last record is decided here, from where it
+// stopped (end): a refusal before any decision, the refusing decision
+// itself, or the outcome of a request every decision allowed.
+func run[Q, R any](ctx context.Context, c *Corridor, caller Caller, op *operation[Q, R], q Q) (R, error) {
 	var zero R
-	cl := c.newCall(caller, op.method, op.named)
+	cl := c.newCall(caller, op.method, op.named(q))
 	stageCtx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
 	defer cancel()
 	if op.checkLimits != nil {
-		if err := op.checkLimits(); err != nil {
+		if err := op.checkLimits(c, q); err != nil {
 			return zero, c.end(ctx, cl, err, false)
 		}
 	}
@@ -90,17 +107,17 @@ func run[R any](ctx context.Context, c *Corridor, caller Caller, op operation[R]
 		// A retried attempt is decided, and recorded, on its own: the file
 		// the path names now may be another one (a link, a secret), and the
 		// policy must see that one.
-		reqs, err := op.canonicalize(stageCtx)
+		reqs, err := op.canonicalize(stageCtx, c, q)
 		if err != nil {
 			return zero, c.end(ctx, cl, err, attempt > 1)
 		}
-		for i, req := range reqs {
+		for i, req := range reqs.list() {
 			if err := c.decide(stageCtx, cl, req); err != nil {
 				return zero, c.end(ctx, cl, err, attempt > 1 || i > 0)
 			}
 		}
-		result, err := op.execute(stageCtx, cl, reqs)
-		if errcode.Of(err) == errcode.ConcurrencyConflict && attempt < op.attempts {
+		result, err := op.execute(stageCtx, c, cl, q, reqs)
+		if err != nil && errcode.Of(err) == errcode.ConcurrencyConflict && attempt < op.attempts {
 			continue
 		}
 		return result, c.end(ctx, cl, err, true)

@@ -111,6 +111,9 @@ func (r *refusal) Unwrap() error { return r.err }
 
 // isRefusal reports whether err is a refusal by a recorded decision.
 func isRefusal(err error) bool {
+	if err == nil {
+		return false // before errors.As: its target would cost every request an allocation
+	}
 	var r *refusal
 	return errors.As(err, &r)
 }
@@ -119,6 +122,9 @@ func isRefusal(err error) bool {
 // *errcode.Error (the reply's data.decisionId); any other error is returned
 // as it is.
 func withDecisionID(err error, id string) error {
+	if err == nil {
+		return nil // before errors.As: its target would cost every request an allocation
+	}
 	var e *errcode.Error
 	if errors.As(err, &e) {
 		e.DecisionID = id

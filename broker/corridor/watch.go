@@ -43,25 +43,31 @@ func (wt *watchTable) closeAll() {
 // Watch watches a path for caller, and returns the watch's id. Each change
 // the caller may see (deliver) is given to notify, on the hub's goroutine.
 func (c *Corridor) Watch(ctx context.Context, caller Caller, r WatchRequest, notify func(Change)) (string, error) {
-	return run(ctx, c, caller, operation[string]{
-		method: "files/watch",
-		named:  [2]string{r.Path, ""},
-		canonicalize: func(ctx context.Context) ([]request, error) {
-			t, err := c.canonicalize(ctx, r.Path, true)
-			if err != nil {
-				return nil, err
-			}
-			return []request{{method: "files/watch", operation: decision.OpWatch, path: t, requested: r.Path, params: r.Params}}, nil
-		},
-		execute: func(_ context.Context, cl *call, reqs []request) (string, error) {
-			// Decided before existence is told, so that a denied path's
-			// existence does not leak.
-			if !reqs[0].path.Exists {
-				return "", errcode.New(errcode.FileNotFound, "the path to watch does not exist")
-			}
-			return c.subscribe(cl.caller, reqs[0].path, r, notify)
-		},
-	})
+	return run(ctx, c, caller, &watchOp, watchQuery{WatchRequest: r, notify: notify})
+}
+
+// watchQuery is a watch request with where its changes go.
+type watchQuery struct {
+	WatchRequest
+	notify func(Change)
+}
+
+// watchOp is files/watch.
+var watchOp = operation[watchQuery, string]{
+	method: "files/watch",
+	named:  func(q watchQuery) [2]string { return [2]string{q.Path, ""} },
+	canonicalize: func(ctx context.Context, c *Corridor, q watchQuery) (requests, error) {
+		return c.resolveOne(ctx, "files/watch", decision.OpWatch, q.Path, true, 0, q.Params)
+	},
+	execute: func(_ context.Context, c *Corridor, cl *call, q watchQuery, reqs requests) (string, error) {
+		// Decided before existence is told, so that a denied path's
+		// existence does not leak.
+		t := reqs.all[0].path
+		if !t.Exists {
+			return "", errcode.New(errcode.FileNotFound, "the path to watch does not exist")
+		}
+		return c.subscribe(cl.caller, t, q.WatchRequest, q.notify)
+	},
 }
 
 // subscribe takes a place in the watch table (QUOTA_EXCEEDED past the
