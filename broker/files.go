@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/decision"
@@ -147,19 +146,6 @@ type listParams struct {
 	Cursor        string `json:"cursor"`
 }
 
-type listEntry struct {
-	Path     string `json:"path"`
-	Name     string `json:"name"`
-	Type     string `json:"type"`
-	Size     int64  `json:"size"`
-	Modified string `json:"modified"`
-}
-
-type listResult struct {
-	Entries    []listEntry `json:"entries"`
-	NextCursor string      `json:"nextCursor,omitempty"`
-}
-
 // defaultListLimit is files/list's default page size.
 const defaultListLimit = 1000
 
@@ -177,30 +163,7 @@ func (s *Session) filesList(ctx context.Context, caller corridor.Caller, params 
 	if err != nil {
 		return nil, err
 	}
-	out := listResult{Entries: make([]listEntry, len(r.Entries)), NextCursor: r.NextCursor}
-	times := modifiedTimes(r.Entries)
-	for i, e := range r.Entries {
-		out.Entries[i] = listEntry{Path: e.Path, Name: e.Name, Type: e.Type, Size: e.Size, Modified: times[i]}
-	}
-	return out, nil
-}
-
-// modifiedTimes formats the entries' times (RFC 3339, UTC), all carved from
-// one string.
-func modifiedTimes(entries []corridor.ListEntry) []string {
-	buf := make([]byte, 0, len(entries)*len("2006-01-02T15:04:05.999999999Z"))
-	ends := make([]int, len(entries))
-	for i, e := range entries {
-		buf = e.Modified.UTC().AppendFormat(buf, time.RFC3339Nano)
-		ends[i] = len(buf)
-	}
-	all := string(buf)
-	out := make([]string, len(entries))
-	start := 0
-	for i, end := range ends {
-		out[i], start = all[start:end], end
-	}
-	return out
+	return &listReply{entries: r.Entries, nextCursor: r.NextCursor}, nil
 }
 
 type createParams struct {
