@@ -47,3 +47,37 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGuardedAppend measures an append through the guard every session writes its trail
+// through (Guard), with 1 and 8 concurrent writers, in the mode that does not fsync: what the
+// guard adds to BenchmarkAppend's SyncNone figures.
+func BenchmarkGuardedAppend(b *testing.B) {
+	for _, writers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			keys := newTestKeys(b)
+			w := keys.open(b, b.TempDir(), WithSync(SyncNone))
+			defer w.Close()
+			g := Guard(w, 0, nil)
+			rec := sampleRecord(KindDecision, 1)
+			ctx := b.Context()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range writers {
+				n := b.N / writers
+				if i < b.N%writers {
+					n++
+				}
+				wg.Go(func() {
+					for range n {
+						if _, err := g.Append(ctx, rec); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

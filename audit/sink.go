@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,12 @@ var ErrTimeout = errors.New("audit: append timed out")
 // An append that does not return within the timeout fails with [ErrTimeout] (and so fails its
 // request closed) while the sink's Append goes on in the background; until it returns, the
 // following appends fail at once instead of piling up behind it. The sink sees the deadline
-// in its context too.
+// in its context too, and the caller's values and deadline; the context is the sink's only
+// until its Append returns (it must not keep it).
+//
+// The sink's Append runs on a worker goroutine the guard keeps while appends keep coming
+// (one per append in flight, each waiting up to a second for the next), so that an append
+// costs no goroutine, context, timer or channel of its own.
 type Guarded struct {
 	sink    Sink
 	timeout time.Duration
@@ -63,6 +69,9 @@ type Guarded struct {
 	mu      sync.Mutex
 	run     uint64    // failures in the current run, under mu
 	since   time.Time // the first failure of the current run, under mu
+
+	idleMu sync.Mutex
+	idle   []*appendWorker // workers waiting for an append, the last to finish last, under idleMu
 }
 
 // GuardStats counts the appends a [Guarded] sink saw.
@@ -121,17 +130,8 @@ func (g *Guarded) ArgumentsDigest(args []byte) (string, error) {
 	return d.ArgumentsDigest(args)
 }
 
-// pendingAppend is one append running on the sink.
-type pendingAppend struct {
-	rec   Record
-	seq   uint64
-	err   error
-	done  chan struct{}
-	state atomic.Int32 // appendRunning, then one of the others, set once
-}
-
-// The states of a pendingAppend. Whoever moves it from appendRunning settles it: the sink's
-// goroutine when the append returned in time, the caller when it did not.
+// The states of an append handed to a worker. Whoever moves it from appendRunning settles
+// it: the worker when the append returned in time, the caller when it did not.
 const (
 	appendRunning  int32 = iota
 	appendReturned       // the append returned before its deadline
@@ -151,45 +151,184 @@ func (g *Guarded) Append(ctx context.Context, rec Record) (uint64, error) {
 		g.failed(rec.Kind, err, true)
 		return 0, err
 	}
-	actx, cancel := context.WithTimeoutCause(ctx, g.timeout, ErrTimeout)
-	defer cancel()
-	p := &pendingAppend{rec: rec, done: make(chan struct{})}
-	go g.appendIn(actx, p)
+	w := g.worker()
+	w.state.Store(appendRunning)
+	w.rec, w.ctx.caller, w.ctx.deadline = rec, ctx, time.Now().Add(g.timeout)
+	w.deadline.Reset(g.timeout)
+	w.start <- struct{}{}
 	select {
-	case <-p.done:
-		return p.seq, g.settle(ctx, rec.Kind, p.err, false)
-	case <-actx.Done():
-	}
-	cause := context.Cause(actx)
-	if !errors.Is(cause, ErrTimeout) { // the caller's context ended
-		if !p.state.CompareAndSwap(appendRunning, appendLeft) {
-			<-p.done // it returned meanwhile
-			return p.seq, g.settle(ctx, rec.Kind, p.err, false)
+	case <-w.done:
+		w.deadline.Stop()
+		return g.finish(ctx, w, false)
+	case <-ctx.Done(): // the caller's context ended
+		w.deadline.Stop()
+		cause := context.Cause(ctx)
+		if !w.state.CompareAndSwap(appendRunning, appendLeft) {
+			<-w.done // it returned meanwhile
+			return g.finish(ctx, w, false)
 		}
+		w.ctx.end(ctx.Err(), cause)
 		return 0, g.settle(ctx, rec.Kind, fmt.Errorf("%w: append: %w", ErrUnavailable, cause), false)
+	case <-w.deadline.C:
 	}
-	g.stuck.Add(1) // before the state changes, so that the sink's goroutine undoes it after
-	if !p.state.CompareAndSwap(appendRunning, appendTimedOut) {
+	g.stuck.Add(1) // before the state changes, so that the worker undoes it after
+	if !w.state.CompareAndSwap(appendRunning, appendTimedOut) {
 		g.stuck.Add(-1)
-		<-p.done // it returned as the deadline passed
-		return p.seq, g.settle(ctx, rec.Kind, p.err, true)
+		<-w.done // it returned as the deadline passed
+		return g.finish(ctx, w, true)
 	}
+	w.ctx.end(context.DeadlineExceeded, ErrTimeout)
 	return 0, g.settle(ctx, rec.Kind, fmt.Errorf("%w (%w): no answer within %s", ErrUnavailable, ErrTimeout, g.timeout), true)
 }
 
-// appendIn runs p on the sink under ctx, in a goroutine of its own. A sink that panics fails
-// the append, as a handler that panics fails its request, instead of ending the process.
-func (g *Guarded) appendIn(ctx context.Context, p *pendingAppend) {
+// finish settles an append that returned in time on w, and puts w back among the idle
+// workers.
+func (g *Guarded) finish(ctx context.Context, w *appendWorker, timedOut bool) (uint64, error) {
+	seq, err, kind := w.seq, w.err, w.rec.Kind
+	w.rec, w.seq, w.err, w.ctx.caller = Record{}, 0, nil, context.Background()
+	g.idleMu.Lock()
+	g.idle = append(g.idle, w)
+	g.idleMu.Unlock()
+	return seq, g.settle(ctx, kind, err, timedOut)
+}
+
+// workerIdle is how long a worker waits for the next append before it ends.
+const workerIdle = time.Second
+
+// appendWorker runs the sink's appends, one at a time, on a goroutine of its own: the
+// caller hands it a record (start) and waits for it (done) at most until its deadline timer
+// fires. It is reused until an append ends early (past its deadline, or its caller gone):
+// its context has then ended, and it ends once that append returns.
+type appendWorker struct {
+	g        *Guarded
+	start    chan struct{} // an append was handed over (buffered: 1)
+	done     chan struct{} // the append returned (buffered: 1)
+	deadline *time.Timer   // the caller's wait
+	idle     *time.Timer   // the worker's wait for the next append
+	ctx      appendContext // the context of every append it runs
+
+	// The append handed over, and its result: written by the caller before start and by the
+	// worker before done.
+	rec   Record
+	seq   uint64
+	err   error
+	state atomic.Int32
+}
+
+// worker returns an idle worker, or a new one.
+func (g *Guarded) worker() *appendWorker {
+	g.idleMu.Lock()
+	if n := len(g.idle); n > 0 {
+		w := g.idle[n-1]
+		g.idle[n-1] = nil
+		g.idle = g.idle[:n-1]
+		g.idleMu.Unlock()
+		return w
+	}
+	g.idleMu.Unlock()
+	w := &appendWorker{g: g, start: make(chan struct{}, 1), done: make(chan struct{}, 1),
+		deadline: time.NewTimer(g.timeout), idle: time.NewTimer(workerIdle)}
+	w.ctx.Context, w.ctx.cancel = context.WithCancelCause(context.Background())
+	go w.work()
+	return w
+}
+
+// retire takes w out of the idle workers, and reports whether it was there (it was not if a
+// caller took it meanwhile, or if its last caller has not put it back yet).
+func (g *Guarded) retire(w *appendWorker) bool {
+	g.idleMu.Lock()
+	defer g.idleMu.Unlock()
+	i := slices.Index(g.idle, w)
+	if i < 0 {
+		return false
+	}
+	g.idle = slices.Delete(g.idle, i, i+1)
+	return true
+}
+
+// work runs the appends handed to w until it has waited workerIdle for one, or one ended
+// early.
+func (w *appendWorker) work() {
+	for {
+		select {
+		case <-w.start:
+		case <-w.idle.C:
+			if w.g.retire(w) {
+				return
+			}
+			w.idle.Reset(workerIdle)
+			continue
+		}
+		w.append()
+		if w.state.CompareAndSwap(appendRunning, appendReturned) {
+			w.idle.Reset(workerIdle)
+			w.done <- struct{}{}
+			continue
+		}
+		if w.state.Load() == appendTimedOut {
+			w.g.stuck.Add(-1) // it came back after all
+		}
+		w.idle.Stop()
+		return
+	}
+}
+
+// append runs the record handed to w on the sink. A sink that panics fails the append, as a
+// handler that panics fails its request, instead of ending the process from the worker.
+func (w *appendWorker) append() {
 	defer func() {
 		if r := recover(); r != nil {
-			p.seq, p.err = 0, fmt.Errorf("%w: the sink panicked: %v", ErrUnavailable, r)
-		}
-		close(p.done)
-		if !p.state.CompareAndSwap(appendRunning, appendReturned) && p.state.Load() == appendTimedOut {
-			g.stuck.Add(-1) // it came back after all
+			w.seq, w.err = 0, fmt.Errorf("%w: the sink panicked: %v", ErrUnavailable, r)
 		}
 	}()
-	p.seq, p.err = g.sink.Append(ctx, p.rec)
+	w.seq, w.err = w.g.sink.Append(&w.ctx, w.rec)
+}
+
+// appendContext is the context a worker's appends run under: the caller's values, and the
+// earlier of the caller's deadline and the guard's. It ends when the caller's context ends or
+// the guard's deadline passes (end, by the caller), with the error and cause the context of
+// context.WithDeadlineCause(ctx, deadline, ErrTimeout) would have. Done and the cause are
+// those of the worker's own cancelable context, embedded, so that context.AfterFunc and
+// contexts derived from it by the sink are registered with it as with any context of the
+// standard library, with no goroutine of their own.
+type appendContext struct {
+	context.Context // the worker's: context.WithCancelCause(context.Background())
+	cancel          context.CancelCauseFunc
+	caller          context.Context // the caller's
+	deadline        time.Time       // the guard's
+	err             error           // Err once the context ended; set before cancel
+}
+
+// end ends the context with err and cause.
+func (c *appendContext) end(err, cause error) {
+	c.err = err
+	c.cancel(cause)
+}
+
+// Deadline is the earlier of the caller's deadline and the guard's.
+func (c *appendContext) Deadline() (time.Time, bool) {
+	if d, ok := c.caller.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+// Err is the caller's context's error if that ended first, else context.DeadlineExceeded
+// once the guard's deadline passed.
+func (c *appendContext) Err() error {
+	if c.Context.Err() == nil {
+		return nil
+	}
+	return c.err
+}
+
+// Value is the worker context's own value (what context.Cause and context.AfterFunc look
+// for), else the caller's.
+func (c *appendContext) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.caller.Value(key)
 }
 
 // settle counts the result of an append for the caller's ctx and returns err; timedOut says
