@@ -28,7 +28,14 @@ var (
 	_ Sink              = (*Guarded)(nil)
 	_ ArgumentsDigester = (*Writer)(nil)
 	_ ArgumentsDigester = (*Guarded)(nil)
+	_ tryAppender       = (*Writer)(nil)
 )
+
+// tryAppender is a [Sink] that can append a record at once or say it cannot without waiting
+// ([Writer.TryAppend]); [Guarded] tries it before it hands the append to a worker.
+type tryAppender interface {
+	TryAppend(rec Record) (seq uint64, done bool, err error)
+}
 
 // DefaultAppendTimeout is how long [Guarded] waits for one append: longer than a healthy
 // [Writer] ever takes (a rotation is five fsyncs in a row, a [SyncAlways] append one group
@@ -52,6 +59,13 @@ var ErrTimeout = errors.New("audit: append timed out")
 // following appends fail at once instead of piling up behind it. The sink sees the deadline
 // in its context too, and the caller's values and deadline; the context is the sink's only
 // until its Append returns (it must not keep it).
+//
+// A sink that can append without waiting (a [Writer] whose record needs one write to the
+// kernel, no fsync, rotation or checkpoint, and whose lock is free: TryAppend) is called on
+// the caller's goroutine first: most appends then cost no hand-off between goroutines, which
+// on a busy machine costs more than the append itself. Such an append is bounded by that one
+// write, not by the timeout; everything that can wait (a lock held by another append, an
+// fsync, a rotation, a checkpoint, a witness) goes the guarded way below.
 //
 // The sink's Append runs on a worker goroutine the guard keeps while appends keep coming
 // (one per append in flight, each waiting up to a second for the next), so that an append
@@ -150,6 +164,11 @@ func (g *Guarded) Append(ctx context.Context, rec Record) (uint64, error) {
 		err := fmt.Errorf("%w (%w): an earlier append has not returned", ErrUnavailable, ErrTimeout)
 		g.failed(rec.Kind, err, true)
 		return 0, err
+	}
+	if t, ok := g.sink.(tryAppender); ok {
+		if seq, done, err := t.TryAppend(rec); done {
+			return seq, g.settle(ctx, rec.Kind, err, false)
+		}
 	}
 	w := g.worker()
 	w.state.Store(appendRunning)

@@ -202,35 +202,11 @@ func (w *Writer) Append(ctx context.Context, rec Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("audit: append: %w", err)
 	}
-	rec.Segment, rec.PrevSegment, rec.KeyID, rec.MACKeyID, rec.Removed = "", "", "", "", nil
 	w.mu.Lock()
-	if w.closed {
+	seq, gen, err := w.appendLocked(&rec)
+	if err != nil || w.cfg.sync != SyncAlways {
 		w.mu.Unlock()
-		return 0, ErrClosed
-	}
-	if err := w.ready(); err != nil {
-		w.mu.Unlock()
-		return 0, w.unavailable(err)
-	}
-	if err := w.write(&rec); err != nil {
-		w.mu.Unlock()
-		if errors.Is(err, ErrInvalidRecord) {
-			return 0, err
-		}
-		return 0, w.unavailable(err)
-	}
-	seq, gen := w.seq, w.written
-	if rec.Kind == KindSessionEnd {
-		// The end of a session is checkpointed (and witnessed) at once: a broker serving
-		// one session may not get another chance before it is stopped.
-		if err := w.checkpoint(); err != nil {
-			w.failures.Add(1)
-		}
-	}
-	w.work.Signal()
-	if w.cfg.sync != SyncAlways {
-		w.mu.Unlock()
-		return seq, nil
+		return seq, err
 	}
 	stop := context.AfterFunc(ctx, func() {
 		w.mu.Lock()
@@ -255,6 +231,58 @@ func (w *Writer) Append(ctx context.Context, rec Record) (uint64, error) {
 	}
 }
 
+// appendLocked is Append up to the wait for an fsync, with w.mu held and rec checked: it
+// readies the segment, writes rec, checkpoints the end of a session and wakes the syncer. It
+// returns rec's seq and the count of records written with it.
+func (w *Writer) appendLocked(rec *Record) (seq, gen uint64, err error) {
+	if w.closed {
+		return 0, 0, ErrClosed
+	}
+	rec.Segment, rec.PrevSegment, rec.KeyID, rec.MACKeyID, rec.Removed = "", "", "", "", nil
+	if err := w.ready(); err != nil {
+		return 0, 0, w.unavailable(err)
+	}
+	if err := w.write(rec); err != nil {
+		if errors.Is(err, ErrInvalidRecord) {
+			return 0, 0, err
+		}
+		return 0, 0, w.unavailable(err)
+	}
+	seq, gen = w.seq, w.written
+	if rec.Kind == KindSessionEnd {
+		// The end of a session is checkpointed (and witnessed) at once: a broker serving
+		// one session may not get another chance before it is stopped.
+		if err := w.checkpoint(); err != nil {
+			w.failures.Add(1)
+		}
+	}
+	w.work.Signal()
+	return seq, gen, nil
+}
+
+// TryAppend is Append when it can be done without waiting: no other append holds the
+// writer, the record needs no fsync before it returns (not [SyncAlways]), and no rotation or
+// checkpoint is due, so that all it does is one write of the record to the kernel. Otherwise
+// it appends nothing and returns done false, for the caller to Append. [Guarded] calls it on
+// the caller's goroutine before it hands an append to a worker.
+func (w *Writer) TryAppend(rec Record) (seq uint64, done bool, err error) {
+	if w.cfg.sync == SyncAlways {
+		return 0, false, nil
+	}
+	if err := rec.check(); err != nil {
+		return 0, true, err
+	}
+	if !w.mu.TryLock() {
+		return 0, false, nil
+	}
+	defer w.mu.Unlock()
+	if !w.closed && (rec.Kind == KindSessionEnd || w.rotationDue(true) || w.sinceCkpt >= w.cfg.ckptEvery) {
+		return 0, false, nil
+	}
+	seq, _, err = w.appendLocked(&rec)
+	return seq, true, err
+}
+
 // unavailable counts a failure and wraps err in ErrUnavailable.
 func (w *Writer) unavailable(err error) error {
 	w.failures.Add(1)
@@ -270,8 +298,7 @@ func (w *Writer) ready() error { return w.prepare(true) }
 // goes into the current segment, so that it does not ask for another rotation, and so another
 // retention pass, without end.
 func (w *Writer) prepare(full bool) error {
-	full = full && (w.off >= w.cfg.maxBytes || time.Since(w.segStart) >= w.cfg.maxAge)
-	if w.broken != nil || w.pending != nil || w.reopen || full {
+	if w.rotationDue(full) {
 		if err := w.rotate(); err != nil {
 			return err
 		}
@@ -280,6 +307,14 @@ func (w *Writer) prepare(full bool) error {
 		return w.checkpoint()
 	}
 	return nil
+}
+
+// rotationDue reports whether the next record goes into a fresh segment, with w.mu held:
+// after a failure, a key rotation or Reopen, or (when full is set) when the segment is full
+// or old.
+func (w *Writer) rotationDue(full bool) bool {
+	full = full && (w.off >= w.cfg.maxBytes || time.Since(w.segStart) >= w.cfg.maxAge)
+	return w.broken != nil || w.pending != nil || w.reopen || full
 }
 
 // maxKeptLine is the largest line buffer write keeps for the next record.
