@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package audit keeps fsbroker's tamper-evident audit trail: the record of every session,
 // decision and outcome, written as JSON lines, chained with keyed MACs and checkpointed with
 // ed25519 signatures, and the verifier that proves a trail intact or names its first bad record.

@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # install-ts-server.sh: installs the reference TypeScript filesystem MCP server
 # (npm @modelcontextprotocol/server-filesystem) that bench/fsbench compares
 # fsbroker with, into a cache directory outside the repository, when it is

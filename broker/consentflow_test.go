@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package broker
 
 import (

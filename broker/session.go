@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package broker runs fsbroker's MCP sessions: the broker is the MCP client,
 // the program that wants files is the MCP server. A Session negotiates the
 // protocol with the server, answers its roots/list and files/* requests, and

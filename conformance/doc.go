@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package conformance holds fsbroker's protocol test vectors and the runner that plays the MCP
 // server against any broker command over stdio.
 //

@@ -1,7 +1,10 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package docs is the project's documentation. It has no Go code of its own:
 // its tests check that every relative link and anchor in the repository's
 // Markdown files resolves in a clone of the repository, the way GitHub
-// resolves them.
+// resolves them, and that every source file names its licence.
 package docs
 
 import (

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package engine is the OPA engine behind every fsbroker decision: it loads a policy set,
 // compiles and type-checks it, tests it, decides, and hot-reloads it.
 //

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # The entry points of fsbroker's policy set: the broker queries
 # data.fsbroker.authz.decision for every request and data.fsbroker.authz.visible
 # for every listing page and batch of watch events.

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Confinement, in depth: the canonicalizer already keeps every path inside a
 # root; this file refuses a request whose path description says otherwise,
 # so a broker bug cannot turn into an escape.

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Consent, and the places no consent reaches.
 #
 # Which of the paths a server asks for in files/consent may be granted at

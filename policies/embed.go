@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policies holds fsbroker's default Rego policy set, embedded in the
 // binary: the policies (package fsbroker.authz, one concern per file), their
 // _test.rego files and data.json, the documented defaults of every knob the

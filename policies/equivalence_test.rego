@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Cases the rewrites for speed (rule indexing, limits read straight from
 # data, one rule per request path role) must decide as before.
 package fsbroker.authz_test

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Hard links: a regular file with more than one link (input.path.nlink > 1)
 # is one inode under several names, and the secrets rules judge names. A link
 # cfg/settings.txt to cfg/.env, or to a key anywhere else on the same file

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Builders of policy inputs for the tests. Every input they make satisfies
 # schema/policy-input.json (policies_test.go validates schema_samples, built
 # with them, against it).

@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Quotas (QUOTA_EXCEEDED), set in data.fsbroker.limits; the limits in effect
 # are data.fsbroker.lib's (lib.rego: a knob that is unset or not a number
 # takes its default, and a server's own max_write_bytes applies as

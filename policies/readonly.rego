@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Read-only by default, and nothing without consent.
 #
 #   - roots/list needs nothing (what it shows is filtered by visible);

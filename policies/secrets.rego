@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Secrets: paths that never leave the broker. A request on such a path (any
 # operation, either side of a rename) is denied, and such an entry is never
 # shown in a listing or a watch event.

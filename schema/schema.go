@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package schema holds fsbroker's JSON Schemas (Draft 2020-12) and the validator that checks
 // documents against them.
 //

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package serve is the server-role front end of fsbroker: `fsbroker serve`
 // plays the filesystem MCP server that hosts already run (a drop-in for the
 // reference server @modelcontextprotocol/server-filesystem 2026.8.31) and

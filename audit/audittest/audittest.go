@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package audittest has what the tests of an audit trail's users need: a real writer in a
 // temporary directory, and a trail that stops answering (a disk or a network file system that
 // hangs, which a test cannot make a real kernel do). The broker itself never imports it.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build unix
 
 // Package syslogtest stands in for a syslog daemon in the tests of the audit witness: a real

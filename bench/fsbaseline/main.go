@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command fsbaseline is the raw baseline of fsbroker's end-to-end benchmark
 // (bench/fsbench, `make bench`): a minimal program in fsbroker's role on the
 // same wire, with none of its work beyond the plain OS calls.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command fsbench is fsbroker's end-to-end load generator (`make bench`,
 // `make bench-e2e`): it drives programs over stdio as their peer would, side
 // by side in one run, and reports what a user of each would feel.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package canon turns a path as a server wrote it into a root and a clean,
 // mount-relative path, or refuses it, following the rules of docs/protocol.md
 // section 3. It is pure (no file system access), so that every rule can be

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package consent holds the consent providers: what answers a server's
 // files/consent request (PROTOCOL.md section 5) and what the --consent flag
 // chooses (section 7): auto, deny, prompt, elicit or command:PROG.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package corridor is fsbroker's request pipeline, the stages of
 // docs/protocol.md section 1 after a front end decoded a request and
 // validated its params: canonicalize the paths, check consent, ask the

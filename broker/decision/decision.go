@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decision holds what the policy decision stage decides on and what
 // it answers: the policy input document (Input, the contract of
 // schema/policy-input.json), the operations, the Verdict and the Decider

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decisionlog uploads the decisions of fsbroker's audit trail to an OPA decision-log
 // service, so that a SIEM fed by decision logs sees every decision the trail records: policy
 // decisions, requests refused before the policy (a path that escapes, a bad offset, an unknown

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package errcode is the vocabulary of brokered failures: the string codes of
 // the MCP filesystem draft (docs/protocol.md section 4), their JSON-RPC numbers,
 // and a typed error that every stage returns so that the broker can turn it

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package executor performs file operations inside roots, and only there.
 // Every operation goes through an os.Root handle (one per root, held for the
 // process's lifetime, and checked when opened to be the directory the root

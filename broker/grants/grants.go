@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grants keeps the consent grants of MCP servers: which server may
 // read, or read and write, which mount-relative paths, since when, until
 // when, and who said so. Grants are persisted in the broker's state

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package jsonrpc implements JSON-RPC 2.0 as MCP uses it: one JSON object per
 // message, framed one per line on a byte stream, with request/response
 // correlation, notifications in both directions and bounded concurrent

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ptytest allocates pseudo-terminals for the tests that drive a program
 // through its controlling terminal (the consent prompt): Open a pair, or Attach
 // one to a command and type on it and read what it shows. The broker itself

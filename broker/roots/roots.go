@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package roots turns the operator's root settings into an immutable set of
 // roots: absolute, symlink-resolved directories, each with a file:// URI, a
 // display name and a mount (the short handle that starts a mount-relative

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runtime turns a broker's settings into running components and
 // keeps them running: it opens the state directory's stores (grants, usage),
 // the audit trail with its witnesses and its per-append deadline, the

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandbox confines a process with Landlock: the MCP server that
 // fsbroker connect and wrap start (so that the files it opens itself stay
 // within the operator's roots), and the broker process itself.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package usage keeps, per server identity and UTC day, the number of bytes
 // the server wrote, in files that outlive a session and a broker process and
 // that every broker process using the same state directory shares. It is the

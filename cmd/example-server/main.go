@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command example-server is the project's example MCP server, in two modes.
 //
 // By default it is a small MCP server written with the official Go SDK

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command fsbroker is the MCP client-side filesystem broker: MCP servers send
 // it roots/list and files/* requests, and it answers them within the roots,
 // the consent and the policies the operator set.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package atomicfile replaces and creates the broker's state files
 // atomically and durably: the content is written to a temporary file in the
 // same directory (named TempPrefix, the file's name, a dash and a random

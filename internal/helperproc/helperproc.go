@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package helperproc runs the second processes of multi-process tests: the
 // test binary itself re-executed to play one role (another broker process
 // on a shared state directory, a writer to kill mid-write, a consent prompt

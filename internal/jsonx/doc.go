@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package jsonx holds the JSON helpers that the hand-written encoders and
 // the scanners of fsbroker share, one copy each: AppendString and its
 // member helpers write byte for byte what encoding/json writes (the audit

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package leakcheck checks that what a test opened is closed again: that
 // the process has no more goroutines and open files than before. Counts are
 // of the whole process, so a test that uses it does not run in parallel

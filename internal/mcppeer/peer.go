@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mcppeer is the tests' one peer for the MCP protocol: it plays
 // either side of a session (the server a broker session serves, the host
 // that a wrapping broker stands in front of, or the client of another MCP

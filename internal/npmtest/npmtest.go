@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build unix
 
 // Package npmtest installs the npm projects that tests run real JavaScript

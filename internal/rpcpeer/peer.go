@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rpcpeer plays one side of a JSON-RPC 2.0 session over a real
 // connection (a process's pipes, os.Pipe pairs) and checks the other side:
 // it keeps every line the other side writes, matches replies to requests by

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testfs holds the tests' helpers for real files and directories
 // (in a test's t.TempDir(), as a rule): one copy for every package that
 // needs them. Only tests import it; the broker never does.

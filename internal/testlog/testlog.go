@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testlog captures what a logger writes, for tests that count log lines (how many
 // errors a failure produced, say). The broker itself never imports it.
 package testlog

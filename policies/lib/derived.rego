@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # Visibility and consent derived from the decision, for a policy set that
 # defines data.fsbroker.authz.decision but not data.fsbroker.authz.visible or
 # data.fsbroker.authz.consentable (a directory holding one file that defines

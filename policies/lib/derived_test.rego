@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # data.fsbroker.derived: visible and consentable derived from the decision.
 # With the built-in set's decision they agree with the built-in set's own
 # visible (everything granted) and consentable, which is what makes the

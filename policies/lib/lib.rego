@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # fsbroker's helper rules, for every policy set: the broker loads this
 # package with any policy directory or bundle that does not define package
 # fsbroker.lib itself (so do not put files of your own in this package).

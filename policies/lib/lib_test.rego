@@ -1,3 +1,6 @@
+# Copyright 2026 The fsbroker Authors
+# SPDX-License-Identifier: Apache-2.0
+
 # The helpers of data.fsbroker.lib, called as an operator's files call them.
 # (They run with the built-in set's tests, whose input builders they use.)
 package fsbroker.authz_test

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decisionlogtest is a real OPA decision-log service for tests: an HTTP server that
 // takes the batches OPA's decision-log plugin posts (gzip-compressed JSON arrays of events,
 // POSTed to /logs), or answers 503 while it is down. The broker itself never imports it.

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package watch watches files and directory trees for the broker's
 // files/watch (docs/protocol.md section 5).
 //

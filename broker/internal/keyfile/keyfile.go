@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package keyfile keeps one small file per key (a server identity, say) in a
 // directory that several broker processes share: the file is named by the
 // key's SHA-256, guarded by a flock on a sidecar lock file that is never

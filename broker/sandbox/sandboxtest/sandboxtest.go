@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandboxtest holds what the sandbox tests share: the fake server
 // that opens files itself (broker/sandbox/testdata/probe, built as a static
 // Go binary), and a layout of directories like an operator's with the

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package child starts an MCP server as a child process and gives its stdio to
 // the broker: the broker writes to the child's stdin and reads its stdout; each
 // line the child writes to stderr goes to the broker's log. Stopping follows

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proxy puts the broker between an MCP host and the MCP server it
 // talks to (fsbroker wrap). The host speaks to the Router as if it were the
 // server; the Router forwards every message both ways unchanged, except:

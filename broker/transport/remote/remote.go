@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package remote carries a broker session to a remote MCP server over MCP's
 // Streamable HTTP transport (protocol revision 2025-11-25), in the client
 // role. A Stream is a jsonrpc.Stream, so broker.Session runs over it exactly as

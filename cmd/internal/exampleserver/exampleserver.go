@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exampleserver is the raw, scripted mode of the project's example
 // MCP server. The example server's default mode is built on the official Go
 // SDK, which cannot send requests of its own such as files/read; this mode is

@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command swapper is a test helper of package executor: a second local
 // process that keeps swapping one entry of a root for a symbolic link while
 // the tests' executor works on it, as another program sharing the machine

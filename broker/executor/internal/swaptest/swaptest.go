@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package swaptest starts and stops the swapper (the program in
 // ../swapper): the second local process that swaps entries inside a root
 // while a test's executor or watch works on it. It is the one way the

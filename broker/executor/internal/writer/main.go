@@ -1,3 +1,6 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command writer is a test helper of package executor: a broker-like process
 // that writes one file through executor.Write in a loop (so that tests can
 // kill it at any moment, or run two of them against one state directory),
