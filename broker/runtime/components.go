@@ -239,6 +239,9 @@ func Open(ctx context.Context, cfg Config, log hclog.Logger) (_ *Runtime, err er
 	if cfg.Limits == (Limits{}) {
 		cfg.Limits = DefaultLimits()
 	}
+	if err := sandboxAvailable(cfg.Sandbox.Mode); err != nil {
+		return nil, err // before anything is opened or loaded
+	}
 	rt := &Runtime{cfg: cfg, log: log, validator: cfg.Validator, consent: cfg.Consent, sessions: map[*broker.Session]struct{}{}}
 	rt.background, rt.stop = context.WithCancel(context.Background())
 	defer func() {

@@ -58,8 +58,8 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 				"and the files/* requests it sends; start with --sandbox to confine it (docs/sandbox.md)")
 		}
 		return nil
-	case sandbox.ABI() < 1 && mode == sandbox.On:
-		return configErrorf("--sandbox: %v; --sandbox=best-effort runs unconfined where Landlock is missing", sandbox.ErrUnavailable)
+	case sandboxAvailable(mode) != nil:
+		return sandboxAvailable(mode)
 	case sandbox.ABI() < 1:
 		status := sandbox.Status{Reason: sandbox.ErrUnavailable.Error()}
 		c.note = fmt.Sprintf("sandbox %s: broker %s", mode, status)
@@ -162,4 +162,14 @@ func (rt *Runtime) confinementNote() string {
 		return ""
 	}
 	return rt.confinement.note
+}
+
+// sandboxAvailable refuses mode on where the kernel has no Landlock; Open
+// checks it before it opens anything, so that the refusal is all a broker
+// started with --sandbox there prints.
+func sandboxAvailable(mode sandbox.Mode) error {
+	if mode == sandbox.On && sandbox.ABI() < 1 {
+		return configErrorf("--sandbox: %v; --sandbox=best-effort runs unconfined where Landlock is missing", sandbox.ErrUnavailable)
+	}
+	return nil
 }

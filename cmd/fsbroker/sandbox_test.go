@@ -19,14 +19,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/broker/sandbox"
 	"github.com/fsbroker/fsbroker/broker/sandbox/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 var probe struct {
@@ -274,4 +277,96 @@ func staticBrokerBin(t *testing.T) string {
 		t.Fatal(staticBroker.err)
 	}
 	return staticBroker.path
+}
+
+// noLandlockEnv makes the test binary a wrapper (see init): it hides
+// Landlock from what it executes, as a kernel without Landlock would: a
+// seccomp filter makes the three Landlock calls fail with ENOSYS.
+const noLandlockEnv = "FSBROKER_TEST_NO_LANDLOCK"
+
+func init() {
+	if os.Getenv(noLandlockEnv) == "" {
+		return
+	}
+	// The filter and the exec must be on one thread: a filter binds the
+	// thread that installs it (and what that thread executes).
+	goruntime.LockOSThread()
+	err := hideLandlock()
+	if err == nil && len(os.Args) > 1 {
+		err = syscall.Exec(os.Args[1], os.Args[1:], os.Environ())
+	}
+	fmt.Fprintln(os.Stderr, "no-Landlock wrapper:", err)
+	os.Exit(1)
+}
+
+// hideLandlock installs, on this thread, a seccomp filter under which
+// landlock_create_ruleset, landlock_add_rule and landlock_restrict_self
+// (444 to 446 on every architecture) fail with ENOSYS, and every other call
+// runs.
+func hideLandlock() error {
+	const (
+		ldAbs    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jge      = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jgt      = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
+		ret      = unix.BPF_RET | unix.BPF_K
+		first    = unix.SYS_LANDLOCK_CREATE_RULESET
+		last     = unix.SYS_LANDLOCK_RESTRICT_SELF
+		retAllow = unix.SECCOMP_RET_ALLOW
+		retNoSys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	filter := []unix.SockFilter{
+		{Code: ldAbs, K: 0},                 // the call's number
+		{Code: jge, Jt: 0, Jf: 2, K: first}, // below the first: allow
+		{Code: jgt, Jt: 1, Jf: 0, K: last},  // above the last: allow
+		{Code: ret, K: retNoSys},            // a Landlock call
+		{Code: ret, K: retAllow},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	return nil
+}
+
+// Without Landlock, --sandbox refuses to start (exit 2, naming Landlock),
+// and --sandbox=best-effort runs unconfined and says so in its log and in the
+// session_start record.
+func TestSandboxWithoutLandlock(t *testing.T) {
+	probeBin(t) // Landlock, or skip: the control below needs it
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "a.txt"), "a")
+	run := func(t *testing.T, audit, sandboxFlag string) *proc {
+		args := []string{"stdio", "--root", root, "--state-dir", t.TempDir(), "--audit", audit, sandboxFlag}
+		cmd := exec.Command(os.Args[0], append([]string{brokerBin}, withConsent(t, "", args)...)...)
+		return startProcEnv(t, cmd, noLandlockEnv+"=1")
+	}
+
+	t.Run("on", func(t *testing.T) {
+		p := run(t, filepath.Join(t.TempDir(), "audit"), "--sandbox")
+		if code := p.waitExit(); code != exitUsage {
+			t.Fatalf("exit status %d, want %d\n%s", code, exitUsage, p.log())
+		}
+		if !strings.Contains(p.log(), "Landlock is not available") || strings.Contains(p.log(), "policies loaded") {
+			t.Errorf("the refusal does not name Landlock, or comes after the policies loaded:\n%s", p.log())
+		}
+	})
+	t.Run("best-effort", func(t *testing.T) {
+		audit := filepath.Join(t.TempDir(), "audit")
+		p := run(t, audit, "--sandbox=best-effort")
+		p.handshake("2025-11-25")
+		csRead(t, p, 2, filepath.Base(root)+"/a.txt", "a")
+		p.closeStdin()
+		if code := p.waitExit(); code != 0 {
+			t.Fatalf("exit status %d, want 0\n%s", code, p.log())
+		}
+		if !strings.Contains(p.log(), "Landlock is missing; the broker and the server run unconfined") {
+			t.Errorf("the log does not say the broker runs unconfined:\n%s", p.log())
+		}
+		if details := sessionStartDetails(t, audit); len(details) != 1 || !strings.Contains(details[0], "broker not confined") {
+			t.Errorf("session_start details %q: want the broker not confined", details)
+		}
+	})
 }
