@@ -1,6 +1,3 @@
-# Copyright 2026 The fsbroker Authors
-# SPDX-License-Identifier: Apache-2.0
-
 # A small policy set for the engine's tests (the real defaults live in policies/).
 package fsbroker.authz
 

@@ -1,6 +1,3 @@
-# Copyright 2026 The fsbroker Authors
-# SPDX-License-Identifier: Apache-2.0
-
 package fsbroker.authz_test
 
 import data.fsbroker.authz

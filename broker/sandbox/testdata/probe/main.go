@@ -1,6 +1,3 @@
-// Copyright 2026 The fsbroker Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // Command probe is a fake MCP server that opens files itself, for the
 // sandbox tests: it runs the probes its one argument lists (JSON), prints
 // one line per probe to stderr ("probe NAME: ok", "probe NAME: EACCES" or
