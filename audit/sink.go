@@ -31,14 +31,7 @@ var (
 	_ Sink              = (*Guarded)(nil)
 	_ ArgumentsDigester = (*Writer)(nil)
 	_ ArgumentsDigester = (*Guarded)(nil)
-	_ tryAppender       = (*Writer)(nil)
 )
-
-// tryAppender is a [Sink] that can append a record at once or say it cannot without waiting
-// ([Writer.TryAppend]); [Guarded] tries it before it hands the append to a worker.
-type tryAppender interface {
-	TryAppend(rec Record) (seq uint64, done bool, err error)
-}
 
 // DefaultAppendTimeout is how long [Guarded] waits for one append: longer than a healthy
 // [Writer] ever takes (a rotation is five fsyncs in a row, a [SyncAlways] append one group
@@ -168,8 +161,10 @@ func (g *Guarded) Append(ctx context.Context, rec Record) (uint64, error) {
 		g.failed(rec.Kind, err, true)
 		return 0, err
 	}
-	if t, ok := g.sink.(tryAppender); ok {
-		if seq, done, err := t.TryAppend(rec); done {
+	// Only a Writer itself: a sink that embeds one has an Append of its own,
+	// which the Writer's promoted TryAppend would go round.
+	if w, ok := g.sink.(*Writer); ok {
+		if seq, done, err := w.TryAppend(rec); done {
 			return seq, g.settle(ctx, rec.Kind, err, false)
 		}
 	}

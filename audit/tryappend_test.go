@@ -130,3 +130,32 @@ func TestGuardedWriterBoundsAnAppendBehindAStuckOne(t *testing.T) {
 		t.Fatalf("append after recovery: %v", err)
 	}
 }
+
+// keepingSink is a Writer with an Append of its own, as a host's sink that
+// embeds one has.
+type keepingSink struct {
+	*Writer
+	kept int
+}
+
+func (s *keepingSink) Append(ctx context.Context, rec Record) (uint64, error) {
+	s.kept++
+	return s.Writer.Append(ctx, rec)
+}
+
+// The guard takes the fast way only for a Writer itself: a sink that embeds
+// one gets every append through its own Append.
+func TestGuardedCallsTheAppendOfASinkEmbeddingAWriter(t *testing.T) {
+	keys := newTestKeys(t)
+	s := &keepingSink{Writer: keys.open(t, t.TempDir(), WithSync(SyncNone))}
+	defer s.Close()
+	g := Guard(s, time.Second, hclog.NewNullLogger())
+	for i := range 3 {
+		if _, err := g.Append(t.Context(), sampleRecord(KindDecision, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.kept != 3 {
+		t.Fatalf("the sink's own Append saw %d of 3 appends", s.kept)
+	}
+}
