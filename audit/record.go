@@ -108,7 +108,8 @@ type Record struct {
 	Method string `json:"method,omitempty"`
 	// Operation is the policy operation (read, write, list, ...).
 	Operation string `json:"operation,omitempty"`
-	// Tool is the tool a forwarded tools/call names.
+	// Tool is the tool a forwarded tools/call names, or the fsbroker serve tool a
+	// decision or outcome record serves.
 	Tool string `json:"tool,omitempty"`
 	// ArgsDigest is the [ArgumentsDigest] of a forwarded request's arguments (never their
 	// content).

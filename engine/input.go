@@ -48,6 +48,12 @@ func appendUntimed(b []byte, in *decision.Input) (_ []byte, err error) {
 	b = jsonx.AppendStringMember(b, "protocolVersion", in.Session.ProtocolVersion)
 	b = jsonx.AppendStringMember(b, "transport", in.Session.Transport)
 	b = append(b, '}')
+	if in.FrontEnd != nil {
+		b = append(b, `,"frontEnd":{"name":`...)
+		b = jsonx.AppendString(b, in.FrontEnd.Name)
+		b = jsonx.AppendStringMember(b, "tool", in.FrontEnd.Tool)
+		b = append(b, '}')
+	}
 	if in.Path != nil {
 		b = append(b, `,"path":`...)
 		b = appendInputPath(b, in.Path)

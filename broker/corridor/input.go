@@ -33,6 +33,9 @@ func (c *Corridor) policyInput(caller Caller, req request) *decision.Input {
 		Usage:     decision.InputUsage{BytesWrittenToday: c.writtenToday(caller, now), Watches: c.watches.count()},
 		Time:      decision.NewInputTime(now),
 	}
+	if caller.FrontEnd != "" {
+		in.FrontEnd = &decision.InputFrontEnd{Name: caller.FrontEnd, Tool: caller.Tool}
+	}
 	if req.method != methodRootsList {
 		p := newInputPath(req.requested, req.path)
 		in.Path = &p

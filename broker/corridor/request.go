@@ -29,6 +29,10 @@ type Caller struct {
 	// Transport is how the server is reached ("stdio", "child", "http",
 	// "wrap").
 	Transport string
+	// FrontEnd and Tool name a front end other than the client role's
+	// files/* session ("serve") and the tool the request serves; they go
+	// into the policy input (input.frontEnd) and the audit records (tool).
+	FrontEnd, Tool string
 }
 
 // DeclaredPrefix starts the state key of a server whose identity is only the

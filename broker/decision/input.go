@@ -17,6 +17,7 @@ type Input struct {
 	Operation string          `json:"operation"`
 	Server    InputServer     `json:"server"`
 	Session   InputSession    `json:"session"`
+	FrontEnd  *InputFrontEnd  `json:"frontEnd,omitempty"`
 	Path      *InputPath      `json:"path,omitempty"`
 	NewPath   *InputPath      `json:"newPath,omitempty"`
 	Entries   []InputPath     `json:"entries,omitempty"`
@@ -40,6 +41,14 @@ type InputSession struct {
 	ID              string `json:"id"`
 	ProtocolVersion string `json:"protocolVersion"`
 	Transport       string `json:"transport"`
+}
+
+// InputFrontEnd says which front end took the request when it is not the
+// client role's files/* session: "serve" (fsbroker serve) and the tool the
+// host called. Absent for files/* and roots/list requests.
+type InputFrontEnd struct {
+	Name string `json:"name"`
+	Tool string `json:"tool"`
 }
 
 // InputPath is one resolved path.
