@@ -144,30 +144,7 @@ func toRPC(err error) error {
 	if !errors.As(err, &e) {
 		return err
 	}
-	data := make(map[string]any, len(e.Details)+3)
-	for k, v := range e.Details {
-		data[k] = v
-	}
-	data["code"] = string(e.Code)
-	data["reason"] = e.Reason
-	if e.DecisionID != "" {
-		data["decisionId"] = e.DecisionID
-	}
-	return &jsonrpc.Error{Code: e.Code.RPC(), Message: messages[e.Code], Data: data}
-}
-
-// messages are the short JSON-RPC messages of each code; the detail is in
-// data.reason.
-var messages = map[errcode.Code]string{
-	errcode.FileNotFound:        "file not found",
-	errcode.PermissionDenied:    "permission denied",
-	errcode.InvalidPath:         "invalid path",
-	errcode.IOError:             "I/O error",
-	errcode.Timeout:             "timeout",
-	errcode.ConcurrencyConflict: "concurrency conflict",
-	errcode.QuotaExceeded:       "quota exceeded",
-	errcode.InvalidParams:       "invalid params",
-	errcode.NotInitialized:      "not initialized",
+	return &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
 }
 
 // rootEntry is one root as roots/list returns it.

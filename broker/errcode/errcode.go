@@ -105,3 +105,42 @@ func Of(err error) Code {
 	}
 	return ""
 }
+
+// messages are the short JSON-RPC messages of each code; the detail is in
+// data.reason.
+var messages = map[Code]string{
+	FileNotFound:        "file not found",
+	PermissionDenied:    "permission denied",
+	InvalidPath:         "invalid path",
+	IOError:             "I/O error",
+	Timeout:             "timeout",
+	ConcurrencyConflict: "concurrency conflict",
+	QuotaExceeded:       "quota exceeded",
+	InvalidParams:       "invalid params",
+	NotInitialized:      "not initialized",
+}
+
+// Message is the short JSON-RPC error message of c ("permission denied");
+// the detail goes in data.reason.
+func (c Code) Message() string {
+	if m, ok := messages[c]; ok {
+		return m
+	}
+	return "internal error"
+}
+
+// RPCData is the data member of the JSON-RPC error that reports e: its
+// details, code, reason and, for an audited request, decisionId
+// (docs/protocol.md section 4). Every front end sends the same shape.
+func (e *Error) RPCData() map[string]any {
+	data := make(map[string]any, len(e.Details)+3)
+	for k, v := range e.Details {
+		data[k] = v
+	}
+	data["code"] = string(e.Code)
+	data["reason"] = e.Reason
+	if e.DecisionID != "" {
+		data["decisionId"] = e.DecisionID
+	}
+	return data
+}

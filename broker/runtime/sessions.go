@@ -85,3 +85,33 @@ func (rt *Runtime) liveSessions() []*broker.Session {
 	}
 	return out
 }
+
+// NewCorridor returns the corridor of one session of a front end other than
+// the client role's MCP session (fsbroker serve), with the same parts
+// NewSession gives a session's corridor: the operator's roots now, the
+// executor and watcher, the policy decider, the audit trail under its
+// deadline, usage, consent and grants, and the limits. The caller closes it
+// when the session ends.
+func (rt *Runtime) NewCorridor() *corridor.Corridor {
+	l := rt.cfg.Limits
+	return corridor.New(
+		corridor.WithLogger(rt.log),
+		corridor.WithRoots(rt.current.Load),
+		corridor.WithExecutor(rt.exec),
+		corridor.WithWatchHub(rt.hub),
+		corridor.WithDecider(engine.Decider{Engine: rt.engine, Log: rt.log.Named("policy")}),
+		corridor.WithAudit(rt.sink, rt.cfg.Audit.RedactPaths),
+		corridor.WithUsage(rt.usage),
+		corridor.WithConsent(rt.consent, rt.grants),
+		corridor.WithLimits(corridor.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
+			OperationTimeout: l.OperationTimeout, MaxWatches: l.MaxWatches}),
+	)
+}
+
+// PinnedID is the identity the operator pinned for the peer (Config.ServerID;
+// in fsbroker serve, the host), or "" when the peer's declared name is its
+// identity.
+func (rt *Runtime) PinnedID() string { return rt.cfg.ServerID }
+
+// Version is the broker's version, as sessions report it.
+func (rt *Runtime) Version() string { return rt.cfg.Version }

@@ -109,7 +109,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	inGroup(groupServe, newStdioCommand(), newConnectCommand(), newWrapCommand())
+	inGroup(groupServe, newStdioCommand(), newConnectCommand(), newWrapCommand(), newServeCommand())
 	inGroup(groupPolicy, newPolicyCommand(), newEvalCommand())
 	inGroup(groupTrail, newGrantsCommand(), newAuditCommand())
 	inGroup(groupOther, newDemoCommand(), newConformanceCommand(), newVersionCommand(), newCompletionCommand())

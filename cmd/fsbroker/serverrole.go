@@ -1,0 +1,86 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/serve"
+)
+
+const serveLong = `Be the filesystem MCP server a host runs, on this process's stdin and stdout: a drop-in for
+the reference server @modelcontextprotocol/server-filesystem, with its fourteen tools (the same
+names, arguments and results). Every tool call goes through the broker's pipeline: the path is
+canonicalized and confined to the roots, the policies decide (secrets, read-only roots, quotas,
+per-client rules), the decision is recorded in the audit trail before anything is touched, and
+writes are flock-guarded and atomic. A refused call is a tool result with isError whose text
+starts with the code ("PERMISSION_DENIED: secrets: ..."). The host's clientInfo.name is its
+identity for grants, quotas and the trail (--server-id pins it).
+
+A path argument may be absolute (inside a root), a file:// URI, or mount-relative (the root's
+base name first). stdout carries only protocol messages; the log goes to stderr. The session ends
+when the input closes, or on SIGINT or SIGTERM. Not yet served: --http, --consent elicit,
+resources, protocol 2026-07-28, get_file_info (docs/serve.md).`
+
+const serveExample = `  # In a host's config, instead of: npx -y @modelcontextprotocol/server-filesystem ~/project
+  fsbroker serve --root ~/project
+
+  # One read-only and one writable root, the trail in its own directory
+  fsbroker serve --root ~/project --root ~/scratch:rw --audit ~/fsbroker-audit`
+
+// newServeCommand returns `fsbroker serve`.
+func newServeCommand() *cobra.Command {
+	var o *options
+	c := &cobra.Command{
+		Use:     "serve",
+		Short:   "be the filesystem MCP server a host runs, every tool call under policy and audit",
+		Long:    serveLong,
+		Example: serveExample,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.markSet(cmd.Flags())
+			return runServe(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o = registerSessionFlags(c.Flags(), "serve")
+	return c
+}
+
+// runServe serves one host on this process's stdin and stdout.
+func runServe(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
+	s, err := prepare(o, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.rt.Confine(nil, false); err != nil {
+		return err
+	}
+	if s.rt.Roots().Len() == 0 {
+		return configErrorf("fsbroker serve needs at least one root (--root DIR or a config file)")
+	}
+	in, out := pollableStdio(stdin, stdout)
+	stream := jsonrpc.NewLineStream(in, out, o.maxMessageBytes)
+	defer stream.Close()
+	l := s.rt.Limits()
+	sess, err := serve.NewSession(stream, serve.Config{
+		Corridor:     s.rt.NewCorridor(),
+		Roots:        s.rt.Roots,
+		Log:          s.log,
+		PinnedID:     s.rt.PinnedID(),
+		Version:      s.rt.Version(),
+		Transport:    "stdio",
+		MaxReadBytes: l.MaxReadBytes,
+		ConnOptions:  []jsonrpc.Option{jsonrpc.WithMaxInFlight(l.MaxInFlight), jsonrpc.WithShutdownTimeout(l.ShutdownTimeout)},
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("serving the filesystem tools on stdio", "roots", s.rt.Roots().Len())
+	return sess.Run(ctx)
+}

@@ -1,0 +1,237 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/corridor"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// SupportedVersions are the protocol versions fsbroker serve answers
+// initialize with, newest first (docs/protocol.md section 8). A client
+// asking for another one gets the newest.
+var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// FrontEnd is the front end's name in the policy input (input.frontEnd.name).
+const FrontEnd = "serve"
+
+// Config is what a Session runs with.
+type Config struct {
+	// Corridor is the session's corridor (runtime.NewCorridor); the session
+	// closes it when it ends.
+	Corridor *corridor.Corridor
+	// Roots returns the operator's roots now.
+	Roots func() *roots.Set
+	// Log is the session's logger (nil: none).
+	Log hclog.Logger
+	// PinnedID is the host's identity when the operator pinned it; else
+	// the host's declared clientInfo.name is its identity.
+	PinnedID string
+	// Version is fsbroker's version, sent as serverInfo.version.
+	Version string
+	// Transport is how the host reaches the session ("stdio").
+	Transport string
+	// MaxReadBytes is the most bytes one read of the corridor asks for;
+	// larger files are read in chunks of it.
+	MaxReadBytes int64
+	// ConnOptions configure the JSON-RPC connection.
+	ConnOptions []jsonrpc.Option
+}
+
+// Session is one MCP session of fsbroker serve: fsbroker is the server, the
+// host the client. It answers initialize, ping, tools/list and tools/call;
+// every tool call is decoded and validated here (DecodeCall, DecodeArgs),
+// then goes through the corridor as the host's requests, and its result is
+// built with this package's builders.
+type Session struct {
+	cfg  Config
+	conn *jsonrpc.Conn
+	log  hclog.Logger
+	id   string
+
+	mu              sync.Mutex
+	initialized     bool
+	clientName      string
+	clientVersion   string
+	protocolVersion string
+}
+
+// NewSession returns a session over stream. Run serves it.
+func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
+	if cfg.Corridor == nil || cfg.Roots == nil {
+		return nil, errors.New("serve: a session needs a corridor and roots")
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.Transport == "" {
+		cfg.Transport = "stdio"
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = corridor.DefaultMaxReadBytes
+	}
+	var idBytes [8]byte
+	if _, err := rand.Read(idBytes[:]); err != nil {
+		return nil, fmt.Errorf("serve: session id: %w", err)
+	}
+	s := &Session{cfg: cfg, log: cfg.Log, id: hex.EncodeToString(idBytes[:])}
+	opts := append([]jsonrpc.Option{jsonrpc.WithLogger(cfg.Log), jsonrpc.WithIDPrefix("fsbroker-")}, cfg.ConnOptions...)
+	s.conn = jsonrpc.NewConn(stream, s.handleRequest, s.handleNotification, opts...)
+	return s, nil
+}
+
+// Run serves the host until its input ends (nil), ctx is cancelled (nil),
+// or the stream breaks. It closes the corridor and records the session's
+// end; it does not close the stream.
+func (s *Session) Run(ctx context.Context) error {
+	defer s.cfg.Corridor.Close()
+	err := s.conn.Serve(ctx)
+	detail := "ended"
+	if err != nil {
+		detail = "ended: " + err.Error()
+	}
+	if s.isInitialized() {
+		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionEnd, detail)
+	}
+	return err
+}
+
+// caller is the host as the corridor knows it, calling tool.
+func (s *Session) caller(tool string) corridor.Caller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := corridor.Caller{ID: s.cfg.PinnedID, Pinned: true, Name: s.clientName, Version: s.clientVersion,
+		SessionID: s.id, ProtocolVersion: s.protocolVersion, Transport: s.cfg.Transport, FrontEnd: FrontEnd, Tool: tool}
+	if c.ID == "" {
+		c.ID, c.Pinned = s.clientName, false
+	}
+	return c
+}
+
+func (s *Session) isInitialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized
+}
+
+// handleRequest answers one request of the host.
+func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any, error) {
+	switch req.Method {
+	case "initialize":
+		return s.initialize(ctx, req.Params)
+	case "ping":
+		return struct{}{}, nil
+	}
+	if !s.isInitialized() {
+		e := errcode.New(errcode.NotInitialized, "initialize first")
+		return nil, &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
+	}
+	switch req.Method {
+	case "tools/list":
+		return ToolsListResult(), nil
+	case "tools/call":
+		return s.callTool(ctx, req.Params)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}
+}
+
+// handleNotification takes the host's notifications; none needs an answer.
+func (s *Session) handleNotification(_ context.Context, n *jsonrpc.Message) {
+	s.log.Trace("notification", "method", n.Method)
+}
+
+// initializeParams are the members of initialize the session reads.
+type initializeParams struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	ClientInfo      struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
+}
+
+// initialize negotiates the version, takes the host's clientInfo as its
+// identity, and records the session's start.
+func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, error) {
+	var p initializeParams
+	if err := json.Unmarshal(params, &p); err != nil || p.ClientInfo.Name == "" {
+		e := errcode.New(errcode.InvalidParams, "initialize needs params with clientInfo.name")
+		return nil, &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
+	}
+	version := SupportedVersions[0]
+	for _, v := range SupportedVersions {
+		if v == p.ProtocolVersion {
+			version = v
+		}
+	}
+	s.mu.Lock()
+	first := !s.initialized
+	s.initialized, s.clientName, s.clientVersion, s.protocolVersion = true, p.ClientInfo.Name, p.ClientInfo.Version, version
+	s.mu.Unlock()
+	if first {
+		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionStart, "fsbroker serve")
+	}
+	return map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
+		"serverInfo":      map[string]any{"name": "fsbroker", "version": s.cfg.Version},
+	}, nil
+}
+
+// callTool runs one tools/call: a malformed envelope, an unknown tool or
+// arguments that fail the tool's inputSchema are JSON-RPC errors (recorded
+// with Corridor.Refuse); a request the corridor refuses or fails is an
+// isError result whose text starts with its code.
+func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, error) {
+	name, rawArgs, err := DecodeCall(params)
+	if err == nil {
+		var args any
+		if args, err = DecodeArgs(name, rawArgs); err == nil {
+			res, err := s.runTool(ctx, s.caller(name), args, rawArgs)
+			if err != nil {
+				return ErrorResult(refusalText(err)), nil
+			}
+			return res, nil
+		}
+	}
+	var refusal *errcode.Error
+	var argsErr *ArgumentsError
+	var toolErr *UnknownToolError
+	switch {
+	case errors.As(err, &argsErr):
+		refusal = argsErr.Errcode()
+	case errors.As(err, &toolErr):
+		refusal = toolErr.Errcode()
+	default:
+		refusal = errcode.Wrap(errcode.InvalidParams, "tools/call params", err)
+	}
+	recorded := s.cfg.Corridor.Refuse(ctx, s.caller(name), "tools/call", "", "", refusal)
+	if errors.As(recorded, &refusal) {
+		return nil, &jsonrpc.Error{Code: refusal.Code.RPC(), Message: refusal.Code.Message(), Data: refusal.RPCData()}
+	}
+	return nil, recorded
+}
+
+// refusalText is the text of an isError result: the code and the reason
+// ("PERMISSION_DENIED: secrets: ..."), never the Go error underneath, which
+// may name host paths.
+func refusalText(err error) string {
+	var e *errcode.Error
+	if errors.As(err, &e) {
+		return string(e.Code) + ": " + e.Reason
+	}
+	return "INTERNAL_ERROR: the tool failed"
+}
