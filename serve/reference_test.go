@@ -24,10 +24,10 @@ import (
 // The differential harness: the reference filesystem server
 // (@modelcontextprotocol/server-filesystem 2026.8.31 with SDK 1.32.2, from
 // the lock file in testdata/refserver), run with node over stdio on a tree
-// in t.TempDir() and driven by the tests' MCP peer. fsbroker serve will run
-// beside it on the same tree once the corridor lands; today it checks that
-// the captured transcripts the golden tests replay are still what the
-// reference answers.
+// in t.TempDir() and driven by the tests' MCP peer. It checks that the
+// captured transcripts the golden tests replay are still what the reference
+// answers, and (serve_test.go) runs fsbroker serve beside it on the same
+// tree.
 
 // referenceServer is the npm project of the reference server.
 var referenceServer = &npmtest.Project{
@@ -60,7 +60,13 @@ func startReference(t *testing.T, dirs ...string) *referenceClient {
 	if err != nil || !strings.Contains(string(sdk), `"version": "1.32.2"`) {
 		t.Fatalf("the reference's SDK is not 1.32.2 (%v)", err)
 	}
-	cmd := exec.Command(node, append([]string{entry}, dirs...)...)
+	return startServer(t, "the reference server", exec.Command(node, append([]string{entry}, dirs...)...))
+}
+
+// startServer runs cmd, an MCP server over stdio, in the capture's
+// environment (TZ=UTC, C.UTF-8), and returns its client, initialized.
+func startServer(t *testing.T, name string, cmd *exec.Cmd) *referenceClient {
+	t.Helper()
 	cmd.Env = append(os.Environ(), "TZ=UTC", "LC_ALL=C.UTF-8", "LANG=C.UTF-8")
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
@@ -72,7 +78,7 @@ func startReference(t *testing.T, dirs ...string) *referenceClient {
 	}
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the reference server: %v", err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	stdinR.Close()
 	stdoutW.Close()
@@ -89,7 +95,7 @@ func startReference(t *testing.T, dirs ...string) *referenceClient {
 		}
 		_ = stream.Close()
 	})
-	p := &referenceClient{t: t, Peer: mcppeer.New(t, "the reference server", stream, mcppeer.RequireValid(),
+	p := &referenceClient{t: t, Peer: mcppeer.New(t, name, stream, mcppeer.RequireValid(),
 		mcppeer.WithWait(referenceWait), mcppeer.WithFallback(mcppeer.MethodNotFound))}
 	p.request("initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fsbroker-serve-test","version":"0"}}`))
 	p.Notify("notifications/initialized", nil)
