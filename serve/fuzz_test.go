@@ -164,6 +164,14 @@ func FuzzHeadTail(f *testing.F) {
 		if head != wantHead {
 			t.Fatalf("head %s of %q: %q, want %q", strconv.FormatFloat(n, 'g', -1, 64), data, head, wantHead)
 		}
+		if n < 1 {
+			// The reference reads chunks until it has counted n newlines, then
+			// keeps lines.slice(-n) of what it read: for n below 1 that is
+			// slice(-0), every line read, the first one cut where the chunk
+			// began (in a multi-byte character too). That is what TailText
+			// does; the whole-text oracle below holds only from one line up.
+			return
+		}
 		tail, err := TailText(strings.NewReader(string(data)), int64(len(data)), n)
 		if err != nil {
 			t.Fatal(err)
