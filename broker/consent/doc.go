@@ -70,8 +70,9 @@
 // form mode. The form's message is what the prompt shows (the server, marked
 // UNVERIFIED unless pinned; the access; the paths with their roots; the paths
 // not asked about; the server's message, sanitized and cut); its fields are
-// one boolean per path ("path1", "path2", ...), false by default, titled with
-// the path. Only the paths set to true in an accepted form are approved; a
+// one boolean per path ("path1-T", "path2-T", ..., T a random token fresh
+// for each question, so an answer to any other form the host shows names no
+// field of the question), false by default, titled with the path. Only the paths set to true in an accepted form are approved; a
 // decline or a cancel approves nothing. Without an Elicitor, or when the host
 // cannot show a form (no elicitation capability, or a protocol revision
 // without elicitation), Ask fails with ErrNoElicitation and nothing is

@@ -5,6 +5,8 @@ package consent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,7 +89,8 @@ func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	res, err := e.ElicitForm(ctx, render(req), consentForm(req))
+	token := newFormToken()
+	res, err := e.ElicitForm(ctx, render(req), consentForm(req, token))
 	if err != nil {
 		return d, fmt.Errorf("consent: elicitation: %w", err)
 	}
@@ -100,7 +103,7 @@ func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
 	}
 	var approved []string
 	for i, path := range req.Paths {
-		if string(res.Content[formField(i)]) == "true" {
+		if string(res.Content[formField(token, i)]) == "true" {
 			approved = append(approved, path)
 		}
 	}
@@ -108,13 +111,23 @@ func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
 	return d, nil
 }
 
-// formField names the form's field for the i-th path.
-func formField(i int) string { return "path" + strconv.Itoa(i+1) }
+// formField names the form's field for the i-th path of the question with
+// token: "path<i+1>-<token>". The token is fresh for each question, so no
+// other form (one a server put to the host itself) can have the question's
+// field names, and an answer to another form approves nothing.
+func formField(token string, i int) string { return "path" + strconv.Itoa(i+1) + "-" + token }
+
+// newFormToken returns a question's random token: 64 bits, in hex.
+func newFormToken() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
 
 // consentForm is the requestedSchema of a consent question: a flat object
 // with one boolean per path, false by default, titled with the path as the
-// prompt shows it.
-func consentForm(req Request) json.RawMessage {
+// prompt shows it, named with the question's token (formField).
+func consentForm(req Request, token string) json.RawMessage {
 	type field struct {
 		Type        string `json:"type"`
 		Title       string `json:"title"`
@@ -127,7 +140,7 @@ func consentForm(req Request) json.RawMessage {
 		if root, ok := req.rootOf(path); ok {
 			desc += " (root " + quoted(root.Name) + ")"
 		}
-		props[formField(i)] = field{Type: "boolean", Title: strconv.Itoa(i+1) + ". " + showPath(path), Description: desc}
+		props[formField(token, i)] = field{Type: "boolean", Title: strconv.Itoa(i+1) + ". " + showPath(path), Description: desc}
 	}
 	schema, err := json.Marshal(map[string]any{"type": "object", "properties": props})
 	if err != nil {

@@ -47,7 +47,12 @@ func TestWrapElicitConsentThroughTheHost(t *testing.T) {
 			if !strings.Contains(string(el.Params), `"mode":"form"`) || !strings.Contains(string(el.Params), "a/hello.txt") {
 				t.Errorf("elicitation/create params %s", el.Params)
 			}
-			p.Send(map[string]any{"jsonrpc": "2.0", "id": el.ID, "result": map[string]any{"action": "accept", "content": map[string]any{"path1": true}}})
+			// The form's field for the first path: "path1-" and the question's token.
+			field := regexp.MustCompile(`"(path1-[0-9a-f]+)"`).FindStringSubmatch(string(el.Params))
+			if field == nil {
+				t.Fatalf("elicitation/create params %s: no field path1-TOKEN", el.Params)
+			}
+			p.Send(map[string]any{"jsonrpc": "2.0", "id": el.ID, "result": map[string]any{"action": "accept", "content": map[string]any{field[1]: true}}})
 			p.waitLog(regexp.MustCompile(`scripted: reply "c2" \{"granted":true,"approvedPaths":\["a/hello.txt"\]\}`))
 			out, errOut, code := runCmd(t, "grants", "list", "--state-dir", state)
 			if code != 0 || !strings.Contains(out, "a/hello.txt") || !strings.Contains(out, "elicit") {

@@ -86,7 +86,8 @@ read -r line
 printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"where":{"method":"roots/list"}}}}'
 read -r line
 printf 'retry: %s\n' "$line" >&2
-printf '%s\n' '{"jsonrpc":"2.0","id":"fsbroker-wrap-1","result":{"resultType":"complete","content":[{"type":"text","text":"done"}]}}'
+id=$(printf '%s' "$line" | sed -n 's/.*"id":\("fsbroker-wrap-[0-9a-f]*"\).*/\1/p')
+printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"result":{"resultType":"complete","content":[{"type":"text","text":"done"}]}}'
 while read -r line; do :; done`
 	p := startWrap(t, nil, "--state-dir", state, "--root", root, "--", "sh", "-c", script)
 	hostInitialize(p, false)

@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,31 @@ func parseForm(t *testing.T, m *mcppeer.Message) elicitForm {
 	return paramsOf[elicitForm](t, m)
 }
 
+// formFields returns the names of the fields of the consent form m, by the
+// path they ask about (1, 2, ...): "pathN-" then the question's token.
+func formFields(t *testing.T, m *mcppeer.Message) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	for name := range parseForm(t, m).RequestedSchema.Properties {
+		var n int
+		var token string
+		if _, err := fmt.Sscanf(name, "path%d-%s", &n, &token); err != nil || len(token) < 16 {
+			t.Fatalf("the form's field %q is not pathN-TOKEN", name)
+		}
+		out[n] = name
+	}
+	return out
+}
+
+// yes is an accepted form's content with the given fields set to true.
+func yes(fields ...string) map[string]any {
+	content := map[string]any{}
+	for _, f := range fields {
+		content[f] = true
+	}
+	return map[string]any{"action": "accept", "content": content}
+}
+
 // --consent elicit under wrap: the server's files/consent is put to the
 // person through the host's elicitation/create (form mode, one boolean per
 // path, no by default); only the paths set to true in an accepted form are
@@ -103,7 +129,9 @@ func TestWrapElicitConsent(t *testing.T) {
 	}
 	// The host accepts, with the first path yes and the second no, a field
 	// the form does not have and a string "true".
-	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true, "path2": "true", "path3": true}})
+	fields := formFields(t, el)
+	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{fields[1]: true, fields[2]: "true",
+		"path3" + strings.TrimPrefix(fields[1], "path1"): true, "path2": true}})
 	if got := reply(); !got.Granted || len(got.ApprovedPaths) != 1 || got.ApprovedPaths[0] != "a/hello.txt" {
 		t.Errorf("an accepted form with path1 only granted %+v, want a/hello.txt", got)
 	}
@@ -114,7 +142,7 @@ func TestWrapElicitConsent(t *testing.T) {
 			t.Fatalf("%s: the host was not asked", action)
 		}
 		// Content with every field set: a decline or cancel still grants nothing.
-		f.host.Reply(el, map[string]any{"action": action, "content": map[string]any{"path1": true}})
+		f.host.Reply(el, map[string]any{"action": action, "content": map[string]any{formFields(t, el)[1]: true}})
 		if got := reply(); got.Granted || len(got.ApprovedPaths) != 0 {
 			t.Errorf("a %s granted %+v", action, got)
 		}
@@ -140,7 +168,7 @@ func TestWrapElicitFollowsTheHost(t *testing.T) {
 	if form := parseForm(t, el); form.Mode != nil {
 		t.Errorf("a 2025-06-18 host got mode %q", *form.Mode)
 	}
-	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+	f.host.Reply(el, yes(formFields(t, el)[1]))
 	if got := reply(); !got.Granted {
 		t.Errorf("an accepted form granted %+v", got)
 	}
@@ -154,7 +182,7 @@ func TestWrapElicitFollowsTheHost(t *testing.T) {
 		el, reply := g.askConsent(t, "c1", "read", "b")
 		if el != nil {
 			t.Errorf("%s: the host was sent %s", name, el.Raw)
-			g.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+			g.host.Reply(el, yes(formFields(t, el)[1]))
 		}
 		if got := reply(); got.Granted {
 			t.Errorf("%s: granted %+v", name, got)
@@ -178,7 +206,7 @@ func TestWrapElicitTimeout(t *testing.T) {
 	if !strings.Contains(string(c.Params), `"requestId":`+string(el.ID)) {
 		t.Errorf("the cancellation %s names another request than %s", c.Params, el.ID)
 	}
-	f.host.Reply(el, map[string]any{"action": "accept", "content": map[string]any{"path1": true}})
+	f.host.Reply(el, yes(formFields(t, el)[1]))
 	el2, reply2 := f.askConsent(t, "c2", "read", "b")
 	f.host.Reply(el2, map[string]any{"action": "decline"})
 	if got := reply2(); got.Granted {
@@ -189,4 +217,46 @@ func TestWrapElicitTimeout(t *testing.T) {
 	}) {
 		t.Error("the server saw the broker's elicitation, or the host's answer to it")
 	}
+}
+
+// A server plants its own form at the host under the id it guesses the
+// Router will give its next consent question (freeing it in the Router's
+// table by reusing the id for a ping the host answers at once), with the
+// field name it guesses the question will have. The person's yes to the
+// server's form must not be taken as the answer to the broker's question:
+// the Router's ids are random and never reused, a server request with an id
+// of the Router's namespace or one already in flight is renamed, and the
+// question's field names carry a token of its own.
+func TestWrapServerFormCannotAnswerBrokerConsent(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit())
+	f.handshakeWith(t, "2025-11-25", map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
+
+	const k = `"fsbroker-wrap-1"` // the Router's first id toward this host, were its ids sequential
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + k + `,"method":"elicitation/create","params":{"mode":"form",` +
+		`"message":"Turn on spell checking?","requestedSchema":{"type":"object","properties":{"path1":{"type":"boolean","title":"Spell checking"}}}}}`)
+	deceptive := f.host.Await("the server's form", func(m *mcppeer.Message) bool {
+		return m.IsRequest("elicitation/create") && strings.Contains(string(m.Params), "spell")
+	})
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":` + k + `,"method":"ping"}`)
+	ping := f.host.Await("the ping", func(m *mcppeer.Message) bool { return m.IsRequest("ping") })
+	f.host.Reply(ping, map[string]any{}) // the host answers the ping at once
+	f.server.AwaitReply(k)
+
+	el, reply := f.askConsent(t, "c1", "read", "a/hello.txt")
+	if el == nil {
+		t.Fatal("the host was not asked")
+	}
+	if string(el.ID) == string(deceptive.ID) {
+		t.Errorf("the broker's question went out with the id of the server's form, %s", el.ID)
+	}
+	// The person says yes to the form they saw first: the server's, and
+	// then, to be sure, answers the server's field name under the
+	// question's own id too.
+	f.host.Reply(deceptive, yes("path1"))
+	f.host.Reply(el, yes("path1"))
+	if got := reply(); got.Granted {
+		t.Errorf("the person's yes to the server's own form granted %v", got.ApprovedPaths)
+	}
+	// The server gets the answer to its own form, under its own id.
+	f.server.AwaitReply(k)
 }

@@ -4,10 +4,13 @@
 package proxy
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
-	"strconv"
+	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // party is who sent a message through the router.
@@ -53,14 +56,17 @@ type originKey struct {
 }
 
 // idTable is the requests in flight toward one peer, by the id that peer
-// sees. Requests keep their sender's id unless another sender already has a
-// request with that id in flight toward the same peer; then, and only then,
-// the request gets a fresh id, and the reply gets its sender's id back. So a
-// peer never sees two requests in flight with one id, whatever ids the host,
-// the server and the broker choose, and nothing is renamed in the usual case.
+// sees. Requests keep their sender's id unless that id is already in flight
+// toward the same peer (from any sender, the same one included) or starts
+// with the Router's prefix; then the request gets a fresh id, and the reply
+// gets its sender's id back. The Router's own requests always get a fresh
+// id. Fresh ids are random (128 bits after the prefix) and never reused, so
+// a peer cannot know or claim an id of the Router's: no entry is ever
+// overwritten, and a reply settles only the request that went out under its
+// id. A peer never sees two requests in flight with one id, whatever ids the
+// host, the server and the broker choose.
 type idTable struct {
 	prefix  string
-	next    uint64
 	byWire  map[jsonrpc.ID]inFlight
 	renamed map[originKey]jsonrpc.ID // sender's id -> wire id, for renamed requests only
 }
@@ -70,13 +76,12 @@ func newIDTable(prefix string) *idTable {
 }
 
 // assign records a request from sender with its id and returns the id to send
-// it with. A zero id (the router's own request) always gets a fresh one.
+// it with. A zero id (the router's own request) always gets a fresh one, and
+// so does an id already in flight toward this peer or one in the Router's
+// namespace (the prefix): an entry of the table is never overwritten.
 func (t *idTable) assign(r inFlight) jsonrpc.ID {
-	if !r.id.IsZero() {
-		prev, busy := t.byWire[r.id]
-		if !busy || prev.from == r.from {
-			// A sender that reuses its own id in flight gets what it would
-			// get unwrapped: the peer sees both.
+	if !r.id.IsZero() && !t.inNamespace(r.id) {
+		if _, busy := t.byWire[r.id]; !busy {
 			t.byWire[r.id] = r
 			return r.id
 		}
@@ -100,16 +105,26 @@ func (t *idTable) assignFresh(r inFlight) jsonrpc.ID {
 	return wire
 }
 
-// fresh returns an id of the router's namespace that no request in flight
-// toward this peer has.
+// fresh returns a random id of the router's namespace that no request in
+// flight toward this peer has. Since no request from a peer keeps an id of
+// that namespace (assign renames them), and 128 random bits do not repeat,
+// an id fresh returns is never used twice toward the peer.
 func (t *idTable) fresh() jsonrpc.ID {
 	for {
-		t.next++
-		id := jsonrpc.StringID(t.prefix + strconv.FormatUint(t.next, 10))
+		var b [16]byte
+		rand.Read(b[:]) // never fails (crypto/rand)
+		id := jsonrpc.StringID(t.prefix + hex.EncodeToString(b[:]))
 		if _, busy := t.byWire[id]; !busy {
 			return id
 		}
 	}
+}
+
+// inNamespace reports whether id is a string in the Router's namespace (its
+// value, escapes decoded, starts with the prefix).
+func (t *idTable) inNamespace(id jsonrpc.ID) bool {
+	s, ok := jsonx.Unquote([]byte(id))
+	return ok && strings.HasPrefix(s, t.prefix)
 }
 
 // settle takes the reply with wire id: the request it answers, now done.
@@ -119,8 +134,8 @@ func (t *idTable) settle(wire jsonrpc.ID) (inFlight, bool) {
 		return inFlight{}, false
 	}
 	delete(t.byWire, wire)
-	if wire != r.id {
-		delete(t.renamed, originKey{r.from, r.id})
+	if key := (originKey{r.from, r.id}); wire != r.id && t.renamed[key] == wire {
+		delete(t.renamed, key)
 	}
 	return r, true
 }

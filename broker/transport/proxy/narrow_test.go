@@ -199,9 +199,35 @@ func TestWrapIDTable(t *testing.T) {
 	if w := tb.assign(inFlight{from: router}); !strings.HasPrefix(string(w), `"`+idPrefix) {
 		t.Errorf("router's request id %s", w)
 	}
-	// A sender reusing its own id in flight is not renamed.
-	if w := tb.assign(inFlight{from: host, id: id("fsbroker-1")}); w != id("fsbroker-1") {
-		t.Errorf("the host's reused id renamed to %s", w)
+	// A sender reusing its own id in flight is renamed: the entry of the
+	// first is never overwritten, and each reply finds its own request.
+	tb.settle(id("fsbroker-1")) // the host's first request above is answered
+	first := tb.assign(inFlight{from: host, id: id("fsbroker-1"), method: "first"})
+	again := tb.assign(inFlight{from: host, id: id("fsbroker-1"), method: "again"})
+	if first != id("fsbroker-1") || again == first || !strings.HasPrefix(string(again), `"`+idPrefix) {
+		t.Errorf("the host's id reused in flight went out as %s then %s", first, again)
+	}
+	if r, ok := tb.settle(first); !ok || r.method != "first" {
+		t.Errorf("settle(%s) = %+v, %v; want the first request", first, r, ok)
+	}
+	if r, ok := tb.settle(again); !ok || r.method != "again" || r.id != id("fsbroker-1") {
+		t.Errorf("settle(%s) = %+v, %v; want the second request, with its own id", again, r, ok)
+	}
+	// A request whose id is in the Router's namespace is renamed, escapes
+	// and all, and the Router's fresh ids never repeat.
+	for _, claimed := range []jsonrpc.ID{id(idPrefix + "x"), jsonrpc.ID(`"fsbroker\u002dwrap-x"`)} {
+		if w := tb.assign(inFlight{from: server, id: claimed}); w == claimed {
+			t.Errorf("a request with id %s kept it", claimed)
+		}
+	}
+	seen := map[jsonrpc.ID]bool{}
+	for range 1000 {
+		w := tb.assign(inFlight{from: router})
+		tb.settle(w)
+		if seen[w] {
+			t.Fatalf("the fresh id %s came twice", w)
+		}
+		seen[w] = true
 	}
 }
 

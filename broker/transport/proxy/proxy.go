@@ -64,13 +64,16 @@
 //
 // Requests toward one peer come from two senders (toward the server: the host
 // and the session; toward the host: the server and the Router). Every request
-// keeps its sender's id unless the other sender already has a request with
-// that id in flight toward the same peer; only then does it travel under a
-// fresh id of the Router's namespace ("fsbroker-wrap-N", itself checked
-// against the ids in flight), and its reply, and any cancellation of it, is
-// translated back. So no peer ever sees two requests in flight with one id,
-// whatever ids the host and the server choose, and in the usual case nothing
-// is renamed at all.
+// keeps its sender's id unless a request with that id (of either sender) is
+// in flight toward the same peer, or the id is in the Router's namespace
+// ("fsbroker-wrap-"); then it travels under a fresh id, and its reply, and any
+// cancellation of it, is translated back. The Router's own requests always
+// get a fresh id. Fresh ids are the prefix and 128 random bits, never reused:
+// no peer can predict or hold one, so a reply reaches only the request that
+// went out under its id (a server cannot have the person's answer to its own
+// form taken for the answer to the broker's consent question). No peer ever
+// sees two requests in flight with one id, whatever ids the host and the
+// server choose, and in the usual case nothing is renamed at all.
 //
 // # Cancellation and progress
 //
