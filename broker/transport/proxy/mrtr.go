@@ -111,8 +111,19 @@ func isInputRequired(result json.RawMessage) bool {
 // inputRequired takes the server's InputRequiredResult answering the host's
 // request req (raw is the reply as the server wrote it): its roots/list
 // requests are answered by the broker, by retrying the request itself when
-// the host is asked nothing, else on the host's retry.
+// the host is asked nothing, else on the host's retry. Only a tools/call,
+// resources/read or prompts/get with object params can be retried: the
+// InputRequiredResult of any other request (the Router kept no params) gets
+// the host an error reply instead.
 func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result json.RawMessage) {
+	if req.params == nil {
+		r.log.Warn("the server answered a request that cannot be retried with an InputRequiredResult; the host gets an error",
+			"method", shortMethod(req.method))
+		r.writeHost(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: req.id, Error: &jsonrpc.Error{
+			Code: jsonrpc.CodeInternalError, Message: "the server answered " + shortMethod(req.method) +
+				" with an InputRequiredResult; only tools/call, resources/read and prompts/get with object params may be retried"}}))
+		return
+	}
 	var res map[string]json.RawMessage
 	var requests map[string]json.RawMessage
 	if json.Unmarshal(result, &res) != nil || json.Unmarshal(res["inputRequests"], &requests) != nil || len(requests) == 0 {

@@ -264,3 +264,32 @@ func TestWrapStatelessStateOnly(t *testing.T) {
 		t.Errorf("the retry reached the server with %s", retry.Params)
 	}
 }
+
+// A server answers requests whose params the Router does not keep (a
+// tools/list; a tools/call without object params) with an
+// InputRequiredResult asking roots only. The Router must not retry them
+// (it once wrote into a nil map and the panic ended the broker): the host
+// gets an error reply, the server's inputRequests never reach it, and the
+// Router goes on routing.
+func TestWrapInputRequiredOnARequestThatCannotBeRetried(t *testing.T) {
+	f := startRouter(t)
+	f.handshake(t, nil)
+	for _, tc := range []struct{ id, method string }{{"2", "tools/list"}, {"3", "tools/call"}} {
+		f.host.SendRaw(`{"jsonrpc":"2.0","id":` + tc.id + `,"method":"` + tc.method + `"}`)
+		call := f.server.Await(tc.method, func(m *mcppeer.Message) bool { return m.IsRequest(tc.method) && string(m.ID) == tc.id })
+		f.server.Reply(call, map[string]any{"resultType": "input_required",
+			"inputRequests": map[string]any{"r": map[string]any{"method": "roots/list"}}})
+		if r := f.host.AwaitReply(tc.id); r.Error == nil {
+			t.Errorf("%s: the host got %s, want an error", tc.method, r.Raw)
+		}
+	}
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	f.server.Reply(f.server.AwaitRequest("ping"), map[string]any{})
+	if r := f.host.AwaitReply("4"); r.Error != nil {
+		t.Errorf("the Router no longer routes: %s", r.Raw)
+	}
+	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsRequest("tools/list") && string(m.ID) != "2" }) {
+		t.Error("the Router retried the tools/list")
+	}
+	hostSawNoRootsList(t, f)
+}
