@@ -11,10 +11,12 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // Multi round-trip requests (protocol revision 2026-07-28): a server asks
@@ -81,17 +83,13 @@ func requestTarget(params map[string]json.RawMessage) string {
 	return ""
 }
 
-// inputRequest is one member of inputRequests.
-type inputRequest struct {
-	Method string `json:"method"`
-}
-
 // splitInputRequests returns the keys of the inputRequests the broker
-// answers (roots/list) and those the host does, each sorted.
+// answers (roots/list) and those the host does, each sorted. A request is
+// the broker's when any of its members named "method", in any case, names
+// roots/list: whichever of them a host reads, it is never asked roots/list.
 func splitInputRequests(requests map[string]json.RawMessage) (brokerKeys, hostKeys []string) {
 	for _, k := range slices.Sorted(maps.Keys(requests)) {
-		var ir inputRequest
-		if json.Unmarshal(requests[k], &ir) == nil && ir.Method == "roots/list" {
+		if anyMemberIs(requests[k], "method", func(m string) bool { return broker.CanonicalMethod(m) == "roots/list" }) {
 			brokerKeys = append(brokerKeys, k)
 		} else {
 			hostKeys = append(hostKeys, k)
@@ -100,12 +98,44 @@ func splitInputRequests(requests map[string]json.RawMessage) (brokerKeys, hostKe
 	return brokerKeys, hostKeys
 }
 
-// isInputRequired reports whether a result is an InputRequiredResult.
+// isInputRequired reports whether a result may be read as an
+// InputRequiredResult: any of its members named "resultType", in any case,
+// is "input_required".
 func isInputRequired(result json.RawMessage) bool {
-	var r struct {
-		ResultType string `json:"resultType"`
+	return anyMemberIs(result, "resultType", func(v string) bool { return v == resultTypeInputRequired })
+}
+
+// anyMemberIs reports whether the object obj has a member named name, in any
+// case (encoding/json matches names so), whose value is a string for which
+// match is true; every occurrence counts (a reader may take the first or the
+// last of a repeated name). Not an object: false.
+func anyMemberIs(obj json.RawMessage, name string, match func(string) bool) bool {
+	scan := jsonx.ScanObject(obj)
+	for scan.Next() {
+		m := scan.Member()
+		member, ok := jsonx.Unquote(m.Name)
+		if !ok || !strings.EqualFold(member, name) {
+			continue
+		}
+		if v, ok := jsonx.Unquote(m.Value); ok && match(v) {
+			return true
+		}
 	}
-	return json.Unmarshal(result, &r) == nil && r.ResultType == resultTypeInputRequired
+	return false
+}
+
+// dropCaseVariants deletes from an InputRequiredResult the members whose
+// names differ from resultType, inputRequests or requestState in case only:
+// a host that matches names without case could read them in place of the
+// members the Router read.
+func dropCaseVariants(res map[string]json.RawMessage) {
+	for name := range res {
+		for _, exact := range []string{"resultType", "inputRequests", paramRequestState} {
+			if name != exact && strings.EqualFold(name, exact) {
+				delete(res, name)
+			}
+		}
+	}
 }
 
 // inputRequired takes the server's InputRequiredResult answering the host's
@@ -135,6 +165,7 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 			return
 		}
 	}
+	dropCaseVariants(res)
 	brokerKeys, hostKeys := splitInputRequests(requests)
 	var serverState *json.RawMessage
 	if st, ok := res[paramRequestState]; ok {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -290,6 +291,40 @@ func TestWrapInputRequiredOnARequestThatCannotBeRetried(t *testing.T) {
 	}
 	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsRequest("tools/list") && string(m.ID) != "2" }) {
 		t.Error("the Router retried the tools/list")
+	}
+	hostSawNoRootsList(t, f)
+}
+
+// A server spells the members the Router reads so that a host could read
+// them otherwise: "method" twice or in another case (encoding/json matches
+// names without case; a JavaScript host takes the exact name, the last of a
+// repeated one), "resultType" in two spellings. Every request naming
+// roots/list in any of these is the broker's: the Router answers it itself
+// (a retry with its roots), and the host is never asked roots/list.
+func TestWrapHostNeverSeesRootsListThroughSpelling(t *testing.T) {
+	f := startRouter(t)
+	meta := modernMeta(map[string]any{"elicitation": map[string]any{}})
+	for i, result := range []string{
+		`{"resultType":"input_required","requestState":"S1","inputRequests":{"where":{"method":"roots/list","Method":"x"}}}`,
+		`{"resultType":"input_required","inputRequests":{"where":{"Method":"roots/list","method":"x"}}}`,
+		`{"resultType":"input_required","inputRequests":{"where":{"method":"roots/list","method":"x"}}}`,
+		`{"resultType":"input_required","RESULTTYPE":"complete","inputRequests":{"where":{"method":"roots/list"}}}`,
+		`{"RESULTTYPE":"input_required","resultType":"complete","inputRequests":{"where":{"method":"roots/list"}}}`,
+	} {
+		id := strconv.Itoa(10 + i)
+		f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call", "params": callParams(meta, nil)})
+		f.server.Await("call "+id, func(m *mcppeer.Message) bool { return m.IsRequest("tools/call") && string(m.ID) == id })
+		f.server.SendRaw(`{"jsonrpc":"2.0","id":` + id + `,"result":` + result + `}`)
+		retry := f.server.Await("the broker's retry of "+id, func(m *mcppeer.Message) bool {
+			return m.IsRequest("tools/call") && strings.HasPrefix(string(m.ID), `"`+idPrefix)
+		})
+		if p := parseRetry(t, retry); len(rootURIs(t, p.InputResponses["where"])) != 2 {
+			t.Errorf("%s: the broker's retry %s: want its two roots", result, retry.Params)
+		}
+		f.server.Reply(retry, map[string]any{"resultType": "complete", "content": []any{map[string]any{"type": "text", "text": "done"}}})
+		if r := f.host.AwaitReply(id); !strings.Contains(string(r.Result), `"done"`) {
+			t.Errorf("%s: the host got %s, want the retry's result", result, r.Raw)
+		}
 	}
 	hostSawNoRootsList(t, f)
 }
