@@ -183,3 +183,37 @@ func TestWrapForwardAuditFailsClosed(t *testing.T) {
 		t.Error("the server received a request whose forward record was not written")
 	}
 }
+
+// A host request the Router cannot decode strictly (a batch; "jsonrpc"
+// spelled with an escape) must not reach the server without a forward
+// record: the Router answers it with a JSON-RPC error, and the server never
+// sees it.
+func TestWrapHostRequestNeverReachesTheServerUnrecorded(t *testing.T) {
+	w, _ := audittest.Open(t)
+	trail := audit.Guard(w, 0, nil)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "")})
+	f.handshake(t, nil)
+	fw, _ := forwardRecords(t, w.Dir())
+	base := len(fw)
+
+	f.host.SendRaw(`[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_everything","arguments":{"x":1}}}]`)
+	if r := f.host.AwaitReply("null"); r.Error == nil {
+		t.Errorf("the batch was answered %s, want an error", r.Raw)
+	}
+	f.host.SendRaw(`{"jsonrpc":"2\u002e0","id":8,"method":"tools/call","params":{"name":"exfiltrate","arguments":{"x":1}}}`)
+	if r := f.host.Await("the refusal", func(m *mcppeer.Message) bool { return m.Error != nil && !m.IsReplyTo("null") }); r == nil {
+		t.Error("the escaped request was not refused")
+	}
+	// A normal request after them: it reaches the server, after its record.
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": map[string]any{"name": "ok", "arguments": map[string]any{}}})
+	f.server.AwaitRequest("tools/call")
+	if f.server.Has(func(m *mcppeer.Message) bool {
+		return strings.Contains(m.Raw, "delete_everything") || strings.Contains(m.Raw, "exfiltrate")
+	}) {
+		t.Error("a request the Router could not read reached the server")
+	}
+	fw, _ = forwardRecords(t, w.Dir())
+	if len(fw)-base != 1 || fw[base].Tool != "ok" {
+		t.Errorf("%d forward records after the handshake, want the one of tools/call ok", len(fw)-base)
+	}
+}

@@ -380,10 +380,26 @@ var tooLarge = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.Null
 	Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: message exceeds the size limit"}})
 
 // fromHost routes one message of the host's.
+//
+// A request reaches the server only as the Router read it, after its forward
+// record: a batch, or a message that does not decode strictly (an escaped
+// "2.0", say), is answered by the Router with the JSON-RPC error the server
+// would have given, never passed on; else a request could reach the server
+// with no forward record. Only a reply-shaped message the Router cannot read
+// goes to the server as it is (a reply is not recorded).
 func (r *Router) fromHost(raw []byte) {
 	msg, err := jsonrpc.Decode(raw)
 	if err != nil {
-		r.writeServer(raw) // the server answers it as it would unwrapped
+		switch de := asDecodeError(err); {
+		case isBatch(raw):
+			r.log.Warn("refused a batch from the host: the server gets one request at a time, each after its forward record")
+			r.writeHost(batchRefused)
+		case de.Response:
+			r.writeServer(raw) // the server reads it as it would unwrapped
+		default:
+			r.log.Warn("refused a message from the host that cannot be passed on as it was read", "error", de.Err.Message)
+			r.writeHost(refusal(de))
+		}
 		return
 	}
 	switch {
@@ -643,19 +659,30 @@ func duplicateMembers(raw []byte) bool {
 // the error a JSON-RPC peer gives (a parse error or an invalid request, id
 // null when it cannot be read); a reply-shaped message is never answered.
 func (r *Router) refuseFromServer(err error) {
+	de := asDecodeError(err)
+	r.log.Warn("refused a message from the server that cannot be passed on as it was read", "error", de.Err.Message)
+	if !de.Response {
+		r.writeServer(refusal(de))
+	}
+}
+
+// asDecodeError returns err as a *jsonrpc.DecodeError (an invalid request
+// with id null when it is none).
+func asDecodeError(err error) *jsonrpc.DecodeError {
 	var de *jsonrpc.DecodeError
 	if !errors.As(err, &de) {
 		de = &jsonrpc.DecodeError{ID: jsonrpc.NullID, Err: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: err.Error()}}
 	}
-	r.log.Warn("refused a message from the server that cannot be passed on as it was read", "error", de.Err.Message)
-	if de.Response {
-		return
-	}
+	return de
+}
+
+// refusal is the error reply to a message that did not decode.
+func refusal(de *jsonrpc.DecodeError) []byte {
 	id := de.ID
 	if id.IsZero() {
 		id = jsonrpc.NullID
 	}
-	r.writeServer(mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: id, Error: de.Err}))
+	return mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: id, Error: de.Err})
 }
 
 var batchRefused = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.NullID,

@@ -391,7 +391,8 @@ func TestWrapRouterWithholdsEventsOfWithheldRoots(t *testing.T) {
 // message that is not the broker's to answer; one that holds roots/list or
 // files/* is refused, and so is a line the Router cannot read exactly as a
 // host would (answered -32700/-32600, never passed on). The host's batches
-// and lines pass as they are.
+// are refused too (-32600; a request must not reach the server without its
+// forward record); its plain lines pass as they are.
 func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f := startRouter(t)
 	f.handshake(t, nil)
@@ -409,12 +410,17 @@ func TestWrapRouterBatchesAndMalformedLines(t *testing.T) {
 	f.server.Await("the parse error for the malformed line", func(m *mcppeer.Message) bool {
 		return m.IsReplyTo("null") && m.Error != nil && m.Error.Code == -32700
 	})
-	f.server.Await("the host's batch", func(m *mcppeer.Message) bool { return m.Raw == `[1,2]` })
+	if r := f.host.AwaitReply("null"); r.Error == nil || r.Error.Code != -32600 {
+		t.Errorf("the host's batch was answered %s, want -32600", r.Raw)
+	}
 	f.server.Await("marker", func(m *mcppeer.Message) bool { return m.IsNotification("x/marker") })
 	for _, m := range f.host.All() {
 		if strings.Contains(m.Raw, "files/read") {
 			t.Errorf("the host received %s", m.Raw)
 		}
+	}
+	if f.server.Has(func(m *mcppeer.Message) bool { return m.Raw == `[1,2]` }) {
+		t.Error("the host's batch reached the server")
 	}
 }
 
