@@ -39,6 +39,10 @@ const (
 	// past it the oldest is forgotten (its retry then reaches the server
 	// without inputs, and the server asks again).
 	maxStates = 1024
+	// maxStateBytes bounds the bytes those states hold (the servers'
+	// requestStates, each up to --max-message-bytes); past it the oldest are
+	// forgotten too.
+	maxStateBytes = 64 << 20
 	// maxBrokerRounds bounds how often the Router retries a request itself
 	// for a server that asks for nothing but roots, again and again.
 	maxBrokerRounds = 3
@@ -63,6 +67,22 @@ type pendingInputs struct {
 	hostKeys    []string         // the inputRequests passed to the host
 	brokerKeys  []string         // the roots/list inputRequests the broker answers
 	expires     time.Time
+	size        int // the bytes it holds, counted in Router.stateBytes
+}
+
+// bytes is what a kept state counts toward maxStateBytes.
+func (p *pendingInputs) bytes() int {
+	n := len(p.method) + len(p.target)
+	if p.serverState != nil {
+		n += len(*p.serverState)
+	}
+	for _, k := range p.hostKeys {
+		n += len(k)
+	}
+	for _, k := range p.brokerKeys {
+		n += len(k)
+	}
+	return n
 }
 
 // newStateToken returns a fresh requestState for the host.
@@ -180,11 +200,13 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	}
 	p := &pendingInputs{method: req.method, target: requestTarget(req.params), serverState: serverState,
 		hostKeys: hostKeys, brokerKeys: brokerKeys, expires: time.Now().Add(stateTTL)}
+	p.size = p.bytes()
 	token := newStateToken()
 	r.mu.Lock()
-	r.pruneStates()
 	r.states[token] = p
+	r.stateBytes += p.size
 	r.stateOrder = append(r.stateOrder, token)
+	r.pruneStates()
 	r.mu.Unlock()
 	if _, had := res["inputRequests"]; had || len(hostKeys) > 0 {
 		forHost := make(map[string]json.RawMessage, len(hostKeys))
@@ -201,8 +223,8 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	r.writeHost(withMember(out, "id", json.RawMessage(req.id)))
 }
 
-// pruneStates forgets expired states, and the oldest past maxStates; r.mu
-// is held.
+// pruneStates forgets expired states, then the oldest while more than
+// maxStates are kept or they hold more than maxStateBytes; r.mu is held.
 func (r *Router) pruneStates() {
 	now := time.Now()
 	keep := r.stateOrder[:0]
@@ -212,16 +234,24 @@ func (r *Router) pruneStates() {
 			continue
 		}
 		if now.After(p.expires) {
-			delete(r.states, tok)
+			r.forgetState(tok)
 			continue
 		}
 		keep = append(keep, tok)
 	}
-	for len(keep) >= maxStates {
-		delete(r.states, keep[0])
+	for len(keep) > maxStates || (len(keep) > 1 && r.stateBytes > maxStateBytes) {
+		r.forgetState(keep[0])
 		keep = keep[1:]
 	}
 	r.stateOrder = keep
+}
+
+// forgetState removes the state of token and what it counted; r.mu is held.
+func (r *Router) forgetState(token string) {
+	if p, ok := r.states[token]; ok {
+		r.stateBytes -= p.size
+		delete(r.states, token)
+	}
 }
 
 // retryWithRoots retries the host's request req itself, with the broker's
@@ -336,9 +366,7 @@ func (r *Router) hostRetry(msg *jsonrpc.Message, raw []byte) {
 	_ = json.Unmarshal(params[paramRequestState], &token)
 	r.mu.Lock()
 	p, ok := r.states[token]
-	if ok {
-		delete(r.states, token) // a state is used once
-	}
+	r.forgetState(token) // a state is used once
 	r.mu.Unlock()
 	var hostAnswers map[string]json.RawMessage
 	_ = json.Unmarshal(params[paramInputResponses], &hostAnswers)

@@ -328,3 +328,42 @@ func TestWrapHostNeverSeesRootsListThroughSpelling(t *testing.T) {
 	}
 	hostSawNoRootsList(t, f)
 }
+
+// The states awaiting a host's retry are bounded in bytes as well as in
+// number: a server that sends large requestStates cannot make the Router
+// hold more than maxStateBytes of them; the oldest go first, the newest
+// stays.
+func TestWrapStatesBoundedInBytes(t *testing.T) {
+	r := &Router{states: map[string]*pendingInputs{}}
+	big := json.RawMessage(`"` + strings.Repeat("s", 8<<20) + `"`) // 8 MiB each
+	var tokens []string
+	for range 20 {
+		p := &pendingInputs{method: "tools/call", serverState: &big, expires: time.Now().Add(stateTTL)}
+		p.size = p.bytes()
+		tok := newStateToken()
+		r.states[tok] = p
+		r.stateBytes += p.size
+		r.stateOrder = append(r.stateOrder, tok)
+		r.pruneStates()
+		tokens = append(tokens, tok)
+	}
+	if r.stateBytes > maxStateBytes {
+		t.Fatalf("the states hold %d bytes, over %d", r.stateBytes, maxStateBytes)
+	}
+	if len(r.states) != len(r.stateOrder) || len(r.states) >= 20 {
+		t.Fatalf("%d states kept (%d in order) of 20 of 8 MiB", len(r.states), len(r.stateOrder))
+	}
+	if _, ok := r.states[tokens[len(tokens)-1]]; !ok {
+		t.Error("the newest state was forgotten")
+	}
+	if _, ok := r.states[tokens[0]]; ok {
+		t.Error("the oldest state was kept")
+	}
+	sum := 0
+	for _, p := range r.states {
+		sum += p.size
+	}
+	if sum != r.stateBytes {
+		t.Errorf("stateBytes %d, the states hold %d", r.stateBytes, sum)
+	}
+}

@@ -173,6 +173,7 @@ type Router struct {
 	fromRouter        map[jsonrpc.ID]chan<- *jsonrpc.Message // the router's requests to the session
 	states            map[string]*pendingInputs              // InputRequiredResults awaiting the host's retry, by token
 	stateOrder        []string                               // their tokens, oldest first
+	stateBytes        int                                    // the bytes they hold (pendingInputs.size)
 	stateless         bool                                   // the session serves a server on 2026-07-28
 	initSeen          bool                                   // the host's initialize went by
 	hostHasRoots      bool                                   // ... and declared the roots capability
