@@ -13,11 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // The audit commands are driven in-process through run(), on real trails that real writers
@@ -494,24 +494,6 @@ func TestAuditQuery(t *testing.T) {
 	})
 }
 
-// syncBuffer collects a command's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestAuditTail(t *testing.T) {
 	t.Parallel()
 	tr := writeTrail(t)
@@ -537,7 +519,7 @@ func TestAuditTail(t *testing.T) {
 	t.Run("follow", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var stdout, stderr syncBuffer
+		var stdout, stderr testlog.Lines
 		done := make(chan int, 1)
 		go func() {
 			done <- run(ctx, []string{"audit", "tail", "-f", "-n", "1", "--format", "json", tr.dir}, strings.NewReader(""), &stdout, &stderr)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/cmd/internal/exampleserver"
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // wantOutcome is what one request of a script should get: the request's
@@ -262,7 +263,7 @@ func TestExampleServerScriptOverHTTP(t *testing.T) {
 	dir, project, scratch := seedDemo(t)
 	state := filepath.Join(dir, "state")
 	cmd := exec.Command(serverBin, "-script", "demo", "-http", "127.0.0.1:0")
-	serverErr := &lockedBuffer{}
+	serverErr := &testlog.Lines{}
 	cmd.Stderr = serverErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

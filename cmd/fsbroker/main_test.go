@@ -34,6 +34,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/internal/mcppeer"
 	"github.com/fsbroker/fsbroker/internal/testfs"
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // waitLimit bounds each wait for something that should happen promptly.
@@ -136,24 +137,6 @@ func goTool() string {
 	return "go"
 }
 
-// lockedBuffer collects a stream (the broker's stderr) for concurrent reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // message is one line the broker wrote to its stdout.
 type message = mcppeer.Message
 
@@ -170,7 +153,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdin  *os.File
 	stdout *os.File // our end of the broker's stdout
-	stderr *lockedBuffer
+	stderr *testlog.Lines
 
 	readDone chan struct{} // stdout and stderr reached EOF
 	exited   chan struct{} // closed once the process has exited
@@ -312,7 +295,7 @@ func startProcPipes(t *testing.T, cmd *exec.Cmd, keep bool, env ...string) (p *p
 		outW.Close()
 	}
 	errW.Close()
-	p = &proc{t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &lockedBuffer{}, readDone: make(chan struct{}), exited: make(chan struct{})}
+	p = &proc{t: t, cmd: cmd, stdin: inW, stdout: outR, stderr: &testlog.Lines{}, readDone: make(chan struct{}), exited: make(chan struct{})}
 	p.Peer = mcppeer.New(t, "fsbroker", jsonrpc.NewLineStream(outR, inW, 0), mcppeer.RequireValid(), mcppeer.WithWait(waitLimit))
 	stderrDone := make(chan struct{})
 	go func() {

@@ -35,14 +35,15 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/internal/testlog"
 )
 
 // startExampleHTTP starts the example server in -http mode and returns its
 // endpoint and its stderr.
-func startExampleHTTP(t *testing.T) (string, *lockedBuffer) {
+func startExampleHTTP(t *testing.T) (string, *testlog.Lines) {
 	t.Helper()
 	cmd := exec.Command(serverBin, "-http", "127.0.0.1:0")
-	out := &lockedBuffer{}
+	out := &testlog.Lines{}
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func startExampleHTTP(t *testing.T) (string, *lockedBuffer) {
 }
 
 // waitText waits until buf matches re and returns the submatches.
-func waitText(t *testing.T, buf *lockedBuffer, re *regexp.Regexp) []string {
+func waitText(t *testing.T, buf *testlog.Lines, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {

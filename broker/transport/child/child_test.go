@@ -16,11 +16,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fsbroker/fsbroker/internal/testlog"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -31,34 +31,15 @@ import (
 // waitLimit bounds every wait for something that should happen promptly.
 const waitLimit = 10 * time.Second
 
-// logBuffer is the logger's output: JSON lines, written and read under a
-// mutex.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // logEntry is one hclog JSON line.
 type logEntry struct {
 	Level   string `json:"@level"`
 	Message string `json:"@message"`
 }
 
-// entries parses every line of the log; a line that is not an hclog JSON
+// logEntries parses every line of the log; a line that is not an hclog JSON
 // entry fails the test.
-func (b *logBuffer) entries(t *testing.T) []logEntry {
+func logEntries(t *testing.T, b *testlog.Lines) []logEntry {
 	t.Helper()
 	var out []logEntry
 	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
@@ -74,20 +55,20 @@ func (b *logBuffer) entries(t *testing.T) []logEntry {
 	return out
 }
 
-// messages returns the logged messages.
-func (b *logBuffer) messages(t *testing.T) []string {
+// logMessages returns the logged messages.
+func logMessages(t *testing.T, b *testlog.Lines) []string {
 	t.Helper()
 	var out []string
-	for _, e := range b.entries(t) {
+	for _, e := range logEntries(t, b) {
 		out = append(out, e.Message)
 	}
 	return out
 }
 
-// has reports whether a logged message contains s.
-func (b *logBuffer) has(t *testing.T, s string) bool {
+// logHas reports whether a logged message contains s.
+func logHas(t *testing.T, b *testlog.Lines, s string) bool {
 	t.Helper()
-	for _, m := range b.messages(t) {
+	for _, m := range logMessages(t, b) {
 		if strings.Contains(m, s) {
 			return true
 		}
@@ -95,11 +76,11 @@ func (b *logBuffer) has(t *testing.T, s string) bool {
 	return false
 }
 
-// waitFor waits until a logged message contains s.
-func (b *logBuffer) waitFor(t *testing.T, s string) {
+// waitForLog waits until a logged message contains s.
+func waitForLog(t *testing.T, b *testlog.Lines, s string) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
-	for !b.has(t, s) {
+	for !logHas(t, b, s) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log message containing %q within %s; log:\n%s", s, waitLimit, b.String())
 		}
@@ -107,8 +88,8 @@ func (b *logBuffer) waitFor(t *testing.T, s string) {
 	}
 }
 
-func newLogger() (hclog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func newLogger() (hclog.Logger, *testlog.Lines) {
+	buf := &testlog.Lines{}
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "server",
 		Level:      hclog.Trace,
@@ -119,7 +100,7 @@ func newLogger() (hclog.Logger, *logBuffer) {
 
 // startScript starts `sh -c script` and makes sure the child's whole process
 // group is gone when the test ends, whatever happened.
-func startScript(t *testing.T, script string) (*Process, *logBuffer) {
+func startScript(t *testing.T, script string) (*Process, *testlog.Lines) {
 	t.Helper()
 	log, buf := newLogger()
 	p, err := Start("sh", []string{"-c", script}, log)
@@ -190,10 +171,10 @@ func waitGone(t *testing.T, pid int, what string) {
 var gcPID = regexp.MustCompile(`^grandchild=(\d+)$`)
 
 // grandchildPID returns the pid the script logged as "grandchild=N".
-func grandchildPID(t *testing.T, buf *logBuffer) int {
+func grandchildPID(t *testing.T, buf *testlog.Lines) int {
 	t.Helper()
-	buf.waitFor(t, "grandchild=")
-	for _, m := range buf.messages(t) {
+	waitForLog(t, buf, "grandchild=")
+	for _, m := range logMessages(t, buf) {
 		if g := gcPID.FindStringSubmatch(m); g != nil {
 			pid, _ := strconv.Atoi(g[1])
 			return pid
@@ -223,7 +204,7 @@ exit 0`)
 	}
 	stopWithin(t, p, time.Second, waitLimit) // waits for stderr to be logged
 
-	msgs := buf.messages(t)
+	msgs := logMessages(t, buf)
 	var plain []string
 	long := 0
 	for _, m := range msgs {
@@ -246,7 +227,7 @@ exit 0`)
 	if long != 70000 {
 		t.Errorf("the long line was logged with %d bytes in all, want 70000", long)
 	}
-	for _, e := range buf.entries(t) {
+	for _, e := range logEntries(t, buf) {
 		if e.Level != "info" {
 			t.Errorf("stderr line %q logged at %q, want info", e.Message, e.Level)
 		}
@@ -408,7 +389,7 @@ while :; do sleep 0.05; done`,
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, buf := startScript(t, tc.script)
-			buf.waitFor(t, "ready") // the traps are set
+			waitForLog(t, buf, "ready") // the traps are set
 			if !stopWithin(t, p, tc.grace, 3*tc.grace+waitLimit) {
 				return
 			}
@@ -423,17 +404,17 @@ while :; do sleep 0.05; done`,
 			if got := p.ExitDescription(); !strings.Contains(got, tc.wantDesc) {
 				t.Errorf("ExitDescription = %q, want it to mention %q", got, tc.wantDesc)
 			}
-			if got := buf.has(t, "got-TERM"); tc.marker != "" && got != (tc.marker == "yes") {
+			if got := logHas(t, buf, "got-TERM"); tc.marker != "" && got != (tc.marker == "yes") {
 				t.Errorf("TERM trap ran = %v, want %s; log:\n%s", got, tc.marker, buf.String())
 			}
-			if got := buf.has(t, "sending SIGTERM"); got != tc.wantTermLog {
+			if got := logHas(t, buf, "sending SIGTERM"); got != tc.wantTermLog {
 				t.Errorf("SIGTERM logged = %v, want %v; log:\n%s", got, tc.wantTermLog, buf.String())
 			}
-			if got := buf.has(t, "killing it"); got != tc.wantKillLog {
+			if got := logHas(t, buf, "killing it"); got != tc.wantKillLog {
 				t.Errorf("kill logged = %v, want %v; log:\n%s", got, tc.wantKillLog, buf.String())
 			}
 			// Stop returns only once stderr is logged to its end.
-			if tc.wantLastLine != "" && !buf.has(t, tc.wantLastLine) {
+			if tc.wantLastLine != "" && !logHas(t, buf, tc.wantLastLine) {
 				t.Errorf("line %q not logged by the time Stop returned; log:\n%s", tc.wantLastLine, buf.String())
 			}
 			// Our ends of the pipes are closed.
@@ -469,7 +450,7 @@ while :; do sleep 0.05; done`},
 			t.Parallel()
 			p, buf := startScript(t, tc.script)
 			gc := grandchildPID(t, buf)
-			buf.waitFor(t, "ready")
+			waitForLog(t, buf, "ready")
 			if !alive(gc) {
 				t.Fatalf("grandchild %d is not running before Stop", gc)
 			}
@@ -492,7 +473,7 @@ echo ready >&2
 cat >/dev/null
 exit 0`)
 	gc := grandchildPID(t, buf)
-	buf.waitFor(t, "ready")
+	waitForLog(t, buf, "ready")
 	returned := stopWithin(t, p, 200*time.Millisecond, waitLimit)
 	if p.ExitCode() != 0 {
 		t.Errorf("child exit = %s, want status 0", p.ExitDescription())
@@ -513,7 +494,7 @@ echo ready >&2
 cat >/dev/null
 exit 0`)
 	gc := grandchildPID(t, buf)
-	buf.waitFor(t, "ready")
+	waitForLog(t, buf, "ready")
 	if !stopWithin(t, p, 200*time.Millisecond, waitLimit) {
 		return
 	}
