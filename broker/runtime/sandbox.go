@@ -50,6 +50,9 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 	c := &confinement{}
 	rt.confinement = c
 	mode := rt.cfg.Sandbox.Mode
+	if err := sandboxAvailable(mode); err != nil {
+		return err // Open refused it already; never read mode on as best-effort here
+	}
 	switch {
 	case mode == sandbox.Off || mode == "":
 		if ownIO && len(serverArgv) > 0 {
@@ -58,8 +61,6 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 				"and the files/* requests it sends; start with --sandbox to confine it (docs/sandbox.md)")
 		}
 		return nil
-	case sandboxAvailable(mode) != nil:
-		return sandboxAvailable(mode)
 	case sandbox.ABI() < 1:
 		status := sandbox.Status{Reason: sandbox.ErrUnavailable.Error()}
 		c.note = fmt.Sprintf("sandbox %s: broker %s", mode, status)
