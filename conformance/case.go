@@ -65,6 +65,9 @@ type Case struct {
 	Flags []string `json:"flags,omitempty"`
 	// Initialize says how the runner answers the broker's initialize request.
 	Initialize *Initialize `json:"initialize,omitempty"`
+	// Host, when set, makes the runner the host of a filesystem MCP server (the serve section,
+	// docs/protocol.md section 8): it sends initialize as this says. See [Host].
+	Host *Host `json:"host,omitempty"`
 	// Steps run in order; the first failing step ends the case.
 	Steps []Step `json:"steps"`
 	// After is the state the tree must be in once the steps ran.
@@ -256,6 +259,9 @@ type Expect struct {
 	Fail string `json:"fail,omitempty"`
 	// Any accepts any reply, success or error.
 	Any bool `json:"any,omitempty"`
+	// Reply is matched against the whole reply message, for a case that accepts a result or an
+	// error ({$anyOf: [{error: ...}, {result: ...}]}).
+	Reply any `json:"reply,omitempty"`
 	// Within bounds the wait (a Go duration); default 10s.
 	Within string `json:"within,omitempty"`
 
@@ -502,6 +508,9 @@ func (c *Case) check() error {
 	if c.Initialize != nil && c.Initialize.Manual && (c.Initialize.Result != nil || c.Initialize.Error != nil || c.Initialize.ProtocolVersion != "") {
 		return errors.New("initialize: manual excludes an answer (use answerInitialize)")
 	}
+	if err := c.checkHost(); err != nil {
+		return err
+	}
 	seen := map[string]bool{} // explicit mounts are links in one directory
 	for _, r := range c.Roots {
 		if r.Mount != "" && seen[r.Mount] {
@@ -609,8 +618,12 @@ func LoadCases(fsys fs.FS, dir string) ([]*Case, error) {
 	return cases, nil
 }
 
-// Suite loads the embedded cases.
-func Suite() ([]*Case, error) { return LoadCases(embedded, "cases") }
+// Suite loads the embedded cases that play the MCP server against a broker ([ServeSuite] loads
+// the serve section's).
+func Suite() ([]*Case, error) {
+	cases, err := LoadCases(embedded, "cases")
+	return BySection(cases, false), err
+}
 
 // Select returns the cases whose name matches one of the comma-separated globs of run (all when
 // run is empty) and that carry one of tags (all when tags is empty). Cases tagged

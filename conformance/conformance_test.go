@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,19 +97,14 @@ func TestConformance(t *testing.T) {
 				done <- r.RunCase(context.Background(), c)
 			}()
 			t.Parallel()
-			res := <-done
-			switch {
-			case res.Skipped != "":
-				t.Skip(res.Skipped)
-			case !res.Passed():
-				t.Error("\n" + res.Report(true))
-			}
+			reportResult(t, <-done)
 		})
 	}
 }
 
-// TestCommand drives "fsbroker conformance" itself: its last line, its exit statuses, and
-// known failures run only on request.
+// TestCommand drives "fsbroker conformance" itself: its last lines, its exit statuses, known
+// failures run only on request, and --serve (against fsbroker serve and against another server
+// command given after "--", with its per-tag lines).
 func TestCommand(t *testing.T) {
 	if os.Getenv("FSBROKER_CONFORMANCE_BROKER") != "" {
 		t.Skip("testing another broker")
@@ -116,34 +112,35 @@ func TestCommand(t *testing.T) {
 	t.Parallel()
 	bin := brokerCmd[0]
 	for _, tc := range []struct {
-		name     string
-		args     []string
-		code     int
-		lastLine string
+		name  string
+		args  []string
+		code  int
+		lines []string // the output's last lines
 	}{
-		{"passing cases", []string{"--run", "server-ping-answered-with-empty-object,string-id-is-echoed"}, 0, "2 passed, 0 failed"},
-		{"another broker command", []string{"--run", "string-id-is-echoed", "--broker", bin + " stdio"}, 0, "1 passed, 0 failed"},
-		{"a broker that is not one", []string{"--run", "string-id-is-echoed", "--broker", "/bin/cat", "--grace", "1s"}, 1, "0 passed, 1 failed"},
-		{"no case selected", []string{"--run", "no-such-case"}, 2, ""},
-		{"bad flag", []string{"--bogus"}, 2, ""},
+		{"passing cases", []string{"--run", "server-ping-answered-with-empty-object,string-id-is-echoed"}, 0, []string{"2 passed, 0 failed"}},
+		{"another broker command", []string{"--run", "string-id-is-echoed", "--broker", bin + " stdio"}, 0, []string{"1 passed, 0 failed"}},
+		{"a broker that is not one", []string{"--run", "string-id-is-echoed", "--broker", "/bin/cat", "--grace", "1s"}, 1, []string{"0 passed, 1 failed"}},
+		{"no case selected", []string{"--run", "no-such-case"}, 2, nil},
+		{"bad flag", []string{"--bogus"}, 2, nil},
+		{"fsbroker serve", []string{"--serve", "--run", "serve-read-*,serve-secret-read-refused"}, 0,
+			[]string{"s8-drop-in: 4 of 4 passed", "s8-enforce: 1 of 1 passed", "5 passed, 0 failed"}},
+		{"another server", []string{"--serve", "--run", "serve-read-file-is-the-alias,serve-refusal-text-starts-with-the-code",
+			"--", bin, "serve", "--consent", "auto", "--state-dir", "{statedir}", "{roots}"}, 0,
+			[]string{"s8-drop-in: 1 of 1 passed", "s8-enforce: 1 of 1 passed", "2 passed, 0 failed"}},
+		{"a server that is not one", []string{"--serve", "--run", "serve-read-file-is-the-alias", "--grace", "1s", "--", "/bin/cat"}, 1,
+			[]string{"s8-drop-in: 0 of 1 passed", "s8-enforce: 0 of 0 passed", "0 passed, 1 failed"}},
+		{"the serve section listed", []string{"--serve", "--list", "--run", "serve-get-file-info", "--tag", KnownFailureTag}, 0,
+			[]string{"1 cases"}},
+		{"broker cases are not serve cases", []string{"--serve", "--run", "string-id-is-echoed"}, 2, nil},
+		{"--broker with --serve", []string{"--serve", "--broker", bin + " stdio"}, 2, nil},
+		{"a command without --serve", []string{"--", bin, "serve"}, 2, nil},
+		{"an argument before --", []string{"--serve", "serve"}, 2, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(bin, append([]string{"conformance"}, tc.args...)...)
-			cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tc.code {
-				t.Errorf("exit status %d, want %d; output:\n%s", code, tc.code, out)
-			}
-			lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-			if last := lines[len(lines)-1]; tc.lastLine != "" && last != tc.lastLine {
-				t.Errorf("last line %q, want %q; output:\n%s", last, tc.lastLine, out)
+			out, lines := runCommand(t, bin, tc.args, tc.code)
+			if len(tc.lines) > 0 && (len(lines) < len(tc.lines) || !slices.Equal(lines[len(lines)-len(tc.lines):], tc.lines)) {
+				t.Errorf("output ends %q, want %q; output:\n%s", lines[max(0, len(lines)-len(tc.lines)):], tc.lines, out)
 			}
 		})
 	}

@@ -17,4 +17,10 @@
 // the default under --consent auto), in parallel up to a bound. The runner knows nothing of fsbroker's
 // internals: it drives the command over its stdin and stdout only, so any implementation of the
 // protocol can be held to the same cases.
+//
+// The serve section (cases/serve, [ServeSuite]) turns the roles round: in a case with a [Host],
+// the runner plays the host of a filesystem MCP server command ([Runner.Server]: fsbroker serve,
+// the reference server, any other), started with the case's root directories, and calls its
+// tools. Drop-in cases ([TagDropIn]) hold it to the reference server's tools; enforcement cases
+// ([TagEnforce]) to what a policy-enforcing server adds.
 package conformance

@@ -44,8 +44,8 @@ const (
 
 // Placeholders of the broker command template. An argument equal to one of them is replaced by
 // the arguments it stands for; when the template holds none of them, all four are appended in
-// this order. Inside any other argument, {area} and {statedir} are replaced by the case's area
-// and state directory.
+// this order (to a server command template, [PlaceholderDirs] alone). Inside any other
+// argument, {area} and {statedir} are replaced by the case's area and state directory.
 const (
 	PlaceholderRoots   = "{roots}"   // --root DIR[:rw], one pair per root; --config FILE when pre-approved
 	PlaceholderState   = "{state}"   // --state-dir DIR
@@ -54,7 +54,8 @@ const (
 )
 
 // PlaceholderBrokerBin stands, inside a tool's command template, for the first word of the
-// broker command ([Runner.Broker][0]). {area} and {statedir} are replaced there too.
+// command under test ([Runner.Broker][0], or [Runner.Server][0] in a serve case). {area} and
+// {statedir} are replaced there too.
 const PlaceholderBrokerBin = "{broker-bin}"
 
 // ToolGrantsRevoke is the tool a run step names as {grants-revoke}: docs/protocol.md section 5's
@@ -107,6 +108,13 @@ func ParseTools(spec string) (map[string][]string, error) {
 type Runner struct {
 	// Broker is the command template, for example ["/usr/local/bin/fsbroker", "stdio"].
 	Broker []string
+	// Server is the command template of the filesystem MCP server the serve section's cases
+	// play the host against, for example ["/usr/local/bin/fsbroker", "serve", "{roots}"] or
+	// ["npx", "-y", "@modelcontextprotocol/server-filesystem"] ({dirs} appended).
+	Server []string
+	// Summary lists tags for each of which Run writes how many of the cases carrying it passed,
+	// before its last line.
+	Summary []string
 	// Env is added to the runner's own environment for the broker.
 	Env []string
 	// Parallel bounds the cases run at once; default runtime.GOMAXPROCS(0)*2.
@@ -186,6 +194,7 @@ func (r *Runner) Run(ctx context.Context, cases []*Case, out io.Writer) []*Resul
 			failed++
 		}
 	}
+	r.summarize(out, results)
 	if skipped > 0 {
 		fmt.Fprintf(out, "%d skipped\n", skipped)
 	}
@@ -241,6 +250,7 @@ type caseRun struct {
 	state    string
 	roots    []string     // absolute root directories
 	rootArgs []string     // --root DIR[:rw] ...
+	dirArgs  []string     // DIR ... ({dirs})
 	rootCfg  []configRoot // the roots as a config file lists them
 	config   string       // the config file that pre-approves the roots, once written
 	env      []string     // the broker's and the tools' environment
@@ -254,6 +264,7 @@ type caseRun struct {
 	ids      map[string]any // request step name -> id sent
 	initReq  *message       // the broker's initialize request, once seen
 	exitSet  bool           // a step already checked the exit
+	ready    bool           // the runner, as the host, completed initialize
 }
 
 func (cr *caseRun) failf(format string, args ...any) {
@@ -282,8 +293,11 @@ func (r *Runner) RunCase(ctx context.Context, c *Case) *Result {
 			return res
 		}
 	}
-	if len(r.Broker) == 0 {
+	if len(r.command(c)) == 0 {
 		res.Failures = []string{"no broker command"}
+		if c.PlaysHost() {
+			res.Failures = []string{"no server command (the case plays the host of a filesystem MCP server)"}
+		}
 		return res
 	}
 	timeout := defaultCaseTimeout
@@ -385,6 +399,7 @@ func (cr *caseRun) setUp() error {
 				return err
 			}
 		}
+		cr.dirArgs = append(cr.dirArgs, arg)
 		if rt.Writable {
 			arg += ":rw"
 		}
@@ -441,11 +456,16 @@ func (cr *caseRun) brokerArgv(consent string, preapproved *bool, rawFlags []stri
 		}
 		flags = append(flags, x)
 	}
-	return buildArgv(cr.r.Broker, map[string][]string{
+	template := cr.r.command(cr.c)
+	if cr.c.PlaysHost() {
+		template = serveTemplate(template)
+	}
+	return buildArgv(template, map[string][]string{
 		PlaceholderRoots:   rootArgs,
 		PlaceholderState:   {"--state-dir", cr.state},
 		PlaceholderConsent: {"--consent", consent},
 		PlaceholderFlags:   flags,
+		PlaceholderDirs:    cr.dirArgs,
 	}, cr.replacer()), nil
 }
 
@@ -537,6 +557,9 @@ func (cr *caseRun) run() {
 
 // handshake does the initialize exchange the case describes, unless it is manual.
 func (cr *caseRun) handshake() bool {
+	if cr.c.PlaysHost() {
+		return cr.hostHandshake()
+	}
 	init := cr.c.Initialize
 	if init == nil {
 		init = &Initialize{}
@@ -850,7 +873,7 @@ func (cr *caseRun) runTool(name string, rs *RunStep) string {
 	if len(template) == 0 {
 		return fmt.Sprintf("the runner has no {%s} command", tool)
 	}
-	inner := strings.NewReplacer(PlaceholderBrokerBin, cr.r.Broker[0], "{area}", cr.area, "{statedir}", cr.state)
+	inner := strings.NewReplacer(PlaceholderBrokerBin, cr.r.command(cr.c)[0], "{area}", cr.area, "{statedir}", cr.state)
 	var argv []string
 	for _, a := range template {
 		argv = append(argv, inner.Replace(a))
@@ -910,7 +933,7 @@ func (cr *caseRun) restart(rs *Restart) string {
 	case cr.exitSet:
 	case how != "":
 		return fmt.Sprintf("restart: the broker did not exit within %s after its stdin closed (ended by %s)", grace, how)
-	case code != 0 && old.sent("notifications/initialized"):
+	case code != 0 && (old.sent("notifications/initialized") || cr.ready):
 		return fmt.Sprintf("restart: exit status %d after the server closed its output, want 0", code)
 	}
 	consent, preapproved, flags := cr.c.Consent, cr.c.Preapproved, cr.c.Flags
@@ -933,7 +956,7 @@ func (cr *caseRun) restart(rs *Restart) string {
 	}
 	cr.prev = append(cr.prev, old)
 	cr.setSession(s)
-	cr.exitSet, cr.initReq = false, nil
+	cr.exitSet, cr.initReq, cr.ready = false, nil, false
 	return ""
 }
 
@@ -995,6 +1018,9 @@ func (cr *caseRun) replyMatcher(e *Expect) (any, error) {
 	}
 	if e.Any {
 		return nil, nil
+	}
+	if e.Reply != nil {
+		return cr.v.subst(e.Reply)
 	}
 	want := map[string]any{}
 	if e.Result != nil {
@@ -1100,7 +1126,7 @@ func (cr *caseRun) finish() {
 	case cr.exitSet:
 	case how != "":
 		cr.failf("the broker did not exit within %s after its stdin closed (ended by %s)", cr.r.grace(), how)
-	case code != 0 && cr.s.sent("notifications/initialized"):
+	case code != 0 && (cr.s.sent("notifications/initialized") || cr.ready):
 		cr.failf("exit status %d after the server closed its output, want 0", code)
 	}
 	for _, s := range cr.sessions() {
