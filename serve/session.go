@@ -53,7 +53,8 @@ type Config struct {
 }
 
 // Session is one MCP session of fsbroker serve: fsbroker is the server, the
-// host the client. It answers initialize, ping, tools/list and tools/call;
+// host the client. It answers initialize, ping, tools/list, tools/call and
+// the resources methods (resources.go, subscriptions.go);
 // every tool call is decoded and validated here (DecodeCall, DecodeArgs),
 // then goes through the corridor as the host's requests, and its result is
 // built with this package's builders.
@@ -68,6 +69,8 @@ type Session struct {
 	clientName      string
 	clientVersion   string
 	protocolVersion string
+
+	resources resourceState // the resources methods' state (resources.go)
 }
 
 // NewSession returns a session over stream. Run serves it.
@@ -145,6 +148,8 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 		return ToolsListResult(), nil
 	case "tools/call":
 		return s.callTool(ctx, req.Params)
+	case MethodResourcesList, MethodResourceTemplatesList, MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe:
+		return s.handleResources(ctx, req.Method, req.Params)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}
 }
@@ -186,7 +191,7 @@ func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, 
 	}
 	return map[string]any{
 		"protocolVersion": version,
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}, "resources": s.resourcesCapability()},
 		"serverInfo":      map[string]any{"name": "fsbroker", "version": s.cfg.Version},
 	}, nil
 }

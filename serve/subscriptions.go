@@ -1,0 +1,165 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package serve
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fsbroker/fsbroker/broker/corridor"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+)
+
+// subscriptions are a session's resources/subscribe subscriptions, one
+// corridor watch each, by the uri the host subscribed with, and the
+// notifications they owe the host.
+//
+// The corridor decides on every change before it reaches changed (no event
+// names a path the host could not list); the sender then sends
+// notifications/resources/updated from its own goroutine, never from the
+// watch hub's, after asking the corridor to end the watches the host's
+// grants no longer cover (Corridor.GrantsChanged, as a revocation does in
+// the client role): a change under a revoked grant is never announced.
+type subscriptions struct {
+	// mu serializes subscribing, unsubscribing and the sender's revocation
+	// check, and guards watches.
+	mu sync.Mutex
+	// watches holds the watch id of each subscribed uri; "" once a
+	// revocation ended the watch (the host may still unsubscribe).
+	watches map[string]string
+
+	// pendingMu guards pending; the hub's goroutine takes it in changed.
+	pendingMu sync.Mutex
+	// pending are the uris with a change not yet announced, in order, each
+	// once.
+	pending []string
+
+	senderOnce sync.Once
+	wake       chan struct{}
+}
+
+// changed notes a change of the subscription to uri (from the watch hub's
+// goroutine: it never blocks) and wakes the sender.
+func (ss *subscriptions) changed(uri string) {
+	ss.pendingMu.Lock()
+	if !slices.Contains(ss.pending, uri) {
+		ss.pending = append(ss.pending, uri)
+	}
+	ss.pendingMu.Unlock()
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// startSender starts the session's sender once: it runs until the
+// connection ends.
+func (s *Session) startSender() {
+	ss := &s.resources.subs
+	ss.senderOnce.Do(func() {
+		ss.wake = make(chan struct{}, 1)
+		go s.sendResourceUpdates(ss.wake)
+	})
+}
+
+// sendResourceUpdates announces the changes of live subscriptions, until
+// the connection ends.
+func (s *Session) sendResourceUpdates(wake <-chan struct{}) {
+	for {
+		select {
+		case <-s.conn.Done():
+			return
+		case <-wake:
+		}
+		for _, uri := range s.liveChanges() {
+			if err := s.conn.Notify(NotificationResourceUpdated, map[string]string{"uri": uri}); err != nil {
+				s.log.Debug("cannot send a resource update", "error", err)
+			}
+		}
+	}
+}
+
+// liveChanges takes the pending changes and returns the uris of those whose
+// subscription is live once the watches the host's grants no longer cover
+// have ended.
+func (s *Session) liveChanges() []string {
+	ss := &s.resources.subs
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ended := s.cfg.Corridor.GrantsChanged(s.caller(MethodResourcesSubscribe)); len(ended) > 0 {
+		for uri, id := range ss.watches {
+			if slices.Contains(ended, id) {
+				ss.watches[uri] = ""
+			}
+		}
+		s.log.Info("consent revoked: resource subscriptions ended", "watches", strings.Join(ended, ","))
+	}
+	ss.pendingMu.Lock()
+	pending := ss.pending
+	ss.pending = nil
+	ss.pendingMu.Unlock()
+	live := pending[:0]
+	for _, uri := range pending {
+		if ss.watches[uri] != "" {
+			live = append(live, uri)
+		}
+	}
+	return live
+}
+
+// subscribeResource answers resources/subscribe for uri (filePath, as the
+// corridor reads it): a corridor watch of the file, decided, consented and
+// recorded like a read (a path no grant covers asks the consent provider),
+// counted against the session's watch limit (QUOTA_EXCEEDED past it). A
+// second subscription to the same uri holds the first one's watch.
+func (s *Session) subscribeResource(ctx context.Context, caller corridor.Caller, uri, filePath string, params []byte) (any, error) {
+	if !s.cfg.Corridor.Watches() {
+		return nil, s.refuseResource(ctx, caller, uri, errcode.New(errcode.IOError, "this session watches no files"))
+	}
+	s.startSender()
+	ss := &s.resources.subs
+	watch := func() (string, error) {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if id := ss.watches[uri]; id != "" {
+			return id, nil
+		}
+		id, err := s.cfg.Corridor.Watch(ctx, caller, corridor.WatchRequest{Path: filePath, Params: params},
+			func(corridor.Change) { ss.changed(uri) })
+		if err != nil {
+			return "", err
+		}
+		if ss.watches == nil {
+			ss.watches = make(map[string]string)
+		}
+		ss.watches[uri] = id
+		return id, nil
+	}
+	if _, err := consented(ctx, s, caller, "read", []string{filePath}, watch); err != nil {
+		return nil, resourceError(err, uri)
+	}
+	return struct{}{}, nil
+}
+
+// unsubscribeResource answers resources/unsubscribe: the subscription to
+// uri ends (its watch, unless a revocation ended it already); a uri with no
+// subscription is INVALID_PARAMS.
+func (s *Session) unsubscribeResource(ctx context.Context, caller corridor.Caller, uri string) (any, error) {
+	ss := &s.resources.subs
+	ss.mu.Lock()
+	id, ok := ss.watches[uri]
+	delete(ss.watches, uri)
+	if ok && id != "" {
+		if err := s.cfg.Corridor.Unwatch(id); err != nil {
+			s.log.Debug("the subscription's watch had ended", "error", err)
+		}
+	}
+	ss.mu.Unlock()
+	if !ok {
+		return nil, s.refuseResource(ctx, caller, uri, invalidParam("/uri", "no subscription to this uri"))
+	}
+	return struct{}{}, nil
+}
