@@ -26,6 +26,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/internal/mcppeer"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 )
 
 // The resources tests run a Session in this process on a real runtime (the
@@ -141,7 +142,7 @@ type resourceTree struct {
 
 func newResourceTree(t *testing.T) resourceTree {
 	t.Helper()
-	base := t.TempDir()
+	base := testfs.RealDir(t, t.TempDir())
 	rt := resourceTree{base: base, proj: filepath.Join(base, "proj"), outside: filepath.Join(base, "outside"),
 		files: map[string]string{
 			"a.txt":          "alpha\n",
@@ -166,10 +167,10 @@ func newResourceTree(t *testing.T) resourceTree {
 		"../outside/secret": "outside secret\n",
 	}
 	for name, content := range rt.files {
-		writeFile(t, filepath.Join(rt.proj, name), content)
+		writeTreeFile(t, filepath.Join(rt.proj, name), content)
 	}
 	for name, content := range secrets {
-		writeFile(t, filepath.Join(rt.proj, name), content)
+		writeTreeFile(t, filepath.Join(rt.proj, name), content)
 	}
 	if err := os.MkdirAll(filepath.Join(rt.proj, "empty"), 0o755); err != nil {
 		t.Fatal(err)
@@ -186,15 +187,11 @@ func newResourceTree(t *testing.T) resourceTree {
 	return rt
 }
 
-// writeFile writes content to p, making its directory.
-func writeFile(t *testing.T, p, content string) {
+// writeTreeFile writes content to p, making its directory.
+func writeTreeFile(t *testing.T, p, content string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testfs.RealDir(t, filepath.Dir(p))
+	testfs.WriteFile(t, p, content)
 }
 
 // uri is the file URI of a path relative to proj, as resources/list writes
@@ -372,7 +369,7 @@ func TestResourcesListCursor(t *testing.T) {
 func TestResourcesReadRefusesOutside(t *testing.T) {
 	tree := newResourceTree(t)
 	state := filepath.Join(tree.base, "state")
-	writeFile(t, tree.proj+"_evil/x", "outside secret\n")
+	writeTreeFile(t, tree.proj+"_evil/x", "outside secret\n")
 	h := startResourceSession(t, state, consent.Auto{}, runtime.Limits{}, roots.Spec{Path: tree.proj})
 	listAllResources(t, h.referenceClient) // the host's first listing: a grant on the root
 	secret := filepath.Join(tree.outside, "secret")
@@ -455,7 +452,7 @@ func TestResourcesReadContent(t *testing.T) {
 	tree := newResourceTree(t)
 	state := filepath.Join(tree.base, "state")
 	big := strings.Repeat("0123456789abcdef", 1000)
-	writeFile(t, filepath.Join(tree.proj, "big.txt"), big)
+	testfs.WriteFile(t, filepath.Join(tree.proj, "big.txt"), big)
 	limits := runtime.DefaultLimits()
 	limits.MaxReadBytes = 4096
 	h := startResourceSession(t, state, consent.Auto{}, limits, roots.Spec{Path: tree.proj, Preapproved: true})
@@ -561,17 +558,17 @@ func TestResourcesSubscribe(t *testing.T) {
 	if n := h.sess.cfg.Corridor.Stats().Watches; n != 2 {
 		t.Errorf("%d watches for two subscriptions", n)
 	}
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
 	awaitUpdate(t, h.referenceClient, a)
-	writeFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed\n")
 	awaitUpdate(t, h.referenceClient, b)
 	if got := updates(h.referenceClient); !slices.Equal(got, []string{a, b}) {
 		t.Errorf("updates %q, want one for a, then one for b", got)
 	}
 
 	requireEmpty(t, "unsubscribe a", h.rpc(MethodResourcesUnsubscribe, map[string]any{"uri": a}))
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed again\n")
-	writeFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed again\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed again\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed again\n")
 	awaitUpdate(t, h.referenceClient, b)
 	if got := updates(h.referenceClient); !slices.Equal(got, []string{a, b, b}) {
 		t.Errorf("updates %q: a change after unsubscribe was announced", got)
@@ -592,8 +589,8 @@ func TestResourcesSubscribe(t *testing.T) {
 	if n := h.sess.cfg.Corridor.Stats().Watches; n != 1 {
 		t.Errorf("%d watches, want b's alone", n)
 	}
-	writeFile(t, filepath.Join(tree.proj, ".env"), "API_KEY=changed\n")
-	writeFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed a third time\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, ".env"), "API_KEY=changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed a third time\n")
 	awaitUpdate(t, h.referenceClient, b)
 	if got := updates(h.referenceClient); len(got) != 4 {
 		t.Errorf("updates %q", got)
@@ -686,7 +683,7 @@ func TestResourcesSubscriptionRevoked(t *testing.T) {
 	for _, uri := range []string{a, b} {
 		requireEmpty(t, "subscribe "+uri, h.rpc(MethodResourcesSubscribe, map[string]any{"uri": uri}))
 	}
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
 	awaitUpdate(t, h.referenceClient, a)
 
 	other, err := grants.Open(filepath.Join(state, grants.DirName))
@@ -701,8 +698,8 @@ func TestResourcesSubscriptionRevoked(t *testing.T) {
 	// The session sees the revocation (its reads are refused) before the
 	// file changes again.
 	awaitRefused(t, h.referenceClient, a)
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed after the revocation\n")
-	writeFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed after the revocation\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "sub/b.md"), "changed\n")
 	awaitUpdate(t, h.referenceClient, b)
 	if got := updates(h.referenceClient); !slices.Equal(got, []string{a, b}) {
 		t.Errorf("updates %q: a change under the revoked grant was announced", got)
@@ -759,9 +756,9 @@ func TestServeResourcesEndToEnd(t *testing.T) {
 	for _, uri := range []string{a, b} {
 		requireEmpty(t, "subscribe", p.rpc(MethodResourcesSubscribe, map[string]any{"uri": uri}))
 	}
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed\n")
 	awaitUpdate(t, p, a)
-	writeFile(t, filepath.Join(tree.proj, "many/f000.txt"), "changed\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "many/f000.txt"), "changed\n")
 	awaitUpdate(t, p, b)
 
 	// The listing granted the whole root: revoke it, then approve f000 alone
@@ -774,8 +771,8 @@ func TestServeResourcesEndToEnd(t *testing.T) {
 	awaitRefused(t, p, a)
 	requireEmpty(t, "unsubscribe b", p.rpc(MethodResourcesUnsubscribe, map[string]any{"uri": b}))
 	requireEmpty(t, "subscribe b again", p.rpc(MethodResourcesSubscribe, map[string]any{"uri": b}))
-	writeFile(t, filepath.Join(tree.proj, "a.txt"), "changed after the revocation\n")
-	writeFile(t, filepath.Join(tree.proj, "many/f000.txt"), "changed again\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "a.txt"), "changed after the revocation\n")
+	testfs.WriteFile(t, filepath.Join(tree.proj, "many/f000.txt"), "changed again\n")
 	awaitUpdate(t, p, b)
 	if got := updates(p); !slices.Equal(got, []string{a, b, b}) {
 		t.Errorf("updates %q", got)
