@@ -147,12 +147,18 @@ var serveInteropCalls = []serveInteropCall{
 	{tool: "no_such_tool", args: map[string]any{}, want: rpcError(-32602)},
 	{tool: serve.ToolReadTextFile, args: map[string]any{"head": 1}, want: rpcError(-32602)},
 
-	// TODO(issue 19 item 5): resources are not served yet (-32601); once
-	// they are, want the result of each.
-	{method: "resources/list", args: map[string]any{}, want: rpcError(-32601)},
-	{method: "resources/templates/list", args: map[string]any{}, want: rpcError(-32601)},
-	{method: "resources/read", args: map[string]any{"uri": "file://{rw}/a.txt"}, want: rpcError(-32601)},
-	{method: "resources/subscribe", args: map[string]any{"uri": "file://{rw}/a.txt"}, want: rpcError(-32601)},
+	// Resources (item 5): the same files, read through the same corridor.
+	{method: "resources/list", args: map[string]any{}, want: map[string]any{"result": map[string]any{
+		"resources": map[string]any{"$contains": []any{map[string]any{"uri": "file://{rw}/a.txt", "mimeType": "text/plain"},
+			map[string]any{"uri": "file://{ro}/r.txt"}}}}}},
+	{method: "resources/templates/list", args: map[string]any{}, want: map[string]any{"result": map[string]any{
+		"resourceTemplates": []any{map[string]any{"uriTemplate": "file:///{+path}"}}}}},
+	{method: "resources/read", args: map[string]any{"uri": "file://{rw}/a.txt"}, want: map[string]any{"result": map[string]any{
+		"contents": []any{map[string]any{"uri": "file://{rw}/a.txt", "mimeType": "text/plain", "text": "alpha\nbeta\ngamma\n"}}}}},
+	{method: "resources/read", args: map[string]any{"uri": "file://{rw}/.env"}, want: map[string]any{"error": map[string]any{
+		"code": map[string]any{"$not": 0}}, "result": map[string]any{"$absent": true}}},
+	{method: "resources/subscribe", args: map[string]any{"uri": "file://{rw}/a.txt"}, want: map[string]any{
+		"result": map[string]any{}, "error": map[string]any{"$absent": true}}},
 }
 
 // The tree after the calls: the files (relative to the tree's base) and
