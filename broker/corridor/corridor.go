@@ -10,7 +10,7 @@
 // the same order.
 //
 // A Corridor serves one session. Its entry points (Read, Write, List,
-// Create, Delete, Rename, Watch, Consent, Roots) take the caller's identity
+// Create, Delete, Rename, Watch, Consent, Roots, Stat) take the caller's identity
 // and a typed request, with the paths as the caller wrote them, and return a
 // typed result or an error; a brokered failure is an *errcode.Error, which
 // carries the decision id of the request's audit record (DecisionID). The

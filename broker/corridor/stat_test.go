@@ -1,0 +1,72 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package corridor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/audit/audittest"
+	"github.com/fsbroker/fsbroker/broker/decision"
+	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/policies"
+)
+
+// TestStatRunsTheStages: Stat goes through the stages as a read does, with
+// the real engine and default policies and a real trail: a file in a
+// read-only root is described, with its decision (a read of files/read) and
+// outcome records; a secret (.env) and a path outside every root are
+// refused, the secret by its refusing decision record, and nothing of
+// either is reported.
+func TestStatRunsTheStages(t *testing.T) {
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.ro, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := audittest.Open(t)
+	sink := &keptSink{Writer: w}
+	c := f.corridor(t, WithDecider(engine.Decider{Engine: e}), WithAudit(sink, false))
+	caller := f.caller
+	caller.FrontEnd, caller.Tool = "serve", "get_file_info"
+	ctx := context.Background()
+
+	res, err := c.Stat(ctx, caller, StatRequest{Path: filepath.Join(f.ro, "a.txt")})
+	if err != nil || res.Path != "ro/a.txt" || res.Type != "file" || res.Size != 6 {
+		t.Fatalf("stat = %+v, %v; want ro/a.txt, a file of 6 bytes", res, err)
+	}
+	if got := sink.kinds("s1-1"); len(got) != 2 || got[0] != audit.KindDecision || got[1] != audit.KindOutcome {
+		t.Errorf("records of the allowed stat: %v, want a decision and an outcome", got)
+	}
+	sink.mu.Lock()
+	first := sink.recs[0]
+	sink.mu.Unlock()
+	if first.Method != "files/read" || first.Operation != decision.OpRead || first.Tool != "get_file_info" {
+		t.Errorf("decision record %+v, want files/read, operation read, tool get_file_info", first)
+	}
+
+	for _, raw := range []string{"ro/.env", filepath.Join(filepath.Dir(f.ro), "elsewhere")} {
+		res, err := c.Stat(ctx, caller, StatRequest{Path: raw})
+		var e *errcode.Error
+		if !errors.As(err, &e) || e.Code != errcode.PermissionDenied || e.DecisionID == "" {
+			t.Fatalf("stat of %s: %+v, %v; want PERMISSION_DENIED with a decision id", raw, res, err)
+		}
+		if res != (StatResult{}) {
+			t.Errorf("a refused stat reported %+v", res)
+		}
+		if raw == "ro/.env" {
+			if got := sink.kinds(e.DecisionID); len(got) != 1 || got[0] != audit.KindDecision {
+				t.Errorf("records of the refused stat: %v, want its refusing decision only", got)
+			}
+		}
+	}
+}
