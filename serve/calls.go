@@ -151,12 +151,16 @@ func (s *Session) runPathTool(ctx context.Context, caller corridor.Caller, a Pat
 			return ToolResult{}, err
 		}
 		return MediaResult(s.requestedHostPath(a.Path), data), nil
+	case ToolGetFileInfo:
+		st, err := consented(ctx, s, caller, "read", []string{a.Path}, func() (corridor.StatResult, error) {
+			return s.cfg.Corridor.Stat(ctx, caller, corridor.StatRequest{Path: a.Path, Params: params})
+		})
+		if err != nil {
+			return ToolResult{}, err
+		}
+		return TextResult(FileInfoText(fileInfoOf(st))), nil
 	}
-	// get_file_info needs a stat entry point of the corridor (issue 19,
-	// left for the next slice): refused, and recorded, rather than answered
-	// from a partial listing.
-	refusal := errcode.New(errcode.IOError, caller.Tool+" is not served yet by fsbroker serve")
-	return ToolResult{}, s.cfg.Corridor.Refuse(ctx, caller, "tools/call", a.Path, "", refusal)
+	return ToolResult{}, errcode.New(errcode.InvalidParams, "tool "+caller.Tool+" is not served")
 }
 
 // edit is edit_file: the file read whole, the edits applied, the diff

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fsbroker/fsbroker/broker/corridor"
+	"github.com/fsbroker/fsbroker/broker/executor"
 )
 
 // FileInfo is what get_file_info reports, from a stat of the real path (a
@@ -22,6 +25,21 @@ type FileInfo struct {
 	IsDir    bool
 	IsFile   bool
 	Mode     fs.FileMode // only the permission bits are shown
+}
+
+// fileInfoOf is what get_file_info shows of the corridor's stat, its dates
+// in the process's time zone (TZ, as the reference's). A time the platform
+// or file system does not report is the Unix epoch, as the reference shows
+// a birth time the kernel leaves zero.
+func fileInfoOf(st corridor.StatResult) FileInfo {
+	at := func(t time.Time) time.Time {
+		if t.IsZero() {
+			t = time.Unix(0, 0)
+		}
+		return t.In(time.Local)
+	}
+	return FileInfo{Size: st.Size, Created: at(st.Born), Modified: at(st.Modified), Accessed: at(st.Accessed),
+		IsDir: st.Type == executor.TypeDirectory, IsFile: st.Type == executor.TypeFile, Mode: st.Mode}
 }
 
 // FileInfoText is get_file_info's result text: "key: value" lines in the

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
 )
@@ -129,6 +130,18 @@ func writeDifferentialTree(t *testing.T, root string) {
 			t.Fatal(err)
 		}
 	}
+	// One modification time for every entry, so that get_file_info's
+	// modified dates are the same on every copy of the tree.
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	err := filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, at, at)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // differentialCalls are the allowed calls both servers answer, in order
@@ -152,6 +165,10 @@ var differentialCalls = []struct {
 	{"search_files", map[string]any{"path": "", "pattern": "**/*.txt"}},
 	{"search_files", map[string]any{"path": "sub", "pattern": "*.go"}},
 	{"search_files", map[string]any{"path": "", "pattern": "*.txt", "excludePatterns": []any{"sub/**"}}},
+	{"get_file_info", map[string]any{"path": "a.txt"}},
+	{"get_file_info", map[string]any{"path": "space name.txt"}},
+	{"get_file_info", map[string]any{"path": "sub"}},
+	{"get_file_info", map[string]any{"path": ""}},
 	{"write_file", map[string]any{"path": "new.txt", "content": "new file\n"}},
 	{"read_text_file", map[string]any{"path": "new.txt"}},
 	{"write_file", map[string]any{"path": "a.txt", "content": "replaced\n"}},
@@ -203,12 +220,33 @@ func TestServeMatchesReference(t *testing.T) {
 		return startServe(t, filepath.Join(base, "state"), "--root", root+":rw", "--consent", "auto")
 	})
 	for n, c := range differentialCalls {
+		if c.tool == ToolGetFileInfo {
+			// Birth and access times differ from copy to copy (and the
+			// reference's own reads change access times): masked on both
+			// sides; size, modified, type and permissions are compared.
+			got[n], want[n] = maskVolatile(t, got[n]), maskVolatile(t, want[n])
+		}
 		if !reflect.DeepEqual(got[n], want[n]) {
 			g, _ := json.Marshal(got[n])
 			w, _ := json.Marshal(want[n])
 			t.Errorf("%s %v:\nfsbroker serve: %s\nreference:      %s", c.tool, c.args, g, w)
 		}
 	}
+}
+
+// maskVolatile is res with the volatile parts of its text masked
+// (volatile: birth and access times, temporary file names).
+func maskVolatile(t *testing.T, res map[string]any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(volatile.ReplaceAllString(string(raw), "$1")), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // attackTree is a read-only root with a secret and a link out, a writable

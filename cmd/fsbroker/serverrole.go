@@ -26,7 +26,7 @@ A path argument may be absolute (inside a root), a file:// URI, or mount-relativ
 base name first). stdout carries only protocol messages; the log goes to stderr. The session ends
 when the input closes, or on SIGINT or SIGTERM. The files under the roots are also resources
 (resources/list, read, subscribe), under the same pipeline. Not yet served: --http, --consent
-elicit, protocol 2026-07-28, get_file_info (docs/serve.md).`
+elicit, protocol 2026-07-28 (docs/serve.md).`
 
 const serveExample = `  # In a host's config, instead of: npx -y @modelcontextprotocol/server-filesystem ~/project
   fsbroker serve --root ~/project
