@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -66,10 +67,14 @@ type FileID struct {
 // Known reports whether id holds an identity.
 func (id FileID) Known() bool { return id != FileID{} }
 
-// Set is an immutable, ordered set of roots with unique mounts.
+// Set is an immutable, ordered set of roots with unique mounts. A set made
+// by Intersect may scope some of its roots to subtrees (Allows).
 type Set struct {
 	roots   []Root
 	byMount map[string]int
+	// within holds, by mount, the subtrees (slash-separated paths relative
+	// to the root) a scoped root is narrowed to; a root not in it is whole.
+	within map[string][]string
 }
 
 // ConfigError is a root setting that cannot be used. Setting names it.
@@ -237,16 +242,67 @@ func (s *Set) ByMount(m string) (Root, bool) {
 	return s.roots[i], true
 }
 
-// Equal reports whether two sets hold the same roots in the same order.
+// Equal reports whether two sets hold the same roots in the same order,
+// scoped to the same subtrees.
 func (s *Set) Equal(o *Set) bool {
 	a, b := s.All(), o.All()
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] {
+		if a[i] != b[i] || !slices.Equal(s.scope(a[i].Mount), o.scope(b[i].Mount)) {
 			return false
 		}
 	}
 	return true
+}
+
+// scope returns the subtrees the root with mount m is scoped to (nil: whole).
+func (s *Set) scope(m string) []string {
+	if s == nil {
+		return nil
+	}
+	return s.within[m]
+}
+
+// Allows reports whether the path rel (clean, slash-separated, "" for the
+// root itself) inside root r is in the set: r is one of its roots and, when
+// the set scopes r to subtrees (Intersect), rel is one of them or lies
+// beneath one, segment by segment ("sub" allows "sub/x", not "subx").
+func (s *Set) Allows(r Root, rel string) bool {
+	if s == nil {
+		return false
+	}
+	i, ok := s.byMount[r.Mount]
+	if !ok || s.roots[i].Path != r.Path {
+		return false
+	}
+	subs, scoped := s.within[r.Mount]
+	if !scoped {
+		return true
+	}
+	return slices.ContainsFunc(subs, func(sub string) bool { return underRel(sub, rel) })
+}
+
+// Dirs returns the directories the set allows, in the roots' order: a whole
+// root's directory, and the subtrees of a scoped one; a directory listed
+// once (a nested root's may be another's subtree).
+func (s *Set) Dirs() []string {
+	var out []string
+	for _, r := range s.All() {
+		subs, scoped := s.within[r.Mount]
+		if !scoped {
+			subs = []string{""}
+		}
+		for _, sub := range subs {
+			d := r.Path
+			if sub != "" {
+				d = filepath.Join(r.Path, filepath.FromSlash(sub))
+			}
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }

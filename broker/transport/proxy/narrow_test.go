@@ -7,12 +7,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
-	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // mkdirs creates dirs under base and returns base, symlink-resolved.
@@ -28,139 +26,6 @@ func mkdirs(t *testing.T, dirs ...string) string {
 		}
 	}
 	return base
-}
-
-func hostRootsResult(t *testing.T, uris ...string) json.RawMessage {
-	t.Helper()
-	list := make([]map[string]string, 0, len(uris))
-	for _, u := range uris {
-		list = append(list, map[string]string{"uri": u})
-	}
-	b, err := json.Marshal(map[string]any{"roots": list})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func mounts(s *roots.Set) string {
-	var out []string
-	for _, r := range s.All() {
-		out = append(out, r.Mount)
-	}
-	return strings.Join(out, ",")
-}
-
-// Host roots narrow the operator's, never widen them: an operator root stays
-// when it is a host root or lies under one; one that contains a host root, or
-// lies outside every host root, is left out; a host root outside every
-// operator root adds nothing.
-func TestWrapNarrow(t *testing.T) {
-	base := mkdirs(t, "ws/a/inner", "ws/b", "ws/bb", "other", "ws2")
-	if err := os.Symlink(filepath.Join(base, "ws"), filepath.Join(base, "link")); err != nil {
-		t.Fatal(err)
-	}
-	op, err := roots.New([]roots.Spec{
-		{Path: filepath.Join(base, "ws/a"), Writable: true, Preapproved: true},
-		{Path: filepath.Join(base, "ws/b")},
-		{Path: filepath.Join(base, "other"), Name: "Other"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	uri := func(p string) string { return roots.FileURI(filepath.Join(base, p)) }
-	for _, tc := range []struct {
-		name string
-		host []string // nil: the host declared no roots
-		want string
-	}{
-		{"no host roots", nil, "a,b,other"},
-		{"host allows nothing", []string{}, ""},
-		{"parent of two", []string{uri("ws")}, "a,b"},
-		{"exact root", []string{uri("ws/b")}, "b"},
-		{"inside a root withholds it", []string{uri("ws/a/inner")}, ""},
-		{"sibling prefix is not a parent", []string{uri("ws/b") + "b"}, ""},
-		{"outside every root adds nothing", []string{uri("ws2"), uri("ws/b")}, "b"},
-		{"filesystem root", []string{"file:///"}, "a,b,other"},
-		{"through a link", []string{uri("link")}, "a,b"},
-		{"trailing slash and dots", []string{uri("ws") + "/./", uri("other") + "/../other"}, "a,b,other"},
-		{"not file URIs", []string{"https://example.com/ws", "file://remote/" + base, "relative/dir"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var h *HostRoots
-			if tc.host != nil {
-				var skipped []string
-				h, skipped, err = ParseHostRoots(hostRootsResult(t, tc.host...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tc.name == "not file URIs" && len(skipped) != 3 {
-					t.Errorf("skipped %q, want all three", skipped)
-				}
-			}
-			got := Narrow(op, h)
-			if mounts(got) != tc.want {
-				t.Fatalf("Narrow = %q, want %q", mounts(got), tc.want)
-			}
-			for _, r := range got.All() {
-				orig, _ := op.ByMount(r.Mount)
-				if r != orig {
-					t.Errorf("root %s changed: %+v, was %+v", r.Mount, r, orig)
-				}
-			}
-			if tc.host == nil && got != op {
-				t.Error("without host roots the operator's set must be returned as it is")
-			}
-		})
-	}
-}
-
-func TestWrapWithheld(t *testing.T) {
-	base := mkdirs(t, "ws/a/inner", "ws/b", "other")
-	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
-		{Path: filepath.Join(base, "other")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, err := ParseHostRoots(hostRootsResult(t, roots.FileURI(filepath.Join(base, "ws/a/inner")),
-		roots.FileURI(filepath.Join(base, "ws/b"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	containing, outside := Withheld(op, h)
-	if !slices.Equal(containing, []string{"a"}) || !slices.Equal(outside, []string{"other"}) {
-		t.Errorf("Withheld = %q, %q; want [a], [other]", containing, outside)
-	}
-}
-
-// A root removed after the operator named it is left out of a narrowed set;
-// the others stay.
-func TestWrapNarrowDropsVanishedRoot(t *testing.T) {
-	base := mkdirs(t, "ws/a", "ws/b", "other")
-	op, err := roots.New([]roots.Spec{{Path: filepath.Join(base, "ws/a")}, {Path: filepath.Join(base, "ws/b")},
-		{Path: filepath.Join(base, "other")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(base, "ws/b")); err != nil {
-		t.Fatal(err)
-	}
-	h, _, _ := ParseHostRoots(hostRootsResult(t, roots.FileURI(filepath.Join(base, "ws"))))
-	if got := mounts(Narrow(op, h)); got != "a" {
-		t.Errorf("Narrow = %q, want a", got)
-	}
-}
-
-func TestWrapParseHostRootsRejectsMalformedResult(t *testing.T) {
-	for _, bad := range []string{`{}`, `{"roots":null}`, `[]`, `{"roots":"x"}`, `nope`} {
-		if _, _, err := ParseHostRoots(json.RawMessage(bad)); err == nil {
-			t.Errorf("ParseHostRoots(%s) succeeded", bad)
-		}
-	}
-	h, _, err := ParseHostRoots(json.RawMessage(`{"roots":[]}`))
-	if err != nil || h == nil || len(h.Dirs()) != 0 {
-		t.Errorf("an empty list: %v, %v; want an empty set", h, err)
-	}
 }
 
 // Requests keep their ids; only an id in flight from the other sender toward

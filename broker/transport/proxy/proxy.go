@@ -161,7 +161,7 @@ type Router struct {
 	rootsTimeout time.Duration
 	fwd          *forwardAudit // nil: forwarded requests are not recorded
 
-	hostRoots atomic.Pointer[HostRoots] // nil: the host declared no roots
+	hostRoots atomic.Pointer[roots.HostRoots] // nil: the host declared no roots
 	operator  atomic.Pointer[func() *roots.Set]
 	cache     atomic.Pointer[viewCache]
 
@@ -203,7 +203,7 @@ type Router struct {
 
 type viewCache struct {
 	operator *roots.Set
-	host     *HostRoots
+	host     *roots.HostRoots
 	view     *roots.Set
 }
 
@@ -241,7 +241,7 @@ func (r *Router) HostDone() <-chan struct{} { return r.hostDone }
 
 // HostRoots returns the host's roots as last known: nil when the host
 // declared no roots capability.
-func (r *Router) HostRoots() *HostRoots { return r.hostRoots.Load() }
+func (r *Router) HostRoots() *roots.HostRoots { return r.hostRoots.Load() }
 
 // view is the View handed to the session.
 func (r *Router) view(operator func() *roots.Set) func() *roots.Set {
@@ -256,7 +256,7 @@ func (r *Router) narrowed(op *roots.Set) *roots.Set {
 	if c := r.cache.Load(); c != nil && c.operator == op && c.host == h {
 		return c.view
 	}
-	v := Narrow(op, h)
+	v := roots.Narrow(op, h)
 	r.cache.Store(&viewCache{operator: op, host: h, view: v})
 	return v
 }
@@ -803,7 +803,7 @@ func (r *Router) amendInitialize(raw []byte, params json.RawMessage) []byte {
 		r.hostHasRoots = ok && declared
 		r.hostElicits = hostElicitsForms(params)
 		if r.hostHasRoots {
-			r.hostRoots.Store(&HostRoots{}) // nothing is visible until the host says what is
+			r.hostRoots.Store(&roots.HostRoots{}) // nothing is visible until the host says what is
 		} else {
 			r.rootsKnown = true
 			close(r.rootsReady)
@@ -1071,10 +1071,10 @@ func (r *Router) hostRootsLate() {
 
 // hostRootsAnswered takes the host's answer to the gen-th roots/list.
 func (r *Router) hostRootsAnswered(gen uint64, msg *jsonrpc.Message) {
-	next := &HostRoots{}
+	next := &roots.HostRoots{}
 	if msg.Error != nil {
 		r.log.Warn("the host refused roots/list; no root is visible", "code", msg.Error.Code, "message", msg.Error.Message)
-	} else if h, skipped, err := ParseHostRoots(msg.Result); err != nil {
+	} else if h, skipped, err := roots.ParseHostRoots(msg.Result); err != nil {
 		r.log.Warn("the host's roots cannot be read; no root is visible", "error", err)
 	} else {
 		next = h
@@ -1102,13 +1102,13 @@ func (r *Router) hostRootsAnswered(gen uint64, msg *jsonrpc.Message) {
 
 	changed := true
 	if op == nil { // the session has not started serving yet
-		r.log.Info("the host's roots apply", "hostRoots", len(next.dirs))
+		r.log.Info("the host's roots apply", "hostRoots", next.Len())
 	} else {
 		opSet := (*op)()
-		after := Narrow(opSet, next)
-		changed = !Narrow(opSet, prev).Equal(after)
-		containing, outside := Withheld(opSet, next)
-		r.log.Info("the host's roots apply", "hostRoots", len(next.dirs), "visible", after.Len(), "of", opSet.Len())
+		after := roots.Narrow(opSet, next)
+		changed = !roots.Narrow(opSet, prev).Equal(after)
+		containing, outside := roots.Withheld(opSet, next)
+		r.log.Info("the host's roots apply", "hostRoots", next.Len(), "visible", after.Len(), "of", opSet.Len())
 		if len(containing) > 0 {
 			r.log.Info("operator roots withheld: each contains a root of the host's, and the host allowed less than the whole root; "+
 				"give fsbroker a root at the host's directory to serve it", "mounts", strings.Join(containing, ","))

@@ -1,7 +1,7 @@
 // Copyright 2026 The fsbroker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package roots
 
 import (
 	"encoding/json"
@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/fsbroker/fsbroker/broker/roots"
 )
+
+// The roots an MCP host declares (roots/list) only ever narrow the
+// operator's: fsbroker wrap keeps the operator roots a host root covers
+// whole (Narrow), fsbroker serve also keeps the part of an operator root a
+// host root lies in (Intersect).
 
 // HostRoots is the set of directories a host declared as its roots, as
 // absolute, cleaned and (where they exist) symlink-resolved paths. A nil
@@ -30,6 +33,14 @@ func (h *HostRoots) Dirs() []string {
 		return nil
 	}
 	return slices.Clone(h.dirs)
+}
+
+// Len returns the number of the host's directories.
+func (h *HostRoots) Len() int {
+	if h == nil {
+		return 0
+	}
+	return len(h.dirs)
 }
 
 // Equal reports whether two host root sets hold the same directories.
@@ -120,46 +131,46 @@ func covers(dir, root string) bool {
 // so policies, grants and mount-relative paths mean what they meant. Host
 // directories outside every operator root add nothing. With a nil host set
 // the operator's roots are returned as they are.
-func Narrow(operator *roots.Set, host *HostRoots) *roots.Set {
+func Narrow(operator *Set, host *HostRoots) *Set {
 	if host == nil {
 		return operator
 	}
 	all := operator.All()
-	var specs []roots.Spec
-	var kept []roots.Root
+	var specs []Spec
+	var kept []Root
 	for _, r := range all {
 		if !slices.ContainsFunc(host.dirs, func(d string) bool { return covers(d, r.Path) }) {
 			continue
 		}
 		kept = append(kept, r)
-		specs = append(specs, roots.Spec{Path: r.Path, Mount: r.Mount, Name: r.Name, Writable: r.Writable,
+		specs = append(specs, Spec{Path: r.Path, Mount: r.Mount, Name: r.Name, Writable: r.Writable,
 			Preapproved: r.Preapproved, Origin: "operator root " + r.Mount})
 	}
 	if len(kept) == len(all) {
 		return operator
 	}
-	set, err := roots.New(specs)
+	set, err := New(specs)
 	if err == nil && sameRoots(set.All(), kept) {
 		return set
 	}
 	// A root that no longer resolves as it did (removed, or replaced by a
 	// link) is left out, one by one.
-	var ok []roots.Spec
+	var ok []Spec
 	for i, spec := range specs {
-		if one, err := roots.New([]roots.Spec{spec}); err == nil && sameRoots(one.All(), kept[i:i+1]) {
+		if one, err := New([]Spec{spec}); err == nil && sameRoots(one.All(), kept[i:i+1]) {
 			ok = append(ok, spec)
 		}
 	}
-	set, _ = roots.New(ok) // each of them resolved alone, and together they did before
+	set, _ = New(ok) // each of them resolved alone, and together they did before
 	return set
 }
 
-func sameRoots(a, b []roots.Root) bool { return slices.Equal(a, b) }
+func sameRoots(a, b []Root) bool { return slices.Equal(a, b) }
 
 // Withheld describes the operator roots that host leaves out, for the log:
 // those that contain one of the host's directories (the host allowed less
 // than the whole root) and those outside every host directory.
-func Withheld(operator *roots.Set, host *HostRoots) (containing, outside []string) {
+func Withheld(operator *Set, host *HostRoots) (containing, outside []string) {
 	if host == nil {
 		return nil, nil
 	}
@@ -174,4 +185,67 @@ func Withheld(operator *roots.Set, host *HostRoots) (containing, outside []strin
 		}
 	}
 	return containing, outside
+}
+
+// Intersect returns what both the operator's roots and the host's allow (for
+// fsbroker serve): an operator root that is one of the host's directories or
+// lies under one stays whole; one that holds host directories stays, scoped
+// to them (Set.Allows: only paths in those subtrees are allowed, and
+// Set.Dirs lists the subtrees), with its mount, name, mode and pre-approval
+// unchanged, so that grants, policies and mount-relative paths mean what
+// they mean for the whole root; every other operator root is left out. Host
+// directories outside every operator root add nothing, and an empty host set
+// leaves nothing. With a nil host set the operator's roots are returned as
+// they are. operator is the operator's set (not itself scoped).
+func Intersect(operator *Set, host *HostRoots) *Set {
+	if host == nil {
+		return operator
+	}
+	out := &Set{byMount: make(map[string]int)}
+	for _, r := range operator.All() {
+		whole := false
+		var subs []string
+		for _, d := range host.dirs {
+			if covers(d, r.Path) {
+				whole = true
+				break
+			}
+			if covers(r.Path, d) {
+				if rel, err := filepath.Rel(r.Path, d); err == nil {
+					subs = append(subs, filepath.ToSlash(rel))
+				}
+			}
+		}
+		if !whole && len(subs) == 0 {
+			continue
+		}
+		out.byMount[r.Mount] = len(out.roots)
+		out.roots = append(out.roots, r)
+		if !whole {
+			if out.within == nil {
+				out.within = make(map[string][]string)
+			}
+			out.within[r.Mount] = outermost(subs)
+		}
+	}
+	return out
+}
+
+// outermost returns the relative paths of subs that no other one of them
+// holds, in order.
+func outermost(subs []string) []string {
+	var out []string
+	for i, s := range subs {
+		held := slices.ContainsFunc(subs, func(o string) bool { return o != s && underRel(o, s) })
+		if !held && !slices.Contains(subs[:i], s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// underRel reports whether the relative path rel is dir or lies beneath it
+// (segment by segment).
+func underRel(dir, rel string) bool {
+	return rel == dir || strings.HasPrefix(rel, dir+"/")
 }
