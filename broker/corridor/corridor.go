@@ -92,6 +92,17 @@ func WithLogger(l hclog.Logger) Option { return func(c *Corridor) { c.log = l } 
 // that a set swapped in by a config reload is seen at once.
 func WithRoots(current func() *roots.Set) Option { return func(c *Corridor) { c.roots = current } }
 
+// NarrowRoots makes the corridor serve its roots as narrow returns them:
+// at each request, narrow gets the set the roots source (WithRoots) gives
+// now, so that a config reload is still seen, and returns the set the
+// request is served under (fsbroker serve: roots.Intersect with the host's
+// roots, which may scope roots to subtrees). It is for the session that
+// owns the corridor, before the corridor serves its first request.
+func (c *Corridor) NarrowRoots(narrow func(*roots.Set) *roots.Set) {
+	source := c.roots
+	c.roots = func() *roots.Set { return narrow(source()) }
+}
+
 // WithExecutor enables the file operations, performed by x (shared by every
 // session of the process).
 func WithExecutor(x *executor.Executor) Option { return func(c *Corridor) { c.exec = x } }

@@ -149,12 +149,17 @@ func (c *Corridor) end(ctx context.Context, cl *call, err error, decided bool) e
 // resolved by the executor, links followed inside the root when follow is
 // set. A link can lead into a nested root; the resolved path is then
 // resolved again under that root, so that the deepest root's settings
-// always apply.
+// always apply. When the roots are scoped to subtrees (roots.Intersect:
+// fsbroker serve under a host's roots), both the path as written and the
+// path it resolves to must lie in one of them.
 func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (executor.Target, error) {
 	set := c.roots()
 	p, err := canon.Parse(set, raw)
 	if err != nil {
 		return executor.Target{}, err
+	}
+	if !set.Allows(p.Root, p.Rel) {
+		return executor.Target{}, errcode.New(errcode.PermissionDenied, ReasonOutsideHostRoots)
 	}
 	for seg := range strings.SplitSeq(p.Rel, "/") {
 		if executor.IsTempName(seg) {
@@ -168,10 +173,19 @@ func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (e
 		return executor.Target{}, err
 	}
 	if r := canon.Reroot(set, t.Path); r.Root != t.Path.Root {
-		return c.exec.Resolve(ctx, r, follow)
+		if t, err = c.exec.Resolve(ctx, r, follow); err != nil {
+			return executor.Target{}, err
+		}
+	}
+	if !set.Allows(t.Path.Root, t.Path.Rel) {
+		return executor.Target{}, errcode.New(errcode.PermissionDenied, "a symbolic link on the path leaves the host's roots")
 	}
 	return t, nil
 }
+
+// ReasonOutsideHostRoots is the refusal (data.reason) of a path outside
+// the subtrees a host's roots narrowed the operator's roots to.
+const ReasonOutsideHostRoots = "the path is outside the host's roots"
 
 // decide is the decision stage for one request: the daily write quota must
 // be checkable (writes), a grant or a pre-approval must cover the paths
