@@ -85,7 +85,7 @@ func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
 	}
 	e, ok := elicitorFrom(ctx)
 	if !ok {
-		return d, fmt.Errorf("%w: no MCP host faces this session (elicit works under fsbroker wrap)", ErrNoElicitation)
+		return d, fmt.Errorf("%w: no MCP host faces this session (elicit works under fsbroker wrap and fsbroker serve)", ErrNoElicitation)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -149,4 +149,85 @@ func consentForm(req Request, token string) json.RawMessage {
 	return schema
 }
 
-var _ Provider = (*Elicit)(nil)
+// ErrNoFormElicitation is ErrNoElicitation for a host that did not declare
+// the elicitation capability with form mode in its initialize.
+var ErrNoFormElicitation = fmt.Errorf("%w: the host did not declare the elicitation capability with form mode", ErrNoElicitation)
+
+// elicitationFormVersions are the protocol revisions in which the client
+// answers elicitation/create in form mode, and whether the request names the
+// mode ("mode": "form" from 2025-11-25; 2025-06-18 has no mode member).
+var elicitationFormVersions = map[string]bool{"2025-06-18": false, "2025-11-25": true}
+
+// HostElicitsForms reports whether the params of a host's initialize
+// declare the elicitation capability with form mode: {} (form only, as
+// 2025-06-18 has it) or an object with a form member.
+func HostElicitsForms(initializeParams json.RawMessage) bool {
+	var p struct {
+		Capabilities struct {
+			Elicitation *map[string]json.RawMessage `json:"elicitation"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(initializeParams, &p) != nil || p.Capabilities.Elicitation == nil || *p.Capabilities.Elicitation == nil {
+		return false
+	}
+	modes := *p.Capabilities.Elicitation
+	_, form := modes["form"]
+	return len(modes) == 0 || form
+}
+
+// ElicitFormParams returns the params of an elicitation/create request in
+// form mode, as the protocol revision version writes them, with message and
+// the flat object schema requestedSchema. A revision without elicitation is
+// an error wrapping ErrNoElicitation.
+func ElicitFormParams(version, message string, requestedSchema json.RawMessage) (json.RawMessage, error) {
+	named, known := elicitationFormVersions[version]
+	if !known {
+		return nil, fmt.Errorf("%w: protocol revision %q has no elicitation/create the broker may send", ErrNoElicitation, version)
+	}
+	params := struct {
+		Mode            string          `json:"mode,omitempty"`
+		Message         string          `json:"message"`
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}{Message: message, RequestedSchema: requestedSchema}
+	if named {
+		params.Mode = "form"
+	}
+	out, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("consent: encode elicitation/create: %w", err)
+	}
+	return out, nil
+}
+
+// ElicitOr asks through the MCP host's own UI (Elicit) when the session's
+// host can show a form, and otherwise puts the question to its fallback:
+// fsbroker serve's provider when the operator chose none (--consent elicit
+// is the default for a host that declares elicitation). A host that cannot
+// be asked is one whose Elicitor fails with ErrNoElicitation, or a session
+// with no Elicitor; any other failure of the host's (an error answer, a
+// malformed one, no answer in time) approves nothing, as Elicit's does.
+type ElicitOr struct {
+	elicit   *Elicit
+	fallback Provider
+}
+
+// NewElicitOr returns the provider that asks the host, else fallback; opts
+// configure the elicitation as NewElicit's do.
+func NewElicitOr(fallback Provider, opts ...Option) *ElicitOr {
+	return &ElicitOr{elicit: NewElicit(opts...), fallback: fallback}
+}
+
+// Ask puts req to the person at the host, or to the fallback when the host
+// cannot be asked.
+func (p *ElicitOr) Ask(ctx context.Context, req Request) (Decision, error) {
+	d, err := p.elicit.Ask(ctx, req)
+	if errors.Is(err, ErrNoElicitation) {
+		return p.fallback.Ask(ctx, req)
+	}
+	return d, err
+}
+
+var (
+	_ Provider = (*Elicit)(nil)
+	_ Provider = (*ElicitOr)(nil)
+)

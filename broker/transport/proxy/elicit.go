@@ -12,35 +12,6 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 )
 
-// elicitationFormVersions are the protocol revisions in which the client
-// answers elicitation/create in form mode, and whether the request names the
-// mode ("mode": "form" from 2025-11-25; 2025-06-18 has no mode member).
-var elicitationFormVersions = map[string]bool{"2025-06-18": false, "2025-11-25": true}
-
-// hostElicitsForms reports whether an initialize's capabilities declare
-// elicitation in form mode: {} (form only, for compatibility) or an object
-// with a form member.
-func hostElicitsForms(params json.RawMessage) bool {
-	var p struct {
-		Capabilities struct {
-			Elicitation *map[string]json.RawMessage `json:"elicitation"`
-		} `json:"capabilities"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.Capabilities.Elicitation == nil || *p.Capabilities.Elicitation == nil {
-		return false
-	}
-	modes := *p.Capabilities.Elicitation
-	_, form := modes["form"]
-	return len(modes) == 0 || form
-}
-
-// elicitParams is the params of elicitation/create in form mode.
-type elicitParams struct {
-	Mode            string          `json:"mode,omitempty"`
-	Message         string          `json:"message"`
-	RequestedSchema json.RawMessage `json:"requestedSchema"`
-}
-
 // ElicitForm asks the host elicitation/create in form mode (consent.Elicitor):
 // the broker session's elicit provider finds the Router in its requests'
 // context. The host must have declared elicitation with form mode, on a
@@ -51,16 +22,12 @@ func (r *Router) ElicitForm(ctx context.Context, message string, requestedSchema
 	r.mu.Lock()
 	forms, version := r.hostElicits, r.negotiated
 	r.mu.Unlock()
-	named, known := elicitationFormVersions[version]
-	switch {
-	case !forms:
-		return consent.ElicitResult{}, fmt.Errorf("%w: the host did not declare the elicitation capability with form mode", consent.ErrNoElicitation)
-	case !known:
-		return consent.ElicitResult{}, fmt.Errorf("%w: protocol revision %q has no elicitation/create the broker may send", consent.ErrNoElicitation, version)
+	if !forms {
+		return consent.ElicitResult{}, consent.ErrNoFormElicitation
 	}
-	params := elicitParams{Message: message, RequestedSchema: requestedSchema}
-	if named {
-		params.Mode = "form"
+	params, err := consent.ElicitFormParams(version, message, requestedSchema)
+	if err != nil {
+		return consent.ElicitResult{}, err
 	}
 	reply := make(chan *jsonrpc.Message, 1)
 	r.mu.Lock()
@@ -69,7 +36,7 @@ func (r *Router) ElicitForm(ctx context.Context, message string, requestedSchema
 	r.log.Debug("asking the host for consent (elicitation/create)", "id", string(wire))
 	r.writeHost(mustMarshal(struct {
 		request
-		Params elicitParams `json:"params"`
+		Params json.RawMessage `json:"params"`
 	}{request{JSONRPC: jsonrpc.Version, ID: wire, Method: "elicitation/create"}, params}))
 	select {
 	case m := <-reply:

@@ -801,7 +801,7 @@ func (r *Router) amendInitialize(raw []byte, params json.RawMessage) []byte {
 	if first {
 		r.initSeen = true
 		r.hostHasRoots = ok && declared
-		r.hostElicits = hostElicitsForms(params)
+		r.hostElicits = consent.HostElicitsForms(params)
 		if r.hostHasRoots {
 			r.hostRoots.Store(&roots.HostRoots{}) // nothing is visible until the host says what is
 		} else {
