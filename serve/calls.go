@@ -116,12 +116,7 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 		}
 		return TextResult(MoveText(a.Source, a.Destination)), nil
 	case NoArgs:
-		set := s.cfg.Roots()
-		dirs := make([]string, 0, set.Len())
-		for _, r := range set.All() {
-			dirs = append(dirs, r.Path)
-		}
-		return TextResult(AllowedDirectoriesText(dirs)), nil
+		return TextResult(AllowedDirectoriesText(s.roots().Dirs())), nil
 	case PathArgs:
 		return s.runPathTool(ctx, caller, a, params)
 	}
@@ -331,7 +326,7 @@ func walkLister(entries []corridor.ListEntry) Lister {
 // hostPath is the host path of a mount-relative path of the current roots.
 func (s *Session) hostPath(mountPath string) string {
 	mount, rest, _ := strings.Cut(mountPath, "/")
-	r, ok := s.cfg.Roots().ByMount(mount)
+	r, ok := s.roots().ByMount(mount)
 	if !ok {
 		return mountPath
 	}

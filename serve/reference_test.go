@@ -63,9 +63,21 @@ func startReference(t *testing.T, dirs ...string) *referenceClient {
 	return startServer(t, "the reference server", exec.Command(node, append([]string{entry}, dirs...)...))
 }
 
+// testClientInit is the initialize params of the tests' MCP client: no
+// capability.
+const testClientInit = `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fsbroker-serve-test","version":"0"}}`
+
 // startServer runs cmd, an MCP server over stdio, in the capture's
 // environment (TZ=UTC, C.UTF-8), and returns its client, initialized.
 func startServer(t *testing.T, name string, cmd *exec.Cmd) *referenceClient {
+	t.Helper()
+	return startServerAs(t, name, cmd, testClientInit)
+}
+
+// startServerAs is startServer whose client sends init as its initialize
+// params and answers the server's requests with opts' handlers (others with
+// "Method not found").
+func startServerAs(t *testing.T, name string, cmd *exec.Cmd, init string, opts ...mcppeer.Option) *referenceClient {
 	t.Helper()
 	cmd.Env = append(os.Environ(), "TZ=UTC", "LC_ALL=C.UTF-8", "LANG=C.UTF-8")
 	stdinR, stdinW, err := os.Pipe()
@@ -95,9 +107,10 @@ func startServer(t *testing.T, name string, cmd *exec.Cmd) *referenceClient {
 		}
 		_ = stream.Close()
 	})
-	p := &referenceClient{t: t, Peer: mcppeer.New(t, name, stream, mcppeer.RequireValid(),
-		mcppeer.WithWait(referenceWait), mcppeer.WithFallback(mcppeer.MethodNotFound))}
-	p.request("initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fsbroker-serve-test","version":"0"}}`))
+	opts = append([]mcppeer.Option{mcppeer.RequireValid(), mcppeer.WithWait(referenceWait),
+		mcppeer.WithFallback(mcppeer.MethodNotFound)}, opts...)
+	p := &referenceClient{t: t, Peer: mcppeer.New(t, name, stream, opts...)}
+	p.request("initialize", json.RawMessage(init))
 	p.Notify("notifications/initialized", nil)
 	return p
 }

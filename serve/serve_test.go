@@ -9,16 +9,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
 // These tests run the real fsbroker serve, built from ./cmd/fsbroker, over
@@ -70,10 +73,30 @@ func TestMain(m *testing.M) {
 // stateDir and the given flags, initialized.
 func startServe(t *testing.T, stateDir string, flags ...string) *referenceClient {
 	t.Helper()
+	return startServeWith(t, stateDir, serveHost{init: testClientInit}, flags...)
+}
+
+// serveHost is how the test's host plays its side of a session with
+// fsbroker serve.
+type serveHost struct {
+	init   string           // its initialize params
+	opts   []mcppeer.Option // its handlers of fsbroker's requests
+	stderr io.Writer        // also gets fsbroker's log, when set
+}
+
+// startServeWith is startServe with the host h.
+func startServeWith(t *testing.T, stateDir string, h serveHost, flags ...string) *referenceClient {
+	t.Helper()
 	args := append([]string{"serve", "--state-dir", stateDir, "--log-level", "warn"}, flags...)
 	cmd := exec.Command(brokerBinary(t), args...)
+	// A session of its own: no controlling terminal, so that no consent
+	// prompt can open one, however the tests are run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stderr = os.Stderr
-	return startServer(t, "fsbroker serve", cmd)
+	if h.stderr != nil {
+		cmd.Stderr = io.MultiWriter(os.Stderr, h.stderr)
+	}
+	return startServerAs(t, "fsbroker serve", cmd, h.init, h.opts...)
 }
 
 // call sends tools/call and returns its result, decoded; a JSON-RPC error

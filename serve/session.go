@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
@@ -50,6 +52,14 @@ type Config struct {
 	MaxReadBytes int64
 	// ConnOptions configure the JSON-RPC connection.
 	ConnOptions []jsonrpc.Option
+	// HostRootsTimeout bounds the wait for the host's answer to roots/list
+	// (DefaultHostRootsTimeout).
+	HostRootsTimeout time.Duration
+	// WatchGrants, when set, watches the grants for changes made by any
+	// process on the state directory (runtime.Runtime.WatchGrants) for as
+	// long as the session runs, so that a revocation ends the host's
+	// watches (GrantsChanged).
+	WatchGrants func(ctx context.Context, changed func(server string)) error
 }
 
 // Session is one MCP session of fsbroker serve: fsbroker is the server, the
@@ -64,11 +74,17 @@ type Session struct {
 	log  hclog.Logger
 	id   string
 
+	ctx        context.Context // ends when Run returns
+	cancel     context.CancelFunc
+	background sync.WaitGroup // the session's own goroutines (roots/list)
+	host       hostRoots
+
 	mu              sync.Mutex
 	initialized     bool
 	clientName      string
 	clientVersion   string
 	protocolVersion string
+	hostElicits     bool // the host declared elicitation with form mode
 
 	resources resourceState // the resources methods' state (resources.go)
 }
@@ -87,11 +103,17 @@ func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
 	if cfg.MaxReadBytes <= 0 {
 		cfg.MaxReadBytes = corridor.DefaultMaxReadBytes
 	}
+	if cfg.HostRootsTimeout <= 0 {
+		cfg.HostRootsTimeout = DefaultHostRootsTimeout
+	}
 	var idBytes [8]byte
 	if _, err := rand.Read(idBytes[:]); err != nil {
 		return nil, fmt.Errorf("serve: session id: %w", err)
 	}
 	s := &Session{cfg: cfg, log: cfg.Log, id: hex.EncodeToString(idBytes[:])}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.host.ready = make(chan struct{})
+	cfg.Corridor.NarrowRoots(s.narrowRoots) // the host's roots only narrow
 	opts := append([]jsonrpc.Option{jsonrpc.WithLogger(cfg.Log), jsonrpc.WithIDPrefix("fsbroker-")}, cfg.ConnOptions...)
 	s.conn = jsonrpc.NewConn(stream, s.handleRequest, s.handleNotification, opts...)
 	return s, nil
@@ -102,7 +124,15 @@ func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
 // end; it does not close the stream.
 func (s *Session) Run(ctx context.Context) error {
 	defer s.cfg.Corridor.Close()
+	defer context.AfterFunc(ctx, s.cancel)()
+	if s.cfg.WatchGrants != nil {
+		if err := s.cfg.WatchGrants(s.ctx, s.GrantsChanged); err != nil {
+			s.log.Warn("consent grants changed by other processes will not end the host's watches", "error", err)
+		}
+	}
 	err := s.conn.Serve(ctx)
+	s.cancel()
+	s.background.Wait()
 	detail := "ended"
 	if err != nil {
 		detail = "ended: " + err.Error()
@@ -155,8 +185,14 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 }
 
 // handleNotification takes the host's notifications; none needs an answer.
+// Its roots are asked for after notifications/initialized and on
+// notifications/roots/list_changed.
 func (s *Session) handleNotification(_ context.Context, n *jsonrpc.Message) {
 	s.log.Trace("notification", "method", n.Method)
+	switch n.Method {
+	case "notifications/initialized", "notifications/roots/list_changed":
+		s.askHostRoots(n.Method)
+	}
 }
 
 // initializeParams are the members of initialize the session reads.
@@ -166,6 +202,9 @@ type initializeParams struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"clientInfo"`
+	Capabilities struct {
+		Roots json.RawMessage `json:"roots"`
+	} `json:"capabilities"`
 }
 
 // initialize negotiates the version, takes the host's clientInfo as its
@@ -185,8 +224,18 @@ func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, 
 	s.mu.Lock()
 	first := !s.initialized
 	s.initialized, s.clientName, s.clientVersion, s.protocolVersion = true, p.ClientInfo.Name, p.ClientInfo.Version, version
+	if first {
+		s.hostElicits = consent.HostElicitsForms(params)
+	}
+	elicits := s.hostElicits
 	s.mu.Unlock()
 	if first {
+		// Roots declared in any form but null or false narrow: narrowing is
+		// the safe reading of a capability written oddly.
+		rootsCap := string(p.Capabilities.Roots)
+		declaresRoots := rootsCap != "" && rootsCap != "null" && rootsCap != "false"
+		s.startHostRoots(declaresRoots)
+		s.log.Info("the host", "name", p.ClientInfo.Name, "declaresRoots", declaresRoots, "consentFormsInItsUI", elicits)
 		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionStart, "fsbroker serve")
 	}
 	return map[string]any{
@@ -205,7 +254,8 @@ func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, er
 	if err == nil {
 		var args any
 		if args, err = DecodeArgs(name, rawArgs); err == nil {
-			res, err := s.runTool(ctx, s.caller(name), args, rawArgs)
+			s.awaitHostRoots(ctx)
+			res, err := s.runTool(consent.WithElicitor(ctx, s), s.caller(name), args, rawArgs)
 			if err != nil {
 				return ErrorResult(refusalText(err)), nil
 			}

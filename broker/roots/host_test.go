@@ -158,7 +158,6 @@ func TestParseHostRootsRejectsMalformedResult(t *testing.T) {
 	}
 }
 
-
 // TestIntersect: the host's roots only narrow the operator's, and a host
 // root inside an operator root narrows it to that subtree: the root stays
 // (mount, name, mode, pre-approval and directory unchanged) and Allows

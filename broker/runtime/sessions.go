@@ -115,3 +115,11 @@ func (rt *Runtime) PinnedID() string { return rt.cfg.ServerID }
 
 // Version is the broker's version, as sessions report it.
 func (rt *Runtime) Version() string { return rt.cfg.Version }
+
+// WatchGrants calls changed with the state key of each server whose grants
+// or blocks any process on the state directory changes (grants.AnyServer
+// when it cannot tell), until ctx ends: for the sessions of a front end
+// other than the client role's (fsbroker serve), which Serve does not run.
+func (rt *Runtime) WatchGrants(ctx context.Context, changed func(server string)) error {
+	return rt.grants.Watch(ctx, changed)
+}

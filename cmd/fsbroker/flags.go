@@ -129,7 +129,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		setFlagGroup(fs, flagsServer, "url", "ca", "header")
 	}
 
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap only) or command:PROG; default prompt where a terminal exists, else deny")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve) or command:PROG; default prompt where a terminal exists, else deny (serve: elicit when the host declares elicitation, else that default)")
 	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
 	setFlagGroup(fs, flagsConsent, "consent", "server-id")
 
@@ -362,10 +362,13 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 	var consentProvider consent.Provider
 	if o.consentSpec == "" {
 		consentProvider = consent.Default(consent.WithHeldOutput(logOutput))
+		if o.command == "serve" { // the host's own UI when it can show forms
+			consentProvider = consent.NewElicitOr(consentProvider)
+		}
 	} else if consentProvider, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
 		return nil, runtime.Config{}, configErrorf("--consent %q: %v", o.consentSpec, err)
-	} else if o.consentSpec == consent.NameElicit && o.command != "wrap" {
-		return nil, runtime.Config{}, configErrorf("--consent elicit asks through the MCP host's own UI: it works under fsbroker wrap, not %s", o.command)
+	} else if o.consentSpec == consent.NameElicit && o.command != "wrap" && o.command != "serve" {
+		return nil, runtime.Config{}, configErrorf("--consent elicit asks through the MCP host's own UI: it works under fsbroker wrap and fsbroker serve, not %s", o.command)
 	}
 	auditOptions, err := auditSettings(o)
 	if err != nil {

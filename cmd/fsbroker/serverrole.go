@@ -20,13 +20,21 @@ canonicalized and confined to the roots, the policies decide (secrets, read-only
 per-client rules), the decision is recorded in the audit trail before anything is touched, and
 writes are flock-guarded and atomic. A refused call is a tool result with isError whose text
 starts with the code ("PERMISSION_DENIED: secrets: ..."). The host's clientInfo.name is its
-identity for grants, quotas and the trail (--server-id pins it).
+identity for grants, quotas and the trail (--client-id, or --server-id, pins it).
+
+When the host declares the roots capability, its roots (roots/list, asked again on
+notifications/roots/list_changed) only narrow the operator's: an operator root inside a host root
+stays whole, one holding a host root is narrowed to that subtree, and an answer with nothing in
+common (empty, disjoint, unreadable, an error, or none in time) leaves nothing accessible. A call
+on a path no grant covers asks for consent: through the host's own UI (elicitation/create) when
+the host declares elicitation and --consent is elicit or not given, else the configured provider.
+fsbroker grants list and revoke see and take back these grants as any other.
 
 A path argument may be absolute (inside a root), a file:// URI, or mount-relative (the root's
 base name first). stdout carries only protocol messages; the log goes to stderr. The session ends
 when the input closes, or on SIGINT or SIGTERM. The files under the roots are also resources
-(resources/list, read, subscribe), under the same pipeline. Not yet served: --http, --consent
-elicit, protocol 2026-07-28 (docs/serve.md).`
+(resources/list, read, subscribe), under the same pipeline. Not yet served: --http, protocol
+2026-07-28 (docs/serve.md).`
 
 const serveExample = `  # In a host's config, instead of: npx -y @modelcontextprotocol/server-filesystem ~/project
   fsbroker serve --root ~/project
@@ -37,6 +45,7 @@ const serveExample = `  # In a host's config, instead of: npx -y @modelcontextpr
 // newServeCommand returns `fsbroker serve`.
 func newServeCommand() *cobra.Command {
 	var o *options
+	var clientID string
 	c := &cobra.Command{
 		Use:     "serve",
 		Short:   "be the filesystem MCP server a host runs, every tool call under policy and audit",
@@ -45,10 +54,19 @@ func newServeCommand() *cobra.Command {
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.markSet(cmd.Flags())
+			if o.set["client-id"] {
+				if o.set["server-id"] && o.serverID != clientID {
+					return configErrorf("--client-id %q and --server-id %q: they are one setting, give one", clientID, o.serverID)
+				}
+				o.serverID, o.set["server-id"] = clientID, true
+			}
 			return runServe(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	o = registerSessionFlags(c.Flags(), "serve")
+	c.Flags().StringVar(&clientID, "client-id", "", "pin the host's identity to `ID` for grants, quotas, per-client policy and the audit trail "+
+		"(default: the clientInfo.name the host declares, which any host can claim); --server-id under the name protocol.md section 8 gives it")
+	setFlagGroup(c.Flags(), flagsConsent, "client-id")
 	return c
 }
 
@@ -78,6 +96,7 @@ func runServe(ctx context.Context, o *options, stdin io.Reader, stdout, stderr i
 		Transport:    "stdio",
 		MaxReadBytes: l.MaxReadBytes,
 		ConnOptions:  []jsonrpc.Option{jsonrpc.WithMaxInFlight(l.MaxInFlight), jsonrpc.WithShutdownTimeout(l.ShutdownTimeout)},
+		WatchGrants:  s.rt.WatchGrants,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+)
+
+// ElicitForm asks the host elicitation/create in form mode
+// (consent.Elicitor): the session puts itself in the context of its tool
+// calls, so that the elicit provider (--consent elicit, or the default for a
+// host that declared elicitation) asks the person through the host's own
+// UI. The host must have declared elicitation with form mode in its
+// initialize, on a revision that has it (2025-06-18, 2025-11-25); otherwise
+// the error wraps consent.ErrNoElicitation and nobody is asked. An error
+// answer, an answer that cannot be read, or none before ctx ends is an
+// error: nothing is approved.
+func (s *Session) ElicitForm(ctx context.Context, message string, requestedSchema json.RawMessage) (consent.ElicitResult, error) {
+	s.mu.Lock()
+	forms, version := s.hostElicits, s.protocolVersion
+	s.mu.Unlock()
+	if !forms {
+		return consent.ElicitResult{}, consent.ErrNoFormElicitation
+	}
+	params, err := consent.ElicitFormParams(version, message, requestedSchema)
+	if err != nil {
+		return consent.ElicitResult{}, err
+	}
+	s.log.Debug("asking the host for consent (elicitation/create)")
+	var res consent.ElicitResult
+	if err := s.conn.Call(ctx, "elicitation/create", params, &res); err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return consent.ElicitResult{}, fmt.Errorf("the host refused elicitation/create: %.200s (code %d)", rpcErr.Message, rpcErr.Code)
+		}
+		return consent.ElicitResult{}, fmt.Errorf("elicitation/create: %w", err)
+	}
+	return res, nil
+}
+
+var _ consent.Elicitor = (*Session)(nil)
+
+// GrantsChanged takes a change of the grants or blocks of server
+// (grants.AnyServer: of every server, or of one the watch cannot tell), made
+// by any process on the state directory (fsbroker grants revoke): when it
+// concerns the host, the watches no grant covers any more end. Tool calls
+// need nothing: each checks consent afresh.
+func (s *Session) GrantsChanged(server string) {
+	if !s.isInitialized() {
+		return
+	}
+	caller := s.caller("")
+	if server != grants.AnyServer && server != caller.StateKey() {
+		return
+	}
+	if ended := s.cfg.Corridor.GrantsChanged(caller); len(ended) > 0 {
+		s.log.Info("consent revoked: watches ended", "watches", strings.Join(ended, ","))
+	}
+}

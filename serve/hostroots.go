@@ -1,0 +1,163 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/roots"
+)
+
+// DefaultHostRootsTimeout bounds the wait for the host's answer to
+// roots/list, and how long a tool call waits for the first answer before
+// it goes on without (and is refused: nothing is accessible until the host
+// says what is).
+const DefaultHostRootsTimeout = 10 * time.Second
+
+// hostRoots is what the session knows of the host's roots
+// (docs/protocol.md section 8): when the host declared the roots
+// capability, the session serves the intersection of the operator's roots
+// and the host's (roots.Intersect), and nothing until the host's first
+// answer.
+type hostRoots struct {
+	// current is the host's roots as last answered: nil when the host did
+	// not declare the capability (nothing narrowed), empty until its first
+	// answer and after an answer that cannot be used (nothing accessible).
+	current atomic.Pointer[roots.HostRoots]
+	// view caches the intersection for one operator set and one host set.
+	view atomic.Pointer[rootsView]
+	// ready is closed once the first answer applied, or at initialize when
+	// the host declared no roots.
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu       sync.Mutex
+	declared bool   // the host's initialize declared roots
+	asked    uint64 // roots/list requests sent
+	applied  uint64 // the newest one whose answer applied
+}
+
+// rootsView is the set served for one operator set and one host set.
+type rootsView struct {
+	operator *roots.Set
+	host     *roots.HostRoots
+	view     *roots.Set
+}
+
+// markReady closes ready, once.
+func (h *hostRoots) markReady() { h.readyOnce.Do(func() { close(h.ready) }) }
+
+// narrowRoots is the set the session serves for the operator's set op: op
+// itself when the host declared no roots, else its intersection with the
+// host's (computed once per pair of sets).
+func (s *Session) narrowRoots(op *roots.Set) *roots.Set {
+	h := s.host.current.Load()
+	if h == nil {
+		return op
+	}
+	if v := s.host.view.Load(); v != nil && v.operator == op && v.host == h {
+		return v.view
+	}
+	v := roots.Intersect(op, h)
+	s.host.view.Store(&rootsView{operator: op, host: h, view: v})
+	return v
+}
+
+// roots returns the roots the session serves now.
+func (s *Session) roots() *roots.Set { return s.narrowRoots(s.cfg.Roots()) }
+
+// startHostRoots takes the roots capability of the host's first
+// initialize: declared, nothing is accessible until the host's roots are
+// known; not declared, the operator's roots are served as they are.
+func (s *Session) startHostRoots(declared bool) {
+	if !declared {
+		s.host.markReady()
+		return
+	}
+	s.host.mu.Lock()
+	s.host.declared = true
+	s.host.mu.Unlock()
+	s.host.current.Store(&roots.HostRoots{})
+}
+
+// askHostRoots sends roots/list to the host, when it declared roots: after
+// its notifications/initialized (once), and on each
+// notifications/roots/list_changed. The answer is awaited on a goroutine of
+// its own (the read loop must go on to read it).
+func (s *Session) askHostRoots(method string) {
+	s.host.mu.Lock()
+	if !s.host.declared || method == "notifications/initialized" && s.host.asked > 0 {
+		s.host.mu.Unlock()
+		if method == "notifications/roots/list_changed" {
+			s.log.Debug("ignoring the host's roots list_changed: it declared no roots capability")
+		}
+		return
+	}
+	s.host.asked++
+	gen := s.host.asked
+	s.host.mu.Unlock()
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		s.fetchHostRoots(gen)
+	}()
+}
+
+// fetchHostRoots asks the host for its roots (the gen-th roots/list) and
+// applies its answer. An error answer, one that cannot be read, none within
+// the time limit, or an empty or disjoint list leaves nothing accessible.
+func (s *Session) fetchHostRoots(gen uint64) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.HostRootsTimeout)
+	defer cancel()
+	next := &roots.HostRoots{}
+	var result json.RawMessage
+	if err := s.conn.Call(ctx, "roots/list", nil, &result); err != nil {
+		s.log.Warn("the host did not answer roots/list; no root is accessible until it does", "error", err)
+	} else if h, skipped, err := roots.ParseHostRoots(result); err != nil {
+		s.log.Warn("the host's roots cannot be read; no root is accessible", "error", err)
+	} else {
+		next = h
+		for _, sk := range skipped {
+			s.log.Info("ignoring a root of the host's", "root", sk)
+		}
+	}
+	s.host.mu.Lock()
+	if gen <= s.host.applied {
+		s.host.mu.Unlock()
+		s.log.Debug("ignoring an answer to an older roots/list")
+		return
+	}
+	s.host.applied = gen
+	s.host.current.Store(next)
+	s.host.mu.Unlock()
+	s.host.markReady()
+	dirs := s.roots().Dirs()
+	s.log.Info("the host's roots apply", "hostRoots", next.Len(), "accessible", len(dirs))
+	if len(dirs) == 0 {
+		s.log.Warn("no root is accessible: the host's roots and the operator's have nothing in common")
+	}
+}
+
+// awaitHostRoots waits, up to the time limit, until the host's first
+// answer to roots/list applied (at once when the host declared no roots).
+// A call that gives up goes on under the roots known, which are none.
+func (s *Session) awaitHostRoots(ctx context.Context) {
+	select {
+	case <-s.host.ready:
+		return
+	default:
+	}
+	t := time.NewTimer(s.cfg.HostRootsTimeout)
+	defer t.Stop()
+	select {
+	case <-s.host.ready:
+	case <-t.C:
+		s.log.Warn("the host's roots are not known yet: the call is refused", "waited", s.cfg.HostRootsTimeout)
+	case <-ctx.Done():
+	}
+}
