@@ -28,10 +28,7 @@ func (s *Session) ElicitForm(ctx context.Context, message string, requestedSchem
 	s.mu.Lock()
 	forms, version := s.hostElicits, s.protocolVersion
 	s.mu.Unlock()
-	if !forms {
-		return consent.ElicitResult{}, consent.ErrNoFormElicitation
-	}
-	params, err := consent.ElicitFormParams(version, message, requestedSchema)
+	params, err := consent.ElicitFormParams(forms, version, message, requestedSchema)
 	if err != nil {
 		return consent.ElicitResult{}, err
 	}

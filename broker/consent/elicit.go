@@ -177,9 +177,14 @@ func HostElicitsForms(initializeParams json.RawMessage) bool {
 
 // ElicitFormParams returns the params of an elicitation/create request in
 // form mode, as the protocol revision version writes them, with message and
-// the flat object schema requestedSchema. A revision without elicitation is
-// an error wrapping ErrNoElicitation.
-func ElicitFormParams(version, message string, requestedSchema json.RawMessage) (json.RawMessage, error) {
+// the flat object schema requestedSchema, to a host that declared form
+// elicitation (hostElicitsForms: HostElicitsForms of its initialize). A host
+// that did not (ErrNoFormElicitation), or a revision without elicitation, is
+// an error wrapping ErrNoElicitation: nobody can be asked.
+func ElicitFormParams(hostElicitsForms bool, version, message string, requestedSchema json.RawMessage) (json.RawMessage, error) {
+	if !hostElicitsForms {
+		return nil, ErrNoFormElicitation
+	}
 	named, known := elicitationFormVersions[version]
 	if !known {
 		return nil, fmt.Errorf("%w: protocol revision %q has no elicitation/create the broker may send", ErrNoElicitation, version)

@@ -50,12 +50,15 @@ func TestElicitFormShapes(t *testing.T) {
 		}
 	}
 	for version, mode := range map[string]bool{"2025-11-25": true, "2025-06-18": false} {
-		raw, err := ElicitFormParams(version, "m", []byte(`{"type":"object"}`))
+		raw, err := ElicitFormParams(true, version, "m", []byte(`{"type":"object"}`))
 		if err != nil || strings.Contains(string(raw), `"mode":"form"`) != mode {
 			t.Errorf("%s: %s, %v", version, raw, err)
 		}
 	}
-	if _, err := ElicitFormParams("2025-03-26", "m", []byte(`{}`)); !errors.Is(err, ErrNoElicitation) {
+	if _, err := ElicitFormParams(true, "2025-03-26", "m", []byte(`{}`)); !errors.Is(err, ErrNoElicitation) {
 		t.Errorf("2025-03-26: %v, want ErrNoElicitation", err)
+	}
+	if _, err := ElicitFormParams(false, "2025-11-25", "m", []byte(`{}`)); !errors.Is(err, ErrNoFormElicitation) {
+		t.Errorf("a host without form elicitation: %v, want ErrNoFormElicitation", err)
 	}
 }

@@ -49,6 +49,29 @@ func (s *keptSink) kinds(decisionID string) []audit.Kind {
 	return out
 }
 
+// defaultDecider is the real engine with the built-in policies.
+func defaultDecider(t *testing.T) engine.Decider {
+	t.Helper()
+	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.Decider{Engine: e}
+}
+
+// auditedCorridor returns a corridor over the fixture deciding with the
+// default policies and writing a real trail, which the returned sink also
+// keeps; the read-only root holds a secret, ro/.env.
+func (f *fixture) auditedCorridor(t *testing.T) (*Corridor, *keptSink) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.ro, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := audittest.Open(t)
+	sink := &keptSink{Writer: w}
+	return f.corridor(t, WithDecider(defaultDecider(t)), WithAudit(sink, false)), sink
+}
+
 // TestEntryPointsWithoutATransport: the corridor serves a caller with no
 // JSON-RPC in between, as fsbroker serve's tools will, with the real engine
 // and default policies and a real trail: an allowed read returns the file
@@ -57,16 +80,7 @@ func (s *keptSink) kinds(decisionID string) []audit.Kind {
 // decision id whose decision record is the request's last.
 func TestEntryPointsWithoutATransport(t *testing.T) {
 	f := newFixture(t)
-	if err := os.WriteFile(filepath.Join(f.ro, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := audittest.Open(t)
-	sink := &keptSink{Writer: w}
-	c := f.corridor(t, WithDecider(engine.Decider{Engine: e}), WithAudit(sink, false))
+	c, sink := f.auditedCorridor(t)
 	caller := f.caller
 	ctx := context.Background()
 

@@ -14,8 +14,6 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/roots"
-	"github.com/fsbroker/fsbroker/engine"
-	"github.com/fsbroker/fsbroker/policies"
 )
 
 // TestNarrowedRootsConfineToTheHostSubtree: a corridor whose roots a host's
@@ -43,16 +41,12 @@ func TestNarrowedRootsConfineToTheHostSubtree(t *testing.T) {
 	if err := os.Symlink("sub/in.txt", filepath.Join(f.rw, "into")); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
-	if err != nil {
-		t.Fatal(err)
-	}
 	result, _ := json.Marshal(map[string]any{"roots": []map[string]string{{"uri": roots.FileURI(filepath.Join(f.rw, "sub"))}}})
 	host, _, err := roots.ParseHostRoots(result)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := f.corridor(t, WithDecider(engine.Decider{Engine: e}), WithoutAuditTrail())
+	c := f.corridor(t, WithDecider(defaultDecider(t)), WithoutAuditTrail())
 	c.NarrowRoots(func(op *roots.Set) *roots.Set { return roots.Intersect(op, host) })
 	ctx := context.Background()
 

@@ -6,16 +6,12 @@ package corridor
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/fsbroker/fsbroker/audit"
-	"github.com/fsbroker/fsbroker/audit/audittest"
 	"github.com/fsbroker/fsbroker/broker/decision"
 	"github.com/fsbroker/fsbroker/broker/errcode"
-	"github.com/fsbroker/fsbroker/engine"
-	"github.com/fsbroker/fsbroker/policies"
 )
 
 // TestStatRunsTheStages: Stat goes through the stages as a read does, with
@@ -26,16 +22,7 @@ import (
 // either is reported.
 func TestStatRunsTheStages(t *testing.T) {
 	f := newFixture(t)
-	if err := os.WriteFile(filepath.Join(f.ro, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(context.Background(), engine.Source{FS: policies.FS}, engine.WithRunTests(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := audittest.Open(t)
-	sink := &keptSink{Writer: w}
-	c := f.corridor(t, WithDecider(engine.Decider{Engine: e}), WithAudit(sink, false))
+	c, sink := f.auditedCorridor(t)
 	caller := f.caller
 	caller.FrontEnd, caller.Tool = "serve", "get_file_info"
 	ctx := context.Background()

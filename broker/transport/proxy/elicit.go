@@ -22,10 +22,7 @@ func (r *Router) ElicitForm(ctx context.Context, message string, requestedSchema
 	r.mu.Lock()
 	forms, version := r.hostElicits, r.negotiated
 	r.mu.Unlock()
-	if !forms {
-		return consent.ElicitResult{}, consent.ErrNoFormElicitation
-	}
-	params, err := consent.ElicitFormParams(version, message, requestedSchema)
+	params, err := consent.ElicitFormParams(forms, version, message, requestedSchema)
 	if err != nil {
 		return consent.ElicitResult{}, err
 	}
