@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // The resources methods fsbroker serve answers (docs/protocol.md section 8),
@@ -302,23 +305,18 @@ func (s *Session) listResources(ctx context.Context, caller corridor.Caller, cur
 	if err != nil {
 		return nil, s.refuseResource(ctx, caller, "", err)
 	}
-	all := s.cfg.Roots().All()
+	units := resourceUnits(s.roots())
 	start := 0
-	if pos.mount != "" {
-		start = -1
-		for i, r := range all {
-			if r.Mount == pos.mount {
-				start = i
-			}
-		}
+	if pos.unit != "" {
+		start = slices.Index(units, pos.unit)
 		if start < 0 {
 			return nil, s.refuseResource(ctx, caller, "", invalidCursor())
 		}
 	}
 	out := listResourcesResult{Resources: make([]resource, 0, ResourcesPerPage)}
 	calls := 0
-	for i := start; i < len(all); i++ {
-		mount, inner := all[i].Mount, ""
+	for i := start; i < len(units); i++ {
+		unit, inner := units[i], ""
 		if i == start {
 			inner = pos.inner
 		}
@@ -329,22 +327,22 @@ func (s *Session) listResources(ctx context.Context, caller corridor.Caller, cur
 					s.log.Info("resources/list stopped at its bound", "resources", MaxResources)
 					return out, nil
 				}
-				out.NextCursor, err = s.encodeResourcesCursor(resourcesPosition{mount: mount, inner: inner,
+				out.NextCursor, err = s.encodeResourcesCursor(resourcesPosition{unit: unit, inner: inner,
 					count: pos.count + len(out.Resources)})
 				return out, err
 			}
 			calls++
-			req := corridor.ListRequest{Path: mount, Recursive: true, IncludeHidden: true, MaxDepth: -1,
+			req := corridor.ListRequest{Path: unit, Recursive: true, IncludeHidden: true, MaxDepth: -1,
 				Limit: room, Cursor: inner, Params: params}
 			list := func() (corridor.ListResult, error) { return s.cfg.Corridor.List(ctx, caller, req) }
 			var page corridor.ListResult
 			if inner == "" {
-				page, err = consented(ctx, s, caller, "read", []string{mount}, list)
+				page, err = consented(ctx, s, caller, "read", []string{unit}, list)
 			} else {
 				page, err = list()
 			}
 			if c := errcode.Of(err); c == errcode.PermissionDenied || c == errcode.FileNotFound {
-				s.log.Debug("resources/list passes over a root the host may not list", "mount", mount, "code", c)
+				s.log.Debug("resources/list passes over a root the host may not list", "path", unit, "code", c)
 				break
 			} else if err != nil {
 				return nil, resourceError(err, "")
@@ -364,12 +362,31 @@ func (s *Session) listResources(ctx context.Context, caller corridor.Caller, cur
 	return out, nil
 }
 
-// resourcesPosition is where a resources/list page starts: the root, the
-// corridor's cursor in its listing ("" for its start), and how many
-// resources the pages before showed.
+// resourcesPosition is where a resources/list page starts: the directory
+// listed (one of resourceUnits), the corridor's cursor in its listing (""
+// for its start), and how many resources the pages before showed.
 type resourcesPosition struct {
-	mount, inner string
-	count        int
+	unit, inner string
+	count       int
+}
+
+// resourceUnits are the directories resources/list walks, mount-relative,
+// in the roots' order: each root served whole, and each subtree of a root
+// the host's roots narrowed (roots.Intersect), whose own directory the host
+// may not list.
+func resourceUnits(set *roots.Set) []string {
+	var units []string
+	for _, r := range set.All() {
+		subs := set.Scope(r.Mount)
+		if subs == nil {
+			units = append(units, r.Mount)
+			continue
+		}
+		for _, sub := range subs {
+			units = append(units, path.Join(r.Mount, sub))
+		}
+	}
+	return units
 }
 
 // invalidCursor is the refusal of a cursor this session did not give.
@@ -393,7 +410,7 @@ func (rs *resourceState) key() ([]byte, error) {
 const cursorMACLen = sha256.Size
 
 // encodeResourcesCursor makes the opaque cursor of pos: its MAC under the
-// session's key, then its count, mount and corridor cursor, in base64url. A
+// session's key, then its count, directory and corridor cursor, in base64url. A
 // cursor is good for this session only; it names no entry (the corridor's
 // own cursor is sealed).
 func (s *Session) encodeResourcesCursor(pos resourcesPosition) (string, error) {
@@ -402,7 +419,7 @@ func (s *Session) encodeResourcesCursor(pos resourcesPosition) (string, error) {
 		return "", err
 	}
 	body := strconv.AppendInt(nil, int64(pos.count), 10)
-	body = append(append(append(append(body, 0), pos.mount...), 0), pos.inner...)
+	body = append(append(append(append(body, 0), pos.unit...), 0), pos.inner...)
 	mac := hmac.New(sha256.New, key)
 	mac.Write(body)
 	return base64.RawURLEncoding.EncodeToString(append(mac.Sum(nil), body...)), nil
@@ -432,5 +449,5 @@ func (s *Session) decodeResourcesCursor(cursor string) (resourcesPosition, error
 	if len(parts) != 3 || err != nil || parts[1] == "" || count < 0 {
 		return resourcesPosition{}, invalidCursor()
 	}
-	return resourcesPosition{count: count, mount: parts[1], inner: parts[2]}, nil
+	return resourcesPosition{count: count, unit: parts[1], inner: parts[2]}, nil
 }

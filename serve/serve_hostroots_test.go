@@ -286,3 +286,41 @@ func TestServeHostRootsAfterAConfigReload(t *testing.T) {
 	requireAllowed(t, p, rt.hostonly)
 	requireRefused(t, p.call("read_text_file", map[string]any{"path": filepath.Join(rt.ws, "a", "f.txt")}), "PERMISSION_DENIED")
 }
+
+// TestServeHostRootsNarrowResources: resources follow the host's roots as
+// the tools do. resources/list walks only the subtree a host root narrowed
+// a root to (the root's own directory may not be listed, so walking it
+// would show nothing), and resources/read outside it is refused.
+func TestServeHostRootsNarrowResources(t *testing.T) {
+	rt := newRootsTree(t)
+	r := &scriptedRoots{}
+	r.answer(rootsResult(filepath.Join(rt.ws, "a")), nil)
+	p := rt.start(t, rootsHostInit, r)
+	requireAllowed(t, p, filepath.Join(rt.ws, "a"))
+
+	var list struct {
+		Resources []struct {
+			URI string `json:"uri"`
+		} `json:"resources"`
+		NextCursor string `json:"nextCursor"`
+	}
+	p.result(p.rpc("resources/list", map[string]any{}), &list)
+	var got []string
+	for _, res := range list.Resources {
+		got = append(got, res.URI)
+	}
+	slices.Sort(got)
+	want := []string{FileURL(filepath.Join(rt.ws, "a", "deeper", "g.txt")), FileURL(filepath.Join(rt.ws, "a", "f.txt"))}
+	if !slices.Equal(got, want) || list.NextCursor != "" {
+		t.Fatalf("resources/list under the host's roots: %q (next %q), want %q", got, list.NextCursor, want)
+	}
+	if resp := p.rpc("resources/read", map[string]any{"uri": FileURL(filepath.Join(rt.ws, "a", "f.txt"))}); resp.Error != nil {
+		t.Fatalf("resources/read inside the host's roots: %s", resp.Raw)
+	}
+	for _, outside := range []string{filepath.Join(rt.ws, "b", "f.txt"), filepath.Join(rt.other, "o.txt")} {
+		resp := p.rpc("resources/read", map[string]any{"uri": FileURL(outside)})
+		if resp.Error == nil || !strings.Contains(string(resp.Raw), "PERMISSION_DENIED") {
+			t.Fatalf("resources/read of %s outside the host's roots: %s", outside, resp.Raw)
+		}
+	}
+}

@@ -179,7 +179,8 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	case "tools/call":
 		return s.callTool(ctx, req.Params)
 	case MethodResourcesList, MethodResourceTemplatesList, MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe:
-		return s.handleResources(ctx, req.Method, req.Params)
+		s.awaitHostRoots(ctx)
+		return s.handleResources(consent.WithElicitor(ctx, s), req.Method, req.Params)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}
 }

@@ -250,15 +250,16 @@ func (s *Set) Equal(o *Set) bool {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] || !slices.Equal(s.scope(a[i].Mount), o.scope(b[i].Mount)) {
+		if a[i] != b[i] || !slices.Equal(s.Scope(a[i].Mount), o.Scope(b[i].Mount)) {
 			return false
 		}
 	}
 	return true
 }
 
-// scope returns the subtrees the root with mount m is scoped to (nil: whole).
-func (s *Set) scope(m string) []string {
+// Scope returns the subtrees (slash-separated, relative to the root) the
+// root with mount m is scoped to by Intersect; nil when it is served whole.
+func (s *Set) Scope(m string) []string {
 	if s == nil {
 		return nil
 	}
