@@ -35,11 +35,10 @@ import (
 	"github.com/fsbroker/fsbroker/serve"
 )
 
-// serveAsksHostRoots says whether fsbroker serve sends roots/list to a host
-// that declares the roots capability. TODO(issue 19 item 3): true once host
-// roots narrow the operator's; the clients answer with both operator roots,
-// so every row keeps its answer.
-const serveAsksHostRoots = false
+// serveAsksHostRoots says that fsbroker serve sends roots/list to a host
+// that declares the roots capability (its roots narrow the operator's); the
+// clients answer with both operator roots, so every row keeps its answer.
+const serveAsksHostRoots = true
 
 // serveInteropPNG is a 1x1 PNG image.
 const serveInteropPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -135,9 +134,8 @@ var serveInteropCalls = []serveInteropCall{
 	{tool: serve.ToolCreateDirectory, args: map[string]any{"path": "{rw}/made/deeper"}, want: toolText("Successfully created directory {rw}/made/deeper")},
 	{tool: serve.ToolMoveFile, args: map[string]any{"source": "{rw}/move.txt", "destination": "{rw}/sub/moved.txt"},
 		want: toolText("Successfully moved {rw}/move.txt to {rw}/sub/moved.txt")},
-	// TODO(issue 19 item 1): get_file_info is not served yet; once it is,
-	// want toolText(map[string]any{"$regex": "^size: 17\ncreated: .+\nmodified: .+\naccessed: .+\nisDirectory: false\nisFile: true\npermissions: 644$"}).
-	{tool: serve.ToolGetFileInfo, args: map[string]any{"path": "{rw}/a.txt"}, want: toolRefused("^IO_ERROR: get_file_info is not served yet")},
+	{tool: serve.ToolGetFileInfo, args: map[string]any{"path": "{rw}/a.txt"},
+		want: toolText(map[string]any{"$regex": "^size: 17\ncreated: .+\nmodified: .+\naccessed: .+\nisDirectory: false\nisFile: true\npermissions: 644$"})},
 
 	// Refusals.
 	{tool: serve.ToolReadTextFile, args: map[string]any{"path": "{rw}/.env"}, want: toolRefused("^PERMISSION_DENIED: secrets: ")},
