@@ -96,6 +96,7 @@ func WithIDPrefix(p string) Option { return func(c *Conn) { c.idPrefix = p } }
 // notifications (Notify).
 type Conn struct {
 	stream          Stream
+	routed          RoutedStream // stream, when it routes messages by request (else nil)
 	onRequest       RequestHandler
 	onNotification  NotificationHandler
 	log             hclog.Logger
@@ -141,6 +142,7 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 		done:            make(chan struct{}),
 		jobs:            make(chan func()),
 	}
+	c.routed, _ = stream.(RoutedStream)
 	for _, o := range opts {
 		o(c)
 	}
@@ -344,7 +346,11 @@ func (c *Conn) dispatch(s *serveState, raw []byte) bool {
 		release()
 		return false
 	}
-	reqCtx, cancel := context.WithCancel(s.handlerCtx)
+	parent := s.handlerCtx
+	if c.routed != nil {
+		parent = context.WithValue(parent, handledRequestKey{}, msg.ID)
+	}
+	reqCtx, cancel := context.WithCancel(parent)
 	c.mu.Lock()
 	if _, dup := c.inflight[msg.ID]; dup {
 		c.mu.Unlock()
@@ -552,7 +558,7 @@ func (c *Conn) handle(ctx context.Context, req *Message) {
 		c.replyError(req.ID, &Error{Code: CodeInternalError, Message: "internal error"})
 		return
 	}
-	c.write(data)
+	_ = c.write(data, req.ID, true)
 }
 
 // ResultAppender is a request result that writes its own JSON: AppendJSON
@@ -588,7 +594,7 @@ func (c *Conn) writeAppended(id ID, a ResultAppender) {
 	b = append(b, `,"result":`...)
 	b = a.AppendJSON(b)
 	b = append(b, '}')
-	_ = c.write(b)
+	_ = c.write(b, id, true)
 	if reuse && cap(b) <= maxPooledReply {
 		*bp = b[:0]
 		c.replies.Put(bp)
@@ -653,7 +659,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	if err := c.write(data); err != nil {
+	if err := c.write(data, handledRequest(ctx), false); err != nil {
 		c.forget(id)
 		return fmt.Errorf("call %s: %w", method, err)
 	}
@@ -695,7 +701,7 @@ func (c *Conn) Notify(method string, params any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s notification: %w", method, err)
 	}
-	return c.write(data)
+	return c.write(data, "", false)
 }
 
 func (c *Conn) replyError(id ID, e *Error) {
@@ -705,13 +711,20 @@ func (c *Conn) replyError(id ID, e *Error) {
 		c.log.Error("cannot encode error data", "error", err)
 		data, _ = json.Marshal(errorResponse{JSONRPC: Version, ID: id, Error: &Error{Code: e.Code, Message: e.Message}})
 	}
-	_ = c.write(data)
+	_ = c.write(data, id, true)
 }
 
-// write sends one message; a failed write ends the connection, since the
-// peer can no longer be told anything.
-func (c *Conn) write(data []byte) error {
-	if err := c.stream.Write(data); err != nil {
+// write sends one message, which belongs to the peer's request id (see
+// RoutedStream); a failed write ends the connection, since the peer can no
+// longer be told anything.
+func (c *Conn) write(data []byte, id ID, reply bool) error {
+	var err error
+	if c.routed != nil {
+		err = c.routed.WriteRouted(data, id, reply)
+	} else {
+		err = c.stream.Write(data)
+	}
+	if err != nil {
 		c.log.Error("cannot write to the peer; ending the session", "error", err)
 		c.finish(err)
 		return err
