@@ -10,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/fsbroker/fsbroker/broker/transport/streamable"
 )
 
 // Streamable HTTP headers (MCP 2025-11-25, transports).
@@ -295,17 +295,5 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 // localOrigin reports whether an Origin header (when a browser sent one)
 // names this machine.
 func localOrigin(origin string) bool {
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return origin == "" || streamable.IsLoopbackOrigin(origin)
 }
