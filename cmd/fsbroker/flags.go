@@ -76,6 +76,7 @@ type options struct {
 	remoteCA        string          // --ca, or the config's remote.ca
 	remoteHeaders   []string        // --header values, "NAME: VALUE"
 	sandbox         sandboxOptions  // --sandbox and the config's sandbox section
+	http            httpOptions     // serve --http and its TLS and session flags
 
 	set map[string]bool // flags given on the command line
 }
@@ -127,6 +128,9 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 	if cmd == "connect" || cmd == "wrap" {
 		registerRemoteFlags(fs, o)
 		setFlagGroup(fs, flagsServer, "url", "ca", "header")
+	}
+	if cmd == "serve" {
+		registerHTTPFlags(fs, o)
 	}
 
 	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve) or command:PROG; default prompt where a terminal exists, else deny (serve: elicit when the host declares elicitation, else that default)")

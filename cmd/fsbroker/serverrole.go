@@ -33,14 +33,17 @@ fsbroker grants list and revoke see and take back these grants as any other.
 A path argument may be absolute (inside a root), a file:// URI, or mount-relative (the root's
 base name first). stdout carries only protocol messages; the log goes to stderr. The session ends
 when the input closes, or on SIGINT or SIGTERM. The files under the roots are also resources
-(resources/list, read, subscribe), under the same pipeline. Not yet served: --http, protocol
-2026-07-28 (docs/serve.md).`
+(resources/list, read, subscribe), under the same pipeline. Not yet served: protocol 2026-07-28
+(docs/serve.md).`
 
 const serveExample = `  # In a host's config, instead of: npx -y @modelcontextprotocol/server-filesystem ~/project
   fsbroker serve --root ~/project
 
   # One read-only and one writable root, the trail in its own directory
-  fsbroker serve --root ~/project --root ~/scratch:rw --audit ~/fsbroker-audit`
+  fsbroker serve --root ~/project --root ~/scratch:rw --audit ~/fsbroker-audit
+
+  # Over Streamable HTTP at http://127.0.0.1:8931/mcp, one session per host (docs/serve.md)
+  fsbroker serve --root ~/project --http :8931`
 
 // newServeCommand returns `fsbroker serve`.
 func newServeCommand() *cobra.Command {
@@ -60,6 +63,9 @@ func newServeCommand() *cobra.Command {
 				}
 				o.serverID, o.set["server-id"] = clientID, true
 			}
+			if o.servesHTTP() {
+				return runServeHTTP(cmd.Context(), o, cmd.ErrOrStderr())
+			}
 			return runServe(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -72,32 +78,15 @@ func newServeCommand() *cobra.Command {
 
 // runServe serves one host on this process's stdin and stdout.
 func runServe(ctx context.Context, o *options, stdin io.Reader, stdout, stderr io.Writer) error {
-	s, err := prepare(o, stderr)
+	s, err := prepareServe(o, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	if err := s.rt.Confine(nil, false); err != nil {
-		return err
-	}
-	if s.rt.Roots().Len() == 0 {
-		return configErrorf("fsbroker serve needs at least one root (--root DIR or a config file)")
-	}
 	in, out := pollableStdio(stdin, stdout)
 	stream := jsonrpc.NewLineStream(in, out, o.maxMessageBytes)
 	defer stream.Close()
-	l := s.rt.Limits()
-	sess, err := serve.NewSession(stream, serve.Config{
-		Corridor:     s.rt.NewCorridor(),
-		Roots:        s.rt.Roots,
-		Log:          s.log,
-		PinnedID:     s.rt.PinnedID(),
-		Version:      s.rt.Version(),
-		Transport:    "stdio",
-		MaxReadBytes: l.MaxReadBytes,
-		ConnOptions:  []jsonrpc.Option{jsonrpc.WithMaxInFlight(l.MaxInFlight), jsonrpc.WithShutdownTimeout(l.ShutdownTimeout)},
-		WatchGrants:  s.rt.WatchGrants,
-	})
+	sess, err := serve.NewSession(stream, serveConfig(s, "stdio"))
 	if err != nil {
 		return err
 	}
