@@ -32,6 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
 // The tests of fsbroker serve --http run the real binary on 127.0.0.1:0 and
@@ -82,10 +83,13 @@ func startServeHTTP(t *testing.T, flags ...string) *httpBroker {
 	return b
 }
 
-// connect opens a session as the official Go SDK client named name.
+// connect opens a session as the official Go SDK client named name. The
+// SDK's client declares the roots capability, so it names both roots (a
+// host that declares roots and lists none is served nothing).
 func (b *httpBroker) connect(t *testing.T, name string) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0.0"}, nil)
+	client.AddRoots(&mcp.Root{URI: roots.FileURI(b.ro), Name: "ro"}, &mcp.Root{URI: roots.FileURI(b.rw), Name: "rw"})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: b.client, MaxRetries: -1}, nil)
