@@ -155,20 +155,22 @@ const (
 	outcomeUnanswered    = "unanswered"     // the session ended before the server answered
 )
 
-// replyOutcome is the outcome a reply records.
+// replyOutcome is the outcome a reply records. Members are read by their
+// exact names, as JSON and MCP name them (a result's "IsError" or
+// "RESULTTYPE" is not its isError or resultType), and a name given twice
+// counts as its last occurrence, as the host's JSON parser reads it.
 func replyOutcome(reply *jsonrpc.Message) string {
 	if reply.Error != nil {
 		return outcomeError
 	}
-	var r struct {
-		IsError    bool   `json:"isError"`
-		ResultType string `json:"resultType"`
-	}
-	_ = json.Unmarshal(reply.Result, &r) // a result that is not an object is "ok"
+	var members map[string]json.RawMessage     // map keys match exactly; a struct's fields would not
+	_ = json.Unmarshal(reply.Result, &members) // a result that is not an object is "ok"
+	var isError bool
+	var resultType string
 	switch {
-	case r.ResultType == resultTypeInputRequired:
+	case json.Unmarshal(members["resultType"], &resultType) == nil && resultType == resultTypeInputRequired:
 		return outcomeInputRequired
-	case r.IsError:
+	case json.Unmarshal(members["isError"], &isError) == nil && isError:
 		return outcomeToolError
 	}
 	return "ok"

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,5 +216,43 @@ func TestWrapHostRequestNeverReachesTheServerUnrecorded(t *testing.T) {
 	fw, _ = forwardRecords(t, w.Dir())
 	if len(fw)-base != 1 || fw[base].Tool != "ok" {
 		t.Errorf("%d forward records after the handshake, want the one of tools/call ok", len(fw)-base)
+	}
+}
+
+// A reply's outcome is read from the members named exactly isError and
+// resultType: a member that differs in case only (which encoding/json would
+// take for the field) is not the real one, and of a name given twice the
+// last occurrence counts, as the host's JSON parser reads it.
+func TestWrapForwardOutcomeReadsExactMemberNames(t *testing.T) {
+	w, _ := audittest.Open(t)
+	trail := audit.Guard(w, 0, nil)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "")})
+	f.handshake(t, nil)
+	cases := []struct{ tool, result, want string }{
+		{"variant-only", `{"content":[],"IsError":true}`, "ok"},
+		{"variant-after", `{"content":[],"isError":false,"ISERROR":true}`, "ok"},
+		{"exact-then-variant", `{"content":[],"isError":true,"iserror":false}`, "tool_error"},
+		{"exact", `{"content":[],"isError":true}`, "tool_error"},
+		{"exact-twice", `{"content":[],"isError":true,"isError":false}`, "ok"},
+	}
+	for i, c := range cases {
+		id := fmt.Sprint(10 + i)
+		f.host.SendRaw(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + c.tool + `","arguments":{}}}`)
+		call := f.server.AwaitRequest("tools/call")
+		f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":` + c.result + `}`)
+		f.host.AwaitReply(id)
+	}
+	audittest.Settled(t, trail)
+	forwards, outcomes := forwardRecords(t, w.Dir())
+	byTool := map[string]string{}
+	for _, fw := range forwards {
+		if out, ok := outcomes[fw.DecisionID]; ok && fw.Tool != "" {
+			byTool[fw.Tool] = out.Outcome
+		}
+	}
+	for _, c := range cases {
+		if got := byTool[c.tool]; got != c.want {
+			t.Errorf("%s: result %s recorded as %q, want %q", c.tool, c.result, got, c.want)
+		}
 	}
 }
