@@ -46,11 +46,10 @@ func (r *Router) ElicitForm(ctx context.Context, message string, requestedSchema
 		}
 		return res, nil
 	case <-ctx.Done():
+		// Its late reply, under an id of the Router's namespace that no
+		// longer awaits one, is dropped (fromHost): nothing is kept for it.
 		r.mu.Lock()
 		_, pending := r.toHost.settle(wire)
-		if pending {
-			r.abandoned[wire] = true // its late reply is the broker's, never the server's
-		}
 		r.mu.Unlock()
 		if pending {
 			r.writeHost(mustMarshal(map[string]any{"jsonrpc": jsonrpc.Version, "method": "notifications/cancelled",

@@ -6,11 +6,13 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/internal/mcppeer"
 )
 
@@ -259,4 +261,87 @@ func TestWrapServerFormCannotAnswerBrokerConsent(t *testing.T) {
 	}
 	// The server gets the answer to its own form, under its own id.
 	f.server.AwaitReply(k)
+}
+
+// The host answers the broker's own requests twice: its roots/list and its
+// consent question (elicitation/create). The first answer is the broker's;
+// the second, whatever it says, is dropped and never reaches the server.
+func TestWrapHostSecondReplyToBrokerRequestIsDropped(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit())
+	f.handshakeWith(t, "2025-11-25", map[string]any{"elicitation": map[string]any{"form": map[string]any{}},
+		"roots": map[string]any{"listChanged": true}})
+	rl := f.host.AwaitRequest("roots/list")
+	ws := map[string]any{"roots": []map[string]string{{"uri": roots.FileURI(filepath.Join(f.base, "ws"))}}}
+	f.host.Reply(rl, ws)
+	f.host.Reply(rl, ws)
+	f.host.SendRaw(`{"jsonrpc":"2.0","id":` + string(rl.ID) + `,"error":{"code":-32603,"message":"again"}}`)
+
+	el, reply := f.askConsent(t, "c1", "read", "a/hello.txt")
+	if el == nil {
+		t.Fatal("the host was not asked")
+	}
+	field := formFields(t, el)[1]
+	f.host.Reply(el, yes(field))
+	if got := reply(); !got.Granted {
+		t.Fatalf("the first answer, an accepted form, granted %+v", got)
+	}
+	f.host.Reply(el, yes(field))
+	f.host.Reply(el, map[string]any{"action": "decline"})
+
+	// The host's messages are taken in order: once the marker is through,
+	// every answer before it has been routed.
+	f.host.Notify("x/marker", nil)
+	f.server.AwaitNotification("x/marker")
+	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsReplyTo(string(rl.ID)) || m.IsReplyTo(string(el.ID)) }) {
+		t.Error("a second answer of the host's to a request of the broker's reached the server")
+	}
+	if got := f.listRoots(t, "after"); got != "a,b" {
+		t.Errorf("after the second answers the server sees roots %q, want a,b (the first answer's)", got)
+	}
+}
+
+// heldTowardHost counts the Router's entries for requests toward the host.
+func heldTowardHost(r *Router) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.toHost.byWire) + len(r.toHost.renamed)
+}
+
+// A flood of consent questions the host never answers in time leaves
+// nothing behind in the Router (it keeps no entry for a request it gave
+// up), and the host's late answers to all of them, each given twice, are
+// dropped, never passed to the server.
+func TestWrapAbandonedQuestionsKeepNothing(t *testing.T) {
+	f := startRouterConsent(t, consent.NewElicit(consent.WithTimeout(30*time.Millisecond)))
+	f.handshakeWith(t, "2025-11-25", map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
+	before := heldTowardHost(f.router)
+	const n = 64
+	for i := range n {
+		f.server.Send(map[string]any{"jsonrpc": "2.0", "id": fmt.Sprintf("c%d", i), "method": "files/consent",
+			"params": map[string]any{"message": "may I?", "requestedPaths": []string{"b"}, "access": "read"}})
+	}
+	var asked []*mcppeer.Message
+	for i := range n {
+		asked = append(asked, f.host.AwaitRequest("elicitation/create"))
+		if r := f.server.AwaitReply(fmt.Sprintf(`"c%d"`, i)); r.Error != nil || strings.Contains(string(r.Result), `"granted":true`) {
+			t.Fatalf("an unanswered question was answered %s", r.Raw)
+		}
+	}
+	if held := heldTowardHost(f.router); held != before {
+		t.Errorf("after %d questions given up, the Router holds %d entries toward the host, want %d", n, held, before)
+	}
+	for _, el := range asked {
+		f.host.Reply(el, yes(formFields(t, el)[1]))
+		f.host.Reply(el, map[string]any{"action": "decline"})
+	}
+	f.host.Notify("x/marker", nil)
+	f.server.AwaitNotification("x/marker")
+	for _, el := range asked {
+		if f.server.Has(func(m *mcppeer.Message) bool { return m.IsReplyTo(string(el.ID)) }) {
+			t.Fatalf("the host's late answer to %s reached the server", el.ID)
+		}
+	}
+	if held := heldTowardHost(f.router); held != before {
+		t.Errorf("after the late answers, the Router holds %d entries toward the host, want %d", held, before)
+	}
 }

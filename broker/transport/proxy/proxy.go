@@ -14,10 +14,11 @@
 //     never sees these methods in any form: sent as notifications they are
 //     dropped, and with a null id, in a batch or in a line the Router cannot
 //     read exactly as the host would they are refused;
-//   - the other way, the host's notifications/files/changed and its replies
-//     to requests the session is answering are dropped: the server hears of
-//     file changes, and gets answers to its roots/list and files/*, from the
-//     broker only;
+//   - the other way, the host's notifications/files/changed, its replies
+//     to requests the session is answering, and its replies to the Router's
+//     own requests (roots/list, elicitation/create), a second or a late one
+//     included, are dropped: the server hears of file changes, and gets
+//     answers to its roots/list and files/*, from the broker only;
 //   - the roots that session serves are the operator's roots narrowed by the
 //     host's (see Narrow): when the host declares the roots capability the
 //     Router asks it for its roots once it is initialized, and again on its
@@ -169,7 +170,6 @@ type Router struct {
 	toServer          *idTable
 	toHost            *idTable
 	atSession         map[jsonrpc.ID]bool                    // server requests the session is answering
-	abandoned         map[jsonrpc.ID]bool                    // the router's requests to the host it gave up on
 	fromRouter        map[jsonrpc.ID]chan<- *jsonrpc.Message // the router's requests to the session
 	states            map[string]*pendingInputs              // InputRequiredResults awaiting the host's retry, by token
 	stateOrder        []string                               // their tokens, oldest first
@@ -219,7 +219,6 @@ func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
 		toServer:     newIDTable(idPrefix),
 		toHost:       newIDTable(idPrefix),
 		atSession:    make(map[jsonrpc.ID]bool),
-		abandoned:    make(map[jsonrpc.ID]bool),
 		fromRouter:   make(map[jsonrpc.ID]chan<- *jsonrpc.Message),
 		states:       make(map[string]*pendingInputs),
 		sessionReady: make(chan struct{}),
@@ -444,15 +443,18 @@ func (r *Router) fromHost(raw []byte) {
 		r.mu.Lock()
 		req, ok := r.toHost.settle(msg.ID)
 		forged := !ok && r.atSession[msg.ID]
-		late := !ok && r.abandoned[msg.ID]
-		delete(r.abandoned, msg.ID)
+		// Only the Router sends the host ids of its namespace (a server's
+		// request with such an id is renamed): a reply under one that awaits
+		// nothing answers a request of the Router's a second time, or late.
+		stale := !ok && r.toHost.inNamespace(msg.ID)
 		r.mu.Unlock()
 		switch {
 		case forged:
 			// The host was never sent that request: the broker answers it.
 			r.log.Debug("dropped a reply of the host's to a request the broker is answering", "id", string(msg.ID))
-		case late:
-			r.log.Debug("dropped the host's late reply to a request of the broker's it had cancelled", "id", string(msg.ID))
+		case stale:
+			r.log.Info("dropped a reply of the host's to a request of fsbroker's that awaits no reply "+
+				"(answered already, or given up): it is never passed to the server", "id", shortMethod(string(msg.ID)))
 		case !ok:
 			r.writeServer(raw)
 		case req.from == router && req.reply != nil:
