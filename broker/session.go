@@ -124,6 +124,17 @@ func WithPingInterval(d time.Duration) Option { return func(s *Session) { s.ping
 // ("stdio", "child", "http", "wrap"); default "stdio".
 func WithTransport(t string) Option { return func(s *Session) { s.transport = t } }
 
+// WithSessionID sets the session's id, the sessionId of its records and the
+// start of its decision ids (by default 16 random hex digits; "" keeps the
+// default). fsbroker wrap gives the session the id its forward records carry.
+func WithSessionID(id string) Option {
+	return func(s *Session) {
+		if id != "" {
+			s.id = id
+		}
+	}
+}
+
 // WithServerID pins the server's identity (the operator's name for it, which
 // a server cannot choose, unlike the name it declares).
 func WithServerID(id string) Option { return func(s *Session) { s.pinnedID = id } }

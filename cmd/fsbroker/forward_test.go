@@ -67,6 +67,22 @@ func TestWrapForwardRecordsVerify(t *testing.T) {
 	if outs := jsonRecords(t, out); len(outs) != 1 || outs[0].Outcome == "" {
 		t.Errorf("the outcome of the forwarded call: %+v", outs)
 	}
+	// The forward records are the wrapped session's: audit query --session
+	// with the id of its session_start finds them with it.
+	out, _, _ = runCmd(t, "audit", "query", stateFlag, "--kind", "session_start", "--format", "json")
+	starts := jsonRecords(t, out)
+	if len(starts) != 1 || starts[0].SessionID == "" {
+		t.Fatalf("session_start records: %+v, want one", starts)
+	}
+	out, _, _ = runCmd(t, "audit", "query", stateFlag, "--session", starts[0].SessionID, "--format", "json")
+	kinds := map[audit.Kind]int{}
+	for _, rec := range jsonRecords(t, out) {
+		kinds[rec.Kind]++
+	}
+	if kinds[audit.KindSessionStart] != 1 || kinds[audit.KindForward] != 2 || kinds[audit.KindOutcome] < 2 {
+		t.Errorf("audit query --session %s found %v, want the session_start and both forwards (initialize, tools/call) with their outcomes",
+			starts[0].SessionID, kinds)
+	}
 }
 
 // A server on protocol 2026-07-28 under the real binary: it answers the

@@ -90,8 +90,8 @@ func runWrap(ctx context.Context, o *options, rest []string, stdin io.Reader, st
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
 	serverStream := jsonrpc.NewLineStream(proc.Stdout(), s.serverInput(proc), o.maxMessageBytes)
-	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
-		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"), broker.WithStatelessVersion())
+	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View, id string) error {
+		return s.serveView(ctx, stream, view, broker.WithTransport("wrap"), broker.WithStatelessVersion(), broker.WithSessionID(id))
 	}
 	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
 		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))
@@ -174,8 +174,8 @@ func wrapRemote(ctx context.Context, o *options, stdin io.Reader, stdout, stderr
 	s.log.Info("wrapping a remote server", "url", serverStream.URL(), "roots", s.rt.Roots().Len())
 	hostIn, hostOut := pollableStdio(stdin, stdout)
 	hostStream := jsonrpc.NewLineStream(hostIn, hostOut, o.maxMessageBytes)
-	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View) error {
-		return s.serveView(ctx, stream, view, broker.WithTransport("http"), broker.WithStatelessVersion())
+	session := func(ctx context.Context, stream jsonrpc.Stream, view proxy.View, id string) error {
+		return s.serveView(ctx, stream, view, broker.WithTransport("http"), broker.WithStatelessVersion(), broker.WithSessionID(id))
 	}
 	router := proxy.New(hostStream, serverStream, session, proxy.WithLogger(s.log.Named("wrap")),
 		proxy.WithForwardAudit(s.rt.AuditSink(), o.serverID))

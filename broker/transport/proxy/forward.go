@@ -35,18 +35,19 @@ type ForwardTrail interface {
 // request whose forward record cannot be written is not passed on: the host
 // gets an internal error (IO_ERROR, "audit unavailable"). serverID is the
 // operator's pinned identity of the server; "" records the name the server
-// declares in its initialize result.
+// declares in its initialize result. The records carry the id of the
+// Router's broker session (SessionFunc), as its session_start record does.
 func WithForwardAudit(trail ForwardTrail, serverID string) Option {
-	return func(r *Router) { r.fwd = &forwardAudit{trail: trail, pinned: serverID, wrapID: newWrapID()} }
+	return func(r *Router) { r.fwd = &forwardAudit{trail: trail, pinned: serverID} }
 }
 
 // forwardAudit is the Router's record of forwarded requests.
 type forwardAudit struct {
-	trail  ForwardTrail
-	pinned string
-	wrapID string // the sessionId of the records: this Router's id
-	next   atomic.Uint64
-	server atomic.Pointer[serverIdentity]
+	trail     ForwardTrail
+	pinned    string
+	sessionID string // the sessionId of the records: the Router's broker session's
+	next      atomic.Uint64
+	server    atomic.Pointer[serverIdentity]
 }
 
 // serverIdentity is what the server's initialize result, or a result's
@@ -62,11 +63,12 @@ type forwarded struct {
 	tool  string
 }
 
-// newWrapID returns a random id for the records of one Router.
-func newWrapID() string {
+// newSessionID returns a random id for the broker session of one Router,
+// of the form broker.NewSession gives its sessions: 16 hex digits.
+func newSessionID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return "wrap-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // maxToolName is the longest tool name a record keeps.
@@ -79,7 +81,7 @@ const reasonForwardUnrecorded = "audit unavailable: the request was not passed t
 // record appends rec with the Router's identity members, under a context
 // that does not end with the Router (the trail's own deadline bounds it).
 func (f *forwardAudit) record(rec audit.Record) error {
-	rec.Transport, rec.SessionID = "wrap", f.wrapID
+	rec.Transport, rec.SessionID = "wrap", f.sessionID
 	rec.Server = f.pinned
 	if id := f.server.Load(); id != nil {
 		if rec.Server == "" {
@@ -111,7 +113,7 @@ func (f *forwardAudit) learnServer(result json.RawMessage) {
 // keeps it from the server.
 func (f *forwardAudit) forward(msg *jsonrpc.Message, detail string) (forwarded, error) {
 	rec := audit.Record{Kind: audit.KindForward, Method: shortMethod(msg.Method), Detail: detail}
-	fw := forwarded{id: fmt.Sprintf("fwd-%s-%d", strings.TrimPrefix(f.wrapID, "wrap-"), f.next.Add(1)), start: time.Now()}
+	fw := forwarded{id: fmt.Sprintf("fwd-%s-%d", f.sessionID, f.next.Add(1)), start: time.Now()}
 	rec.DecisionID = fw.id
 	args, tool := forwardedArguments(msg.Method, msg.Params)
 	if tool != "" {

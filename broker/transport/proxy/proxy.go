@@ -118,16 +118,19 @@ type View func(operator func() *roots.Set) func() *roots.Set
 
 // SessionFunc runs the broker's session, in the MCP client role, over stream
 // until ctx ends (then it returns nil) or the session fails. The session must
-// take its roots through view, so that the host's roots narrow them.
-type SessionFunc func(ctx context.Context, stream jsonrpc.Stream, view View) error
+// take its roots through view, so that the host's roots narrow them, and
+// have the id id (broker.WithSessionID): the Router's forward records carry
+// it too, so that the trail's records of one wrapped session share one
+// sessionId.
+type SessionFunc func(ctx context.Context, stream jsonrpc.Stream, view View, id string) error
 
 // BrokerSession returns a SessionFunc that runs a broker.Session with opts
 // and the operator's roots from operator (narrowed by the host's), with the
 // transport named "wrap" in policy input and audit records.
 func BrokerSession(operator func() *roots.Set, opts ...broker.Option) SessionFunc {
-	return func(ctx context.Context, stream jsonrpc.Stream, view View) error {
+	return func(ctx context.Context, stream jsonrpc.Stream, view View, id string) error {
 		all := append(append([]broker.Option(nil), opts...), broker.WithRoots(view(operator)), broker.WithTransport("wrap"),
-			broker.WithStatelessVersion())
+			broker.WithStatelessVersion(), broker.WithSessionID(id))
 		s, err := broker.NewSession(stream, all...)
 		if err != nil {
 			return err
@@ -160,6 +163,7 @@ type Router struct {
 	run          SessionFunc
 	log          hclog.Logger
 	rootsTimeout time.Duration
+	sessionID    string        // the broker session's id, which the forward records carry too
 	fwd          *forwardAudit // nil: forwarded requests are not recorded
 
 	hostRoots atomic.Pointer[roots.HostRoots] // nil: the host declared no roots
@@ -229,6 +233,10 @@ func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
 	}
 	for _, o := range opts {
 		o(r)
+	}
+	r.sessionID = newSessionID()
+	if r.fwd != nil {
+		r.fwd.sessionID = r.sessionID
 	}
 	return r
 }
@@ -878,7 +886,7 @@ func (r *Router) serverAnsweredInitialize(result json.RawMessage) {
 	go r.feedSession(ctx)
 	go func() {
 		defer close(r.sessDone)
-		r.sessErr = r.run(ctx, r.sessEnd, r.view)
+		r.sessErr = r.run(ctx, r.sessEnd, r.view, r.sessionID)
 	}()
 }
 
