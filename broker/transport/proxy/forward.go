@@ -19,14 +19,6 @@ import (
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 )
 
-// ForwardTrail is where the Router records the requests the host sends
-// through to the server: an audit sink that digests arguments under its key
-// (audit.Guarded over an audit.Writer).
-type ForwardTrail interface {
-	Append(ctx context.Context, rec audit.Record) (uint64, error)
-	ArgumentsDigest(args []byte) (string, error)
-}
-
 // WithForwardAudit has the Router record every request the host sends
 // through to the server in trail: a forward record (the method, the tool's
 // name for tools/call, the keyed digest of the arguments, never their
@@ -37,13 +29,19 @@ type ForwardTrail interface {
 // operator's pinned identity of the server; "" records the name the server
 // declares in its initialize result. The records carry the id of the
 // Router's broker session (SessionFunc), as its session_start record does.
-func WithForwardAudit(trail ForwardTrail, serverID string) Option {
+//
+// trail is guarded (audit.Guard over a sink that digests arguments, such as
+// an audit.Writer): its deadline bounds every record, so that a trail that
+// stops answering holds a host request at most that long, and it is then
+// refused; after that the guard refuses each record at once until the stuck
+// append returns.
+func WithForwardAudit(trail *audit.Guarded, serverID string) Option {
 	return func(r *Router) { r.fwd = &forwardAudit{trail: trail, pinned: serverID} }
 }
 
 // forwardAudit is the Router's record of forwarded requests.
 type forwardAudit struct {
-	trail     ForwardTrail
+	trail     *audit.Guarded
 	pinned    string
 	sessionID string // the sessionId of the records: the Router's broker session's
 	next      atomic.Uint64
@@ -79,7 +77,8 @@ const maxToolName = 256
 const reasonForwardUnrecorded = "audit unavailable: the request was not passed to the server, since its record could not be written"
 
 // record appends rec with the Router's identity members, under a context
-// that does not end with the Router (the trail's own deadline bounds it).
+// that does not end with the Router: the guard's deadline bounds it
+// (audit.Guarded gives the append, and the sink's context, that deadline).
 func (f *forwardAudit) record(rec audit.Record) error {
 	rec.Transport, rec.SessionID = "wrap", f.sessionID
 	rec.Server = f.pinned
@@ -134,9 +133,9 @@ func (f *forwardAudit) forward(msg *jsonrpc.Message, detail string) (forwarded, 
 	return fw, nil
 }
 
-// outcome writes the outcome record of a forwarded request: its reply
-// (reply nil: outcome, with no reply, says what became of it).
-func (f *forwardAudit) outcome(method string, fw forwarded, reply *jsonrpc.Message, outcome string) error {
+// outcome returns the outcome record of a forwarded request, for record:
+// its reply (reply nil: outcome, with no reply, says what became of it).
+func (f *forwardAudit) outcome(method string, fw forwarded, reply *jsonrpc.Message, outcome string) audit.Record {
 	rec := audit.Record{Kind: audit.KindOutcome, DecisionID: fw.id, Method: shortMethod(method), Tool: fw.tool,
 		DurationUs: time.Since(fw.start).Microseconds(), Outcome: outcome}
 	if reply != nil {
@@ -145,7 +144,7 @@ func (f *forwardAudit) outcome(method string, fw forwarded, reply *jsonrpc.Messa
 			rec.Code = strconv.Itoa(reply.Error.Code)
 		}
 	}
-	return f.record(rec)
+	return rec
 }
 
 // The outcomes of forwarded requests, besides "ok".

@@ -74,16 +74,7 @@ func TestWrapForwardAuditRecordsWithoutContent(t *testing.T) {
 
 	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
 	f.server.AwaitRequest("tools/list") // never answered: the session ends first
-	f.cancel()
-	select {
-	case err := <-f.runErr:
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.runErr <- nil // for the fixture's cleanup
-	case <-time.After(waitLimit):
-		t.Fatal("the router did not stop")
-	}
+	f.stop(t)
 	audittest.Settled(t, trail)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -164,7 +155,9 @@ func TestWrapForwardAuditRecordsWithoutContent(t *testing.T) {
 }
 
 // A request whose forward record cannot be written never reaches the
-// server: the host gets an error saying the audit is unavailable.
+// server: the host gets an error saying the audit is unavailable once the
+// guard's deadline has passed, and every request after it at once while the
+// stuck append has not returned; the rest of the traffic flows meanwhile.
 func TestWrapForwardAuditFailsClosed(t *testing.T) {
 	w, _ := audittest.Open(t)
 	stall, trail, _ := audittest.Stalled(t, w, 200*time.Millisecond)
@@ -180,8 +173,23 @@ func TestWrapForwardAuditFailsClosed(t *testing.T) {
 	}
 	f.host.Notify("x/marker", nil)
 	f.server.AwaitNotification("x/marker")
+
+	// The stuck append has not returned: the next request is refused too
+	// (the guard refuses at once), and the rest of the traffic flows both
+	// ways: a request of the server's, and the host's reply to it.
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+		"params": map[string]any{"name": "delete_everything", "arguments": map[string]any{}}})
+	if r := f.host.AwaitReply("3"); r.Error == nil || !strings.Contains(r.Error.Message, "audit unavailable") {
+		t.Errorf("the second request was answered %s, want an audit-unavailable error", r.Raw)
+	}
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":"s1","method":"ping"}`)
+	f.host.Reply(f.host.AwaitRequest("ping"), map[string]any{})
+	f.server.AwaitReply(`"s1"`)
 	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsRequest("tools/call") }) {
 		t.Error("the server received a request whose forward record was not written")
+	}
+	if stall.Held() != 1 {
+		t.Errorf("the trail holds %d appends, want the first one only (the guard refuses the next at once)", stall.Held())
 	}
 }
 
@@ -242,7 +250,7 @@ func TestWrapForwardOutcomeReadsExactMemberNames(t *testing.T) {
 		f.server.SendRaw(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":` + c.result + `}`)
 		f.host.AwaitReply(id)
 	}
-	audittest.Settled(t, trail)
+	f.stop(t) // the outcome records are written
 	forwards, outcomes := forwardRecords(t, w.Dir())
 	byTool := map[string]string{}
 	for _, fw := range forwards {
@@ -253,6 +261,78 @@ func TestWrapForwardOutcomeReadsExactMemberNames(t *testing.T) {
 	for _, c := range cases {
 		if got := byTool[c.tool]; got != c.want {
 			t.Errorf("%s: result %s recorded as %q, want %q", c.tool, c.result, got, c.want)
+		}
+	}
+}
+
+// waitHeld waits until stall holds at least n appends.
+func waitHeld(t *testing.T, stall *audittest.Stall, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); stall.Held() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trail holds %d appends, want %d", stall.Held(), n)
+		}
+	}
+}
+
+// A trail that stops answering while a host request waits for its forward
+// record holds that request and nothing else: the host's reply to a request
+// of the server's reaches the server while the record is stuck (the guard's
+// deadline is far off), and the request reaches the server only once its
+// record is written.
+func TestWrapStalledForwardRecordHoldsNoReply(t *testing.T) {
+	w, _ := audittest.Open(t)
+	stall, trail, _ := audittest.Stalled(t, w, time.Hour)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "")})
+	f.handshake(t, nil)
+	f.server.SendRaw(`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`)
+	ask := f.host.AwaitRequest("sampling/createMessage")
+
+	stall.Hold(audittest.Kind(audit.KindForward))
+	f.host.Send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "slow_to_record", "arguments": map[string]any{}}})
+	waitHeld(t, stall, 1)
+	f.host.Reply(ask, map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "hi"}, "model": "m"})
+	f.server.AwaitReply(`"s1"`)
+	if f.server.Has(func(m *mcppeer.Message) bool { return m.IsRequest("tools/call") }) {
+		t.Fatal("the request reached the server before its forward record was written")
+	}
+
+	stall.Release()
+	f.server.AwaitRequest("tools/call")
+	if forwards, _ := forwardRecords(t, w.Dir()); len(forwards) == 0 || forwards[len(forwards)-1].Tool != "slow_to_record" {
+		t.Errorf("the request's forward record is not in the trail: %+v", forwards)
+	}
+}
+
+// A trail that stops answering while the outcome of a forwarded request is
+// written holds nothing: the host gets the server's reply, and the server's
+// messages after it, while the outcome record is stuck; once the trail
+// answers again the outcome is in it.
+func TestWrapStalledOutcomeRecordHoldsNoReply(t *testing.T) {
+	w, _ := audittest.Open(t)
+	stall, trail, _ := audittest.Stalled(t, w, time.Hour)
+	f := startRouterOpts(t, []Option{WithForwardAudit(trail, "")})
+	f.handshake(t, nil)
+
+	stall.Hold(audittest.Kind(audit.KindOutcome))
+	for i, tool := range []string{"first", "second"} {
+		id := fmt.Sprint(2 + i)
+		f.host.SendRaw(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`)
+		call := f.server.AwaitRequest("tools/call")
+		f.server.Reply(call, map[string]any{"content": []any{}})
+		f.host.AwaitReply(id)
+		f.server.Notify("notifications/message", map[string]any{"level": "info", "data": tool})
+		f.host.AwaitNotification("notifications/message")
+	}
+	waitHeld(t, stall, 2) // both outcome records were stuck meanwhile
+
+	stall.Release()
+	f.stop(t)
+	forwards, outcomes := forwardRecords(t, w.Dir())
+	for _, fw := range forwards {
+		if out, ok := outcomes[fw.DecisionID]; fw.Tool != "" && (!ok || out.Outcome != "ok") {
+			t.Errorf("the outcome of %s: %+v (recorded %v), want ok", fw.Tool, out, ok)
 		}
 	}
 }

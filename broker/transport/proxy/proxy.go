@@ -40,6 +40,11 @@
 // is recorded before it is passed on (a forward record: method, tool, a keyed
 // digest of the arguments, never their content), and its reply by an outcome
 // record; a request whose record cannot be written is refused, not passed on.
+// The trail is an audit.Guarded, which gives every append its deadline: a
+// trail that stops answering holds a host request at most that long (it is
+// then refused), and holds nothing else: the host's replies are routed as
+// they come, not behind a request waiting for its record, and outcome records
+// are written off the server's reader, after its reply has gone to the host.
 //
 // # How
 //
@@ -54,8 +59,10 @@
 // from a config reload, say). Its pings go to the server and their replies
 // come back to it.
 //
-// Three readers (host, server, session) route each message as it comes; a
-// fourth goroutine feeds the session, in order, the server's requests for it,
+// Three readers (host, server, session) route each message as it comes,
+// except the host's requests and notifications: a goroutine of their own
+// passes them on in order, each request after its forward record. Another
+// goroutine feeds the session, in order, the server's requests for it,
 // holding them until the session is initialized and the host's roots are known
 // (bounded by WithHostRootsTimeout). Until the host's notifications/initialized
 // has been passed to the server, the Router itself answers a roots/list or
@@ -200,9 +207,16 @@ type Router struct {
 	rootsReady   chan struct{} // closed once the host's roots are known (or will not be)
 	hostDone     chan struct{}
 	hostOnce     sync.Once
-	toSession    chan []byte
-	sessDone     chan struct{}
-	sessErr      error
+	hostQueue    chan hostMessage // the host's requests and notifications, in order (closed when its input ends)
+	hostEnd      string           // why the host's input ended: written before hostQueue is closed
+
+	outcomeMu      sync.Mutex
+	outcomeWriters int            // outcome records being written off the readers
+	outcomesClosed bool           // shutdown: outcome records are written by their caller
+	outcomesDone   sync.WaitGroup // the outcome records being written
+	toSession      chan []byte
+	sessDone       chan struct{}
+	sessErr        error
 }
 
 type viewCache struct {
@@ -228,6 +242,7 @@ func New(host, server jsonrpc.Stream, run SessionFunc, opts ...Option) *Router {
 		sessionReady: make(chan struct{}),
 		rootsReady:   make(chan struct{}),
 		hostDone:     make(chan struct{}),
+		hostQueue:    make(chan hostMessage, hostQueueSize),
 		toSession:    make(chan []byte, 256),
 		sessDone:     make(chan struct{}),
 	}
@@ -291,6 +306,7 @@ func (r *Router) Run(ctx context.Context) error {
 	r.mu.Unlock()
 	serverDone := make(chan error, 1)
 	go r.readHost()
+	go r.forwardHost()
 	go func() { serverDone <- r.readServer() }()
 
 	var err error
@@ -327,6 +343,10 @@ func (r *Router) shutdown() error {
 	for _, req := range unanswered {
 		r.recordOutcome(req, nil, outcomeUnanswered)
 	}
+	r.outcomeMu.Lock()
+	r.outcomesClosed = true
+	r.outcomeMu.Unlock()
+	r.outcomesDone.Wait() // each bounded by the trail's deadline
 	var err error
 	if started {
 		cancel()
@@ -346,23 +366,60 @@ func (r *Router) markHostDone(why string) {
 	})
 }
 
+// hostMessage is a message of the host's as its reader decoded it (msg nil
+// and err set when it did not decode), in a buffer of its own.
+type hostMessage struct {
+	raw []byte
+	msg *jsonrpc.Message
+	err error
+}
+
+// hostQueueSize bounds the host's requests and notifications waiting behind
+// one whose forward record is being written; past it the host's reader
+// waits too (each record is bounded by the trail's deadline).
+const hostQueueSize = 256
+
+// readHost reads the host's messages: a reply is routed at once (it needs no
+// record, and may be what a request of the broker's session waits for), the
+// rest is queued for forwardHost, in order.
 func (r *Router) readHost() {
+	why := ""
+	defer func() {
+		r.hostEnd = why
+		close(r.hostQueue)
+	}()
 	for {
-		raw, err := r.host.Read()
+		line, err := r.host.Read()
 		switch {
 		case errors.Is(err, jsonrpc.ErrMessageTooLarge):
 			r.log.Warn("refused an oversized message from the host")
 			r.writeHost(tooLarge)
 			continue
 		case errors.Is(err, io.EOF):
-			r.markHostDone("the host closed its input")
+			why = "the host closed its input"
 			return
 		case err != nil:
-			r.markHostDone("reading from the host failed: " + err.Error())
+			why = "reading from the host failed: " + err.Error()
 			return
 		}
-		r.fromHost(raw)
+		raw := append([]byte(nil), line...) // the stream reuses its buffer; a decoded message points into raw
+		msg, err := jsonrpc.Decode(raw)
+		if err == nil && !msg.IsRequest() && !msg.IsNotification() {
+			r.hostReply(msg, raw)
+			continue
+		}
+		r.hostQueue <- hostMessage{raw: raw, msg: msg, err: err}
 	}
+}
+
+// forwardHost routes the host's requests and notifications in the order they
+// came, each request after its forward record, until the host's input ends;
+// then the host is done.
+func (r *Router) forwardHost() {
+	for m := range r.hostQueue {
+		r.fromHost(m)
+	}
+	r.markHostDone(r.hostEnd)
 }
 
 // readServer routes the server's messages until its output ends (nil) or
@@ -395,8 +452,8 @@ var tooLarge = mustMarshal(errorReply{JSONRPC: jsonrpc.Version, ID: jsonrpc.Null
 // would have given, never passed on; else a request could reach the server
 // with no forward record. Only a reply-shaped message the Router cannot read
 // goes to the server as it is (a reply is not recorded).
-func (r *Router) fromHost(raw []byte) {
-	msg, err := jsonrpc.Decode(raw)
+func (r *Router) fromHost(m hostMessage) {
+	raw, msg, err := m.raw, m.msg, m.err
 	if err != nil {
 		switch de := asDecodeError(err); {
 		case isBatch(raw):
@@ -447,31 +504,35 @@ func (r *Router) fromHost(raw []byte) {
 		default:
 			r.writeServer(raw)
 		}
+	}
+}
+
+// hostReply routes a reply of the host's: to the server request, or the
+// request of the Router's, that it answers.
+func (r *Router) hostReply(msg *jsonrpc.Message, raw []byte) {
+	r.mu.Lock()
+	req, ok := r.toHost.settle(msg.ID)
+	forged := !ok && r.atSession[msg.ID]
+	// Only the Router sends the host ids of its namespace (a server's
+	// request with such an id is renamed): a reply under one that awaits
+	// nothing answers a request of the Router's a second time, or late.
+	stale := !ok && r.toHost.inNamespace(msg.ID)
+	r.mu.Unlock()
+	switch {
+	case forged:
+		// The host was never sent that request: the broker answers it.
+		r.log.Debug("dropped a reply of the host's to a request the broker is answering", "id", string(msg.ID))
+	case stale:
+		r.log.Info("dropped a reply of the host's to a request of fsbroker's that awaits no reply "+
+			"(answered already, or given up): it is never passed to the server", "id", shortMethod(string(msg.ID)))
+	case !ok:
+		r.writeServer(raw)
+	case req.from == router && req.reply != nil:
+		req.reply <- msg
+	case req.from == router:
+		r.hostRootsAnswered(req.gen, msg)
 	default:
-		r.mu.Lock()
-		req, ok := r.toHost.settle(msg.ID)
-		forged := !ok && r.atSession[msg.ID]
-		// Only the Router sends the host ids of its namespace (a server's
-		// request with such an id is renamed): a reply under one that awaits
-		// nothing answers a request of the Router's a second time, or late.
-		stale := !ok && r.toHost.inNamespace(msg.ID)
-		r.mu.Unlock()
-		switch {
-		case forged:
-			// The host was never sent that request: the broker answers it.
-			r.log.Debug("dropped a reply of the host's to a request the broker is answering", "id", string(msg.ID))
-		case stale:
-			r.log.Info("dropped a reply of the host's to a request of fsbroker's that awaits no reply "+
-				"(answered already, or given up): it is never passed to the server", "id", shortMethod(string(msg.ID)))
-		case !ok:
-			r.writeServer(raw)
-		case req.from == router && req.reply != nil:
-			req.reply <- msg
-		case req.from == router:
-			r.hostRootsAnswered(req.gen, msg)
-		default:
-			r.writeServer(withID(raw, msg.ID, req.id))
-		}
+		r.writeServer(withID(raw, msg.ID, req.id))
 	}
 }
 
@@ -765,15 +826,45 @@ func (r *Router) cancelled(table *idTable, sender party, raw []byte, params json
 	return withMember(raw, "params", mustMarshal(p)), req, true
 }
 
+// maxOutcomeWriters bounds the outcome records written at once off the
+// readers; past it a reader writes its own (bounded by the trail's deadline).
+const maxOutcomeWriters = 64
+
 // recordOutcome writes the outcome record of a forwarded request, when it
-// has a forward record: its reply, or (reply nil) what became of it.
+// has a forward record: its reply, or (reply nil) what became of it. The
+// record is written on a goroutine of its own, so that a trail that stops
+// answering holds none of the messages that follow (shutdown waits for it);
+// what it says is read from reply now, before reply's buffer is reused.
 func (r *Router) recordOutcome(req inFlight, reply *jsonrpc.Message, outcome string) {
 	if r.fwd == nil || req.fwd.id == "" {
 		return
 	}
-	if err := r.fwd.outcome(req.method, req.fwd, reply, outcome); err != nil {
-		r.log.Error("cannot write the outcome record of a forwarded request", "method", shortMethod(req.method), "error", err)
+	rec := r.fwd.outcome(req.method, req.fwd, reply, outcome)
+	write := func() {
+		if err := r.fwd.record(rec); err != nil {
+			r.log.Error("cannot write the outcome record of a forwarded request", "method", shortMethod(req.method), "error", err)
+		}
 	}
+	r.outcomeMu.Lock()
+	async := !r.outcomesClosed && r.outcomeWriters < maxOutcomeWriters
+	if async {
+		r.outcomeWriters++
+		r.outcomesDone.Add(1)
+	}
+	r.outcomeMu.Unlock()
+	if !async {
+		write()
+		return
+	}
+	go func() {
+		defer func() {
+			r.outcomeMu.Lock()
+			r.outcomeWriters--
+			r.outcomeMu.Unlock()
+			r.outcomesDone.Done()
+		}()
+		write()
+	}()
 }
 
 // serverCancelled routes a cancellation from the server: to the session when

@@ -128,6 +128,22 @@ func newRouterFixture(t *testing.T, server jsonrpc.Stream, provider consent.Prov
 	return f
 }
 
+// stop ends the Router's run and waits for it: every record it writes is
+// written once it returns.
+func (f *routerFixture) stop(t *testing.T) {
+	t.Helper()
+	f.cancel()
+	select {
+	case err := <-f.runErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.runErr <- nil // for the fixture's cleanup
+	case <-time.After(waitLimit):
+		t.Fatal("the router did not stop")
+	}
+}
+
 // handshake initializes host and server through the router: the host
 // declares roots when hostRoots, and answers the router's first roots/list
 // with them.
