@@ -75,6 +75,21 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 		rs = append(rs, sandbox.Root{Path: r.Path, Writable: r.Writable})
 	}
 	rules := sandbox.ServerRules(rt.cfg.Sandbox.Paths, rs)
+	var overlaps []string
+	if len(serverArgv) > 0 {
+		for _, o := range sandbox.ReadOnlyInWritable(rt.cfg.Sandbox.Paths, rs) {
+			overlaps = append(overlaps, o.String())
+		}
+	}
+	if len(overlaps) > 0 {
+		why := strings.Join(overlaps, "; ") + ": Landlock rules add up, so the writable path's rights cover the read-only " +
+			"root, and a confined server could write it"
+		if mode == sandbox.On {
+			return configErrorf("--sandbox: %s; make the outer path read-only, or give the read-only root outside it "+
+				"(--sandbox=best-effort starts with the read-only root writable to the server, and says so)", why)
+		}
+		rt.log.Warn("--sandbox=best-effort: a read-only root is writable to the server: " + why)
+	}
 	if len(serverArgv) > 0 {
 		child, err := sandbox.NewChild(rules, serverArgv, filepath.Join(rt.cfg.StateDir, SandboxDirName))
 		if err != nil {
@@ -100,6 +115,9 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 	if c.child != nil {
 		// The helper applies the server's rules with the same ABI.
 		c.note += "; server " + status.String()
+		for _, o := range overlaps {
+			c.note += "; writable to the server: " + o
+		}
 		rt.log.Info("the server will run confined", "tmpdir", c.child.TempDir())
 		rt.log.Debug("the server's rules:\n" + c.child.Rules().Describe())
 	}

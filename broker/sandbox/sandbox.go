@@ -163,6 +163,67 @@ func ServerRules(cfg Config, roots []Root) Rules {
 	return r
 }
 
+// Overlap is a read-only root that lies in (or is) a path the server may
+// write: Landlock rules add up, so the outer path's write right covers the
+// read-only root, and the kernel lets a confined server write it.
+type Overlap struct {
+	ReadOnly string // the read-only root
+	Writable string // the writable root, or sandbox.write path, it lies in
+}
+
+// String says what the overlap is, naming both paths.
+func (o Overlap) String() string {
+	return fmt.Sprintf("the read-only root %s lies in the writable %s", o.ReadOnly, o.Writable)
+}
+
+// ReadOnlyInWritable returns every read-only root of roots that lies in, or
+// is, a path [ServerRules] makes writable (a writable root, or one of the
+// config's Write paths): a confined server can write there, whatever the
+// root's mode. Paths are compared whole segment by segment, after resolving
+// symbolic links where they exist (Landlock follows them to the directory
+// it restricts).
+func ReadOnlyInWritable(cfg Config, roots []Root) []Overlap {
+	var writable []string
+	for _, r := range roots {
+		if r.Writable {
+			writable = append(writable, r.Path)
+		}
+	}
+	writable = append(writable, cfg.Write...)
+	var out []Overlap
+	for _, r := range roots {
+		if r.Writable {
+			continue
+		}
+		ro := resolved(r.Path)
+		for _, w := range writable {
+			if within(ro, resolved(w)) {
+				out = append(out, Overlap{ReadOnly: r.Path, Writable: w})
+			}
+		}
+	}
+	return out
+}
+
+// resolved is p absolute and clean, its symbolic links resolved where it
+// exists.
+func resolved(p string) string {
+	p = clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// within reports whether path is dir or lies beneath it (both clean and
+// absolute), by whole segments.
+func within(path, dir string) bool {
+	if path == dir || dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
 // Status says how a process is confined.
 type Status struct {
 	// ABI is the Landlock ABI the rules were applied with; 0: not confined.

@@ -4,6 +4,9 @@
 package sandbox
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -43,5 +46,40 @@ func TestStatus(t *testing.T) {
 	}
 	if s := (Status{Reason: "no Landlock"}).String(); s != "not confined: no Landlock" {
 		t.Errorf("status = %q", s)
+	}
+}
+
+// A read-only root in a writable root, at a writable root or in a
+// sandbox.write path is found, with both paths, also through a symbolic
+// link; a sibling whose name only starts like the writable root's is not.
+func TestReadOnlyInWritable(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"w/docs", "w2", "cache/ro", "elsewhere"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(base, "link-to-docs")
+	if err := os.Symlink(filepath.Join(base, "w", "docs"), link); err != nil {
+		t.Fatal(err)
+	}
+	w := filepath.Join(base, "w")
+	got := ReadOnlyInWritable(Config{Write: []string{filepath.Join(base, "cache")}}, []Root{
+		{Path: w, Writable: true},
+		{Path: filepath.Join(base, "w", "docs")},
+		{Path: link},
+		{Path: filepath.Join(base, "w2")},
+		{Path: filepath.Join(base, "cache", "ro")},
+		{Path: filepath.Join(base, "elsewhere")},
+	})
+	want := []Overlap{{filepath.Join(base, "w", "docs"), w}, {link, w}, {filepath.Join(base, "cache", "ro"), filepath.Join(base, "cache")}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("overlaps:\n%v\nwant:\n%v", got, want)
+	}
+	if s := got[0].String(); !strings.Contains(s, want[0].ReadOnly) || !strings.Contains(s, w) {
+		t.Errorf("%q does not name both roots", s)
+	}
+	if got := ReadOnlyInWritable(Config{}, []Root{{Path: "/", Writable: true}, {Path: "/srv"}}); len(got) != 1 {
+		t.Errorf("a read-only root under a writable /: %v", got)
 	}
 }

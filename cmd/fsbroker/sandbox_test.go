@@ -370,3 +370,54 @@ func TestSandboxWithoutLandlock(t *testing.T) {
 		}
 	})
 }
+
+// A read-only root inside a writable root cannot be made read-only by
+// Landlock (rules add up): --sandbox refuses the configuration at start
+// (exit 2, naming both roots and why) and starts no server;
+// --sandbox=best-effort starts, says so in its log and its session_start
+// record, and the server can indeed write the read-only root, which is why
+// --sandbox refuses.
+func TestSandboxReadOnlyRootInWritableRoot(t *testing.T) {
+	bin := probeBin(t)
+	run := func(t *testing.T, mode string) (*proc, sandboxtest.Layout, string) {
+		l := sandboxtest.NewLayout(t)
+		inner := filepath.Join(l.RW, "a")
+		probes := []sandboxtest.Probe{{Name: "write-inner", Op: "write", Path: filepath.Join(inner, "new")}}
+		p := startWrap(t, []string{"HOME=" + l.Home}, "--root", l.RW+":rw", "--root", inner, "--state-dir", l.State,
+			"--audit", l.Audit, mode, "--", bin, sandboxtest.Arg(t, probes))
+		return p, l, inner
+	}
+	t.Run("on", func(t *testing.T) {
+		t.Parallel()
+		p, l, inner := run(t, "--sandbox")
+		if code := p.waitExit(); code != exitUsage {
+			t.Fatalf("exit status %d, want %d\n%s", code, exitUsage, p.log())
+		}
+		if log := p.log(); !strings.Contains(log, "the read-only root "+inner+" lies in the writable "+l.RW) ||
+			!strings.Contains(log, "Landlock rules add up") || strings.Contains(log, "probe ") {
+			t.Errorf("the refusal does not name both roots and why, or the server ran:\n%s", log)
+		}
+	})
+	t.Run("best-effort", func(t *testing.T) {
+		t.Parallel()
+		p, l, inner := run(t, "--sandbox=best-effort")
+		hostInitialize(p, false)
+		p.waitLog(probeDone)
+		p.waitLogCount("session initialized", 1)
+		p.closeStdin()
+		if code := p.waitExit(); code != 0 {
+			t.Fatalf("exit status %d, want 0\n%s", code, p.log())
+		}
+		if got := sandboxtest.Outcomes(p.log())["write-inner"]; got != "ok" {
+			t.Errorf("the server's write in the read-only root inside the writable one: %s, want ok (Landlock cannot refuse it)", got)
+		}
+		if !strings.Contains(p.log(), "a read-only root is writable to the server") {
+			t.Errorf("the log does not warn:\n%s", p.log())
+		}
+		details := strings.Join(sessionStartDetails(t, l.Audit), "\n")
+		if !strings.Contains(details, "; server confined (Landlock ABI ") ||
+			!strings.Contains(details, "writable to the server: the read-only root "+inner) {
+			t.Errorf("session_start details %q: want the server confined and the read-only root named", details)
+		}
+	})
+}
