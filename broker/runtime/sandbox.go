@@ -90,8 +90,22 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 		}
 		rt.log.Warn("--sandbox=best-effort: a read-only root is writable to the server: " + why)
 	}
+	sockets, err := sandbox.ParseUnixSockets(string(rt.cfg.Sandbox.Paths.UnixSockets))
+	if err != nil {
+		return configErrorf("--sandbox: %v", err)
+	}
+	if len(serverArgv) > 0 && sockets == sandbox.UnixSocketsDeny {
+		if err := sandbox.UnixSocketFilterAvailable(); err != nil {
+			if mode == sandbox.On {
+				return configErrorf("--sandbox: %v; set sandbox.unixSockets: allow to confine the server's files only, "+
+					"or use --sandbox=best-effort", err)
+			}
+			rt.log.Warn("--sandbox=best-effort: the server may create UNIX sockets", "reason", err)
+			sockets = sandbox.UnixSocketsAllow
+		}
+	}
 	if len(serverArgv) > 0 {
-		child, err := sandbox.NewChild(rules, serverArgv, filepath.Join(rt.cfg.StateDir, SandboxDirName))
+		child, err := sandbox.NewChild(rules, serverArgv, filepath.Join(rt.cfg.StateDir, SandboxDirName), sockets)
 		if err != nil {
 			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 				return configErrorf("server command %q: %v", serverArgv[0], err)
@@ -115,10 +129,15 @@ func (rt *Runtime) Confine(serverArgv []string, ownIO bool) error {
 	if c.child != nil {
 		// The helper applies the server's rules with the same ABI.
 		c.note += "; server " + status.String()
+		if c.child.UnixSockets() == sandbox.UnixSocketsDeny {
+			c.note += "; the server may not create UNIX sockets"
+		} else {
+			c.note += "; the server may create UNIX sockets"
+		}
 		for _, o := range overlaps {
 			c.note += "; writable to the server: " + o
 		}
-		rt.log.Info("the server will run confined", "tmpdir", c.child.TempDir())
+		rt.log.Info("the server will run confined", "tmpdir", c.child.TempDir(), "unix_sockets", c.child.UnixSockets())
 		rt.log.Debug("the server's rules:\n" + c.child.Rules().Describe())
 	}
 	return nil

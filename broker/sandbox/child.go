@@ -21,13 +21,15 @@ const HelperCommand = "__sandbox-exec"
 // temporary directory.
 const TempDirEnv = "TMPDIR"
 
-// spec is what the broker tells the helper: the rules, the private
-// temporary directory and the program to execute.
+// spec is what the broker tells the helper: the rules, whether the server
+// may create UNIX sockets, the private temporary directory and the program
+// to execute.
 type spec struct {
-	Rules   Rules    `json:"rules"`
-	TempDir string   `json:"tempDir"`
-	Path    string   `json:"path"`
-	Argv    []string `json:"argv"`
+	Rules       Rules       `json:"rules"`
+	UnixSockets UnixSockets `json:"unixSockets"`
+	TempDir     string      `json:"tempDir"`
+	Path        string      `json:"path"`
+	Argv        []string    `json:"argv"`
 }
 
 // Child is a server command prepared to run confined: its executable
@@ -37,16 +39,21 @@ type Child struct {
 }
 
 // NewChild prepares argv (the server command, as given after --) to run
-// under rules: the program is looked up in PATH now (a program that
+// under rules, creating UNIX sockets or not as sockets says ("": deny, as
+// UnixSocketsDeny): the program is looked up in PATH now (a program that
 // cannot be found is an error wrapping exec.ErrNotFound or fs.ErrNotExist,
 // as starting it would give), a private temporary directory (mode 0700) is
 // made in tempParent, and both are added to the rules: the executable
 // readable and executable (that one file), the directory writable. Close
 // removes the directory, which a confined broker can do only where it may
 // write tempParent (fsbroker gives a directory in its state directory).
-func NewChild(rules Rules, argv []string, tempParent string) (*Child, error) {
+func NewChild(rules Rules, argv []string, tempParent string, sockets UnixSockets) (*Child, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("sandbox: no server command")
+	}
+	sockets, err := ParseUnixSockets(string(sockets))
+	if err != nil {
+		return nil, err
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -68,12 +75,15 @@ func NewChild(rules Rules, argv []string, tempParent string) (*Child, error) {
 		return nil, fmt.Errorf("sandbox: the server's temporary directory: %w", err)
 	}
 	rules = rules.With(Rules{Read: []string{path}, Write: []string{tmp}})
-	return &Child{spec: spec{Rules: rules, TempDir: tmp, Path: path, Argv: argv}}, nil
+	return &Child{spec: spec{Rules: rules, UnixSockets: sockets, TempDir: tmp, Path: path, Argv: argv}}, nil
 }
 
 // Rules are the rules the server runs under, its executable and temporary
 // directory included.
 func (c *Child) Rules() Rules { return c.spec.Rules }
+
+// UnixSockets says whether the server may create UNIX sockets.
+func (c *Child) UnixSockets() UnixSockets { return c.spec.UnixSockets }
 
 // TempDir is the server's private temporary directory (its TMPDIR).
 func (c *Child) TempDir() string { return c.spec.TempDir }
@@ -108,6 +118,9 @@ func decodeSpec(args []string) (spec, error) {
 	}
 	if s.Path == "" || len(s.Argv) == 0 || s.TempDir == "" {
 		return s, fmt.Errorf("%s: the rules name no program or no temporary directory", HelperCommand)
+	}
+	if s.UnixSockets != UnixSocketsDeny && s.UnixSockets != UnixSocketsAllow {
+		return s, fmt.Errorf("%s: the rules say neither deny nor allow of UNIX sockets (%q)", HelperCommand, s.UnixSockets)
 	}
 	return s, nil
 }

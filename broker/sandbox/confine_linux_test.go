@@ -12,11 +12,14 @@ package sandbox
 // they skip, saying so.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fsbroker/fsbroker/broker/sandbox/sandboxtest"
@@ -66,10 +69,17 @@ func runProbe(t *testing.T, cmd *exec.Cmd) map[string]string {
 }
 
 // confined returns the command that runs argv under rules through the
-// helper, with HOME set to home, and the child (closed at cleanup).
+// helper, UNIX sockets denied, with HOME set to home, and the child (closed
+// at cleanup).
 func confined(t *testing.T, rules Rules, home string, argv ...string) (*exec.Cmd, *Child) {
 	t.Helper()
-	c, err := NewChild(rules, argv, t.TempDir())
+	return confinedWith(t, rules, UnixSocketsDeny, home, argv...)
+}
+
+// confinedWith is confined, with UNIX sockets as sockets says.
+func confinedWith(t *testing.T, rules Rules, sockets UnixSockets, home string, argv ...string) (*exec.Cmd, *Child) {
+	t.Helper()
+	c, err := NewChild(rules, argv, t.TempDir(), sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,27 +126,43 @@ func TestSandboxConfinesAServerThatOpensFilesItself(t *testing.T) {
 
 // The runtimes servers are written for start under the default rules with
 // no configuration: python3 and node (from the system's directories), and
-// a static Go binary anywhere (its own file is added); each reads a root
-// and writes its TMPDIR, and none reads outside.
+// a static Go binary anywhere (its own file is added); each reads a root,
+// writes its TMPDIR, runs a child process and resolves a host name (over
+// socketpairs and the C library, which the UNIX socket filter leaves them),
+// and none reads outside or connects to the UNIX socket outside.
 func TestSandboxRuntimesStartWithDefaults(t *testing.T) {
 	needLandlock(t)
 	l := sandboxtest.NewLayout(t)
 	rules := ServerRules(Config{}, []Root{{Path: l.RO}})
 	readme := filepath.Join(l.RO, "readme")
 	scripts := map[string][]string{
-		"python3": {"-c", `import os, sys, tempfile
+		"python3": {"-c", `import os, socket, subprocess, sys, tempfile
 print(open(sys.argv[1]).read())
 with tempfile.NamedTemporaryFile(dir=None) as f: f.write(b"x")
+subprocess.run(["/bin/true"], check=True)
+a, b = socket.socketpair(); a.close(); b.close()
+socket.getaddrinfo("localhost", 80)
 try:
     open(sys.argv[2]).read()
     print("outside: ok")
 except PermissionError:
-    print("outside: EACCES")`, readme, l.Secret},
+    print("outside: EACCES")
+try:
+    socket.socket(socket.AF_UNIX).connect(sys.argv[3])
+    print("unix: ok")
+except PermissionError:
+    print("unix: EACCES")`, readme, l.Secret, l.Socket},
 		"node": {"-e", `const fs = require("fs"), os = require("os"), path = require("path");
 console.log(fs.readFileSync(process.argv[1], "utf8"));
 fs.writeFileSync(path.join(os.tmpdir(), "n"), "x");
+require("child_process").execFileSync("/bin/true");
 try { fs.readFileSync(process.argv[2]); console.log("outside: ok"); }
-catch (e) { console.log("outside: " + e.code); }`, readme, l.Secret},
+catch (e) { console.log("outside: " + e.code); }
+require("dns").lookup("localhost", () => {
+  const s = require("net").connect(process.argv[3]);
+  s.on("connect", () => { console.log("unix: ok"); s.destroy(); });
+  s.on("error", (e) => console.log("unix: " + e.code));
+});`, readme, l.Secret, l.Socket},
 	}
 	for name, args := range scripts {
 		t.Run(name, func(t *testing.T) {
@@ -146,7 +172,8 @@ catch (e) { console.log("outside: " + e.code); }`, readme, l.Secret},
 			}
 			cmd, _ := confined(t, rules, l.Home, append([]string{path}, args...)...)
 			out, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "read me") || !strings.Contains(string(out), "outside: EACCES") {
+			if err != nil || !strings.Contains(string(out), "read me") || !strings.Contains(string(out), "outside: EACCES") ||
+				!strings.Contains(string(out), "unix: EACCES") {
 				t.Errorf("%s confined: %v\n%s", name, err, out)
 			}
 		})
@@ -177,7 +204,50 @@ func systemProgram(name string) string {
 // A program that cannot be found is the error starting it would give, and
 // leaves no temporary directory behind.
 func TestNewChildNotFound(t *testing.T) {
-	if _, err := NewChild(Rules{}, []string{"no-such-server-anywhere"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := NewChild(Rules{}, []string{"no-such-server-anywhere"}, t.TempDir(), ""); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("NewChild(no-such-server) = %v, want not found", err)
+	}
+}
+
+// With UNIX sockets allowed (sandbox.unixSockets: allow) the server may
+// create them, and only Landlock stands between it and the sockets of
+// others: connecting to an abstract socket is refused from ABI 6 (a scope:
+// EPERM), by path from ABI 9 (EACCES); on an older kernel it connects,
+// which is what UnixSocketsDeny, the default, is for. socketpair works.
+func TestSandboxUnixSocketsAllowed(t *testing.T) {
+	needLandlock(t)
+	l := sandboxtest.NewLayout(t)
+	probes := []sandboxtest.Probe{{Name: "path", Op: "unix-connect", Path: l.Socket},
+		{Name: "abstract", Op: "unix-abstract", Path: l.AbstractSocket}, {Name: "socketpair", Op: "socketpair"}}
+	want := map[string]string{"path": "ok", "abstract": "ok", "socketpair": "ok"}
+	if ABI() >= 6 {
+		want["abstract"] = "EPERM"
+	}
+	if ABI() >= 9 {
+		want["path"] = "EACCES"
+	}
+	cmd, _ := confinedWith(t, ServerRules(Config{}, nil), UnixSocketsAllow, l.Home, probeBin, sandboxtest.Arg(t, probes))
+	sandboxtest.Check(t, "allowed", probes, want, runProbe(t, cmd))
+}
+
+// A server that goes round the filter through another ABI's socket call
+// (x32's, on amd64: the same call number with the x32 bit) is ended by the
+// filter (SIGSYS) before the kernel runs the call; unconfined, the call
+// returns (an error where the kernel has no x32, a socket where it has).
+func TestSandboxUnixSocketFilterEndsAnotherABI(t *testing.T) {
+	needLandlock(t)
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the x32 ABI is amd64's")
+	}
+	probes := []sandboxtest.Probe{{Name: "x32-socket", Op: "x32-socket"}}
+	cmd, _ := confined(t, ServerRules(Config{}, nil), t.TempDir(), probeBin, sandboxtest.Arg(t, probes))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGSYS || strings.Contains(string(out), "probe x32-socket:") {
+		t.Errorf("confined, the x32 socket call: %v\n%s\nwant the probe ended by SIGSYS", err, out)
+	}
+	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
+	if got := runProbe(t, control)["x32-socket"]; got == "" {
+		t.Error("unconfined, the x32 socket call did not return")
 	}
 }

@@ -133,12 +133,51 @@ type Root struct {
 }
 
 // Config is the sandbox section of the config file: System replaces the
-// default system paths when it is not nil; Read and Write add paths.
+// default system paths when it is not nil; Read and Write add paths;
+// UnixSockets says whether the server may create UNIX sockets ("": deny).
 type Config struct {
-	System []string
-	Read   []string
-	Write  []string
+	System      []string
+	Read        []string
+	Write       []string
+	UnixSockets UnixSockets
 }
+
+// UnixSockets says whether a confined server may create UNIX sockets with
+// socket(2). Landlock restricts connecting to a socket by path only from
+// ABI 9 (LANDLOCK_ACCESS_FS_RESOLVE_UNIX), and to an abstract one only from
+// ABI 6 (a scope): before, a server confined to its roots could still reach
+// the session bus, an SSH agent or a container engine through their sockets.
+type UnixSockets string
+
+const (
+	// UnixSocketsDeny (the default): socket(AF_UNIX, ...) fails with EACCES,
+	// so the server connects to no UNIX socket, by path or abstract name,
+	// and listens on none; socketpair(2) still works (the pipes between a
+	// runtime's own processes, as node and python make them). io_uring is
+	// refused too (ENOSYS), since a ring creates sockets without socket(2).
+	UnixSocketsDeny UnixSockets = "deny"
+	// UnixSocketsAllow: the server may create UNIX sockets; connecting by
+	// path is then refused by Landlock only from ABI 9 (outside the server's
+	// own sockets), and to an abstract socket from ABI 6.
+	UnixSocketsAllow UnixSockets = "allow"
+)
+
+// ParseUnixSockets reads the config's sandbox.unixSockets: "deny" (or "")
+// or "allow".
+func ParseUnixSockets(s string) (UnixSockets, error) {
+	switch UnixSockets(s) {
+	case "", UnixSocketsDeny:
+		return UnixSocketsDeny, nil
+	case UnixSocketsAllow:
+		return UnixSocketsAllow, nil
+	}
+	return "", fmt.Errorf("sandbox unixSockets %q: want deny or allow", s)
+}
+
+// ErrNoUnixSocketFilter is the error of UnixSocketsDeny where the filter
+// that enforces it cannot be installed (not Linux, or an architecture it is
+// not written for).
+var ErrNoUnixSocketFilter = errors.New("the seccomp filter that denies UNIX sockets is not available (Linux on amd64, arm64 or riscv64)")
 
 // ServerRules are the rules a server runs under: the system paths (the
 // config's, else [DefaultSystemPaths]) and the config's Read paths

@@ -21,6 +21,9 @@ type sandboxConfig struct {
 	// Read and Write add readable (and executable) and writable paths.
 	Read  []string `json:"read"`
 	Write []string `json:"write"`
+	// UnixSockets is whether the server may create UNIX sockets: deny (the
+	// default) or allow.
+	UnixSockets string `json:"unixSockets"`
 }
 
 // sandboxOptions are --sandbox and the config file's sandbox section.
@@ -106,5 +109,10 @@ func (o *options) mergeSandbox(c *fileConfig) error {
 	}
 	o.sandbox.config.Read = abs(c.Sandbox.Read)
 	o.sandbox.config.Write = abs(c.Sandbox.Write)
+	sockets, err := sandbox.ParseUnixSockets(c.Sandbox.UnixSockets)
+	if err != nil {
+		return configErrorf("config %s: /sandbox/unixSockets: %v", o.configPath, err)
+	}
+	o.sandbox.config.UnixSockets = sockets
 	return nil
 }

@@ -138,8 +138,9 @@ func TestSandboxConfinesTheServer(t *testing.T) {
 			if tc.sandbox {
 				sandboxtest.Check(t, "confined", probes, want, got)
 				if !strings.Contains(details, "sandbox on: broker confined (Landlock ABI ") ||
-					!strings.Contains(details, "; server confined (Landlock ABI ") {
-					t.Errorf("session_start details %q: want both confined", details)
+					!strings.Contains(details, "; server confined (Landlock ABI ") ||
+					!strings.Contains(details, "; the server may not create UNIX sockets") {
+					t.Errorf("session_start details %q: want both confined, UNIX sockets denied", details)
 				}
 			} else {
 				sandboxtest.Check(t, "unconfined", probes, nil, got)
@@ -418,6 +419,52 @@ func TestSandboxReadOnlyRootInWritableRoot(t *testing.T) {
 		if !strings.Contains(details, "; server confined (Landlock ABI ") ||
 			!strings.Contains(details, "writable to the server: the read-only root "+inner) {
 			t.Errorf("session_start details %q: want the server confined and the read-only root named", details)
+		}
+	})
+}
+
+// sandbox.unixSockets in the config file: allow lets the confined server
+// create UNIX sockets (Landlock then refuses an abstract socket from ABI 6
+// and one at a path from ABI 9; before, it connects), and session_start
+// says so; a value other than deny or allow stops fsbroker at start.
+func TestSandboxUnixSocketsConfig(t *testing.T) {
+	bin := probeBin(t)
+	t.Run("allow", func(t *testing.T) {
+		t.Parallel()
+		l := sandboxtest.NewLayout(t)
+		cfg := filepath.Join(t.TempDir(), "fsbroker.yaml")
+		writeFile(t, cfg, "sandbox:\n  unixSockets: allow\n")
+		probes := []sandboxtest.Probe{{Name: "path", Op: "unix-connect", Path: l.Socket},
+			{Name: "abstract", Op: "unix-abstract", Path: l.AbstractSocket}, {Name: "socketpair", Op: "socketpair"}}
+		want := map[string]string{"path": "ok", "abstract": "ok", "socketpair": "ok"}
+		if sandbox.ABI() >= 6 {
+			want["abstract"] = "EPERM"
+		}
+		if sandbox.ABI() >= 9 {
+			want["path"] = "EACCES"
+		}
+		p := startWrap(t, []string{"HOME=" + l.Home}, "--config", cfg, "--root", l.RO, "--state-dir", l.State, "--audit", l.Audit,
+			"--sandbox", "--", bin, sandboxtest.Arg(t, probes))
+		hostInitialize(p, false)
+		p.waitLog(probeDone)
+		p.waitLogCount("session initialized", 1)
+		p.closeStdin()
+		if code := p.waitExit(); code != 0 {
+			t.Fatalf("exit status %d, want 0\n%s", code, p.log())
+		}
+		sandboxtest.Check(t, "allowed", probes, want, sandboxtest.Outcomes(p.log()))
+		if details := strings.Join(sessionStartDetails(t, l.Audit), "\n"); !strings.Contains(details, "; the server may create UNIX sockets") {
+			t.Errorf("session_start details %q: want UNIX sockets allowed", details)
+		}
+	})
+	t.Run("invalid", func(t *testing.T) {
+		t.Parallel()
+		l := sandboxtest.NewLayout(t)
+		cfg := filepath.Join(t.TempDir(), "fsbroker.yaml")
+		writeFile(t, cfg, "sandbox:\n  unixSockets: sometimes\n")
+		p := startWrap(t, nil, "--config", cfg, "--root", l.RO, "--state-dir", l.State, "--sandbox", "--", bin, "[]")
+		if code := p.waitExit(); code != exitUsage || !strings.Contains(p.log(), "unixSockets") {
+			t.Errorf("exit status %d, want %d naming unixSockets\n%s", code, exitUsage, p.log())
 		}
 	})
 }

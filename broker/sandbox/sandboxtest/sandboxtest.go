@@ -10,6 +10,7 @@ package sandboxtest
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // BuildProbe builds the fake server, static (CGO_ENABLED=0), as dir/probe
@@ -48,10 +50,13 @@ type Probe struct {
 // Layout is a set of directories like an operator's: a read-only root
 // (holding a link to a secret outside), a writable root with two
 // directories, and what lies outside the roots: a secret, a home, a state
-// and an audit directory, and a file name in the system's /tmp.
+// and an audit directory, a file name in the system's /tmp, and two UNIX
+// sockets listening (the test's, as the session bus or an SSH agent would
+// be): one at a path outside the roots, one in the abstract namespace.
 type Layout struct {
 	RO, RW, Outside, Home, State, Audit string
 	Secret, Link, TmpFile               string
+	Socket, AbstractSocket              string // a path; a name in the abstract namespace (without its leading NUL)
 }
 
 // NewLayout makes a layout in t's temporary directories.
@@ -79,11 +84,27 @@ func NewLayout(t testing.TB) Layout {
 	if err := os.Symlink(l.Secret, l.Link); err != nil {
 		t.Fatal(err)
 	}
+	// A short directory of its own: a socket's path has at most 107 bytes.
+	sockDir, err := os.MkdirTemp("", "fsb-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	l.Socket = filepath.Join(sockDir, "agent.sock")
+	l.AbstractSocket = fmt.Sprintf("fsbroker-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	for _, addr := range []string{l.Socket, "@" + l.AbstractSocket} {
+		ln, err := net.Listen("unix", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+	}
 	return l
 }
 
 // Probes are the attacks and the controls, with what a confined server
-// gets: "ok" or "EACCES" (unconfined, every one is "ok").
+// under the default rules (UNIX sockets denied) gets: "ok" or "EACCES"
+// (unconfined, every one is "ok").
 func (l Layout) Probes() ([]Probe, map[string]string) {
 	list := []struct {
 		p    Probe
@@ -106,6 +127,9 @@ func (l Layout) Probes() ([]Probe, map[string]string) {
 		{Probe{"mkdir-rw-root", "mkdir", filepath.Join(l.RW, "a", "sub"), ""}, "ok"},
 		{Probe{"rename-across-rw-root", "rename", filepath.Join(l.RW, "a", "f"), filepath.Join(l.RW, "b", "f")}, "ok"},
 		{Probe{"exec-system", "exec", "/bin/true", ""}, "ok"},
+		{Probe{"connect-unix-path", "unix-connect", l.Socket, ""}, "EACCES"},
+		{Probe{"connect-unix-abstract", "unix-abstract", l.AbstractSocket, ""}, "EACCES"},
+		{Probe{"socketpair", "socketpair", "", ""}, "ok"},
 	}
 	probes := make([]Probe, len(list))
 	want := map[string]string{}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 )
 
@@ -21,8 +22,11 @@ import (
 type probe struct {
 	Name string `json:"name"`
 	// Op is read (a file), list (a directory), write (create or replace a
-	// file), mkdir, rename (Path to To), exec (run Path), or tmpwrite (a file
-	// in $TMPDIR, Path unused).
+	// file), mkdir, rename (Path to To), exec (run Path), tmpwrite (a file
+	// in $TMPDIR, Path unused), unix-connect (connect to the UNIX socket at
+	// Path), unix-abstract (connect to the abstract UNIX socket named Path)
+	// socketpair (a pair of connected UNIX sockets, Path unused) or
+	// x32-socket (socket(2) of a UNIX socket through amd64's x32 ABI).
 	Op   string `json:"op"`
 	Path string `json:"path"`
 	To   string `json:"to,omitempty"`
@@ -59,6 +63,37 @@ func run(p probe) error {
 		return os.Rename(p.Path, p.To)
 	case "exec":
 		return exec.Command(p.Path).Run()
+	case "unix-connect", "unix-abstract":
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return os.NewSyscallError("socket", err)
+		}
+		defer syscall.Close(fd)
+		name := p.Path
+		if p.Op == "unix-abstract" {
+			name = "@" + name // Go's spelling of a name in the abstract namespace
+		}
+		return os.NewSyscallError("connect", syscall.Connect(fd, &syscall.SockaddrUnix{Name: name}))
+	case "x32-socket":
+		// socket(AF_UNIX, SOCK_STREAM, 0) through amd64's x32 ABI.
+		if runtime.GOARCH != "amd64" {
+			return fmt.Errorf("x32 is amd64's, not %s", runtime.GOARCH)
+		}
+		const x32 = 0x40000000
+		fd, _, errno := syscall.RawSyscall(syscall.SYS_SOCKET|x32, syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if errno != 0 {
+			return os.NewSyscallError("socket (x32)", errno)
+		}
+		syscall.Close(int(fd))
+		return nil
+	case "socketpair":
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return os.NewSyscallError("socketpair", err)
+		}
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil
 	case "tmpwrite":
 		f, err := os.CreateTemp("", "probe-")
 		if err != nil {
@@ -82,6 +117,8 @@ func outcome(err error) string {
 		return "ok"
 	case errors.Is(err, syscall.EACCES):
 		return "EACCES"
+	case errors.Is(err, syscall.EPERM):
+		return "EPERM"
 	}
 	return "error " + err.Error()
 }
