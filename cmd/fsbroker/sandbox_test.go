@@ -372,6 +372,20 @@ func TestSandboxWithoutLandlock(t *testing.T) {
 	})
 }
 
+// runProbeSession runs the session of fsbroker wrap p with the probe as its
+// server: the host initializes, the probe runs and the session starts, then
+// the host closes its input and fsbroker must exit 0.
+func runProbeSession(t *testing.T, p *proc) {
+	t.Helper()
+	hostInitialize(p, false)
+	p.waitLog(probeDone)
+	p.waitLogCount("session initialized", 1)
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Fatalf("exit status %d, want 0\n%s", code, p.log())
+	}
+}
+
 // A read-only root inside a writable root cannot be made read-only by
 // Landlock (rules add up): --sandbox refuses the configuration at start
 // (exit 2, naming both roots and why) and starts no server;
@@ -402,13 +416,7 @@ func TestSandboxReadOnlyRootInWritableRoot(t *testing.T) {
 	t.Run("best-effort", func(t *testing.T) {
 		t.Parallel()
 		p, l, inner := run(t, "--sandbox=best-effort")
-		hostInitialize(p, false)
-		p.waitLog(probeDone)
-		p.waitLogCount("session initialized", 1)
-		p.closeStdin()
-		if code := p.waitExit(); code != 0 {
-			t.Fatalf("exit status %d, want 0\n%s", code, p.log())
-		}
+		runProbeSession(t, p)
 		if got := sandboxtest.Outcomes(p.log())["write-inner"]; got != "ok" {
 			t.Errorf("the server's write in the read-only root inside the writable one: %s, want ok (Landlock cannot refuse it)", got)
 		}
@@ -445,13 +453,7 @@ func TestSandboxUnixSocketsConfig(t *testing.T) {
 		}
 		p := startWrap(t, []string{"HOME=" + l.Home}, "--config", cfg, "--root", l.RO, "--state-dir", l.State, "--audit", l.Audit,
 			"--sandbox", "--", bin, sandboxtest.Arg(t, probes))
-		hostInitialize(p, false)
-		p.waitLog(probeDone)
-		p.waitLogCount("session initialized", 1)
-		p.closeStdin()
-		if code := p.waitExit(); code != 0 {
-			t.Fatalf("exit status %d, want 0\n%s", code, p.log())
-		}
+		runProbeSession(t, p)
 		sandboxtest.Check(t, "allowed", probes, want, sandboxtest.Outcomes(p.log()))
 		if details := strings.Join(sessionStartDetails(t, l.Audit), "\n"); !strings.Contains(details, "; the server may create UNIX sockets") {
 			t.Errorf("session_start details %q: want UNIX sockets allowed", details)
