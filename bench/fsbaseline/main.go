@@ -70,10 +70,12 @@ func main() {
 	var roots rootsFlag
 	flag.Var(&roots, "root", "a root `DIR[:rw]`, mounted under its base name (repeatable; read-only without :rw)")
 	doSync := flag.Bool("fsync", true, "fsync written files and their directory (files/write), as docs/protocol.md requires")
+	tools := flag.Bool("tools", false, "be an MCP filesystem server (tools/call of read_text_file, list_directory, write_file), the baseline of fsbroker serve")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline --root DIR[:rw] ... [-fsync=false]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline [--tools] --root DIR[:rw] ... [-fsync=false]\n\n"+
 			"The raw baseline of bench/fsbench: fsbroker's wire (files/read, files/write, files/list)\n"+
-			"over stdio with plain OS calls and no checks.\n\n")
+			"over stdio with plain OS calls and no checks; with --tools, the reference filesystem\n"+
+			"server's (tools/call), the baseline of fsbroker serve.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -81,7 +83,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	s := &server{roots: map[string]root{}, fsync: *doSync, out: os.Stdout, stages: map[string]*stagedWrite{}}
+	s := &server{roots: map[string]root{}, fsync: *doSync, tools: *tools, out: os.Stdout, stages: map[string]*stagedWrite{}}
 	for _, r := range roots {
 		if _, dup := s.roots[r.mount]; dup {
 			fmt.Fprintf(os.Stderr, "fsbaseline: two roots mounted as %q\n", r.mount)
@@ -134,6 +136,7 @@ type server struct {
 	roots map[string]root
 	order []string // mounts, in flag order
 	fsync bool
+	tools bool // the MCP server side (--tools): the client sends initialize
 
 	mu  sync.Mutex // serializes whole lines on out
 	out io.Writer
@@ -220,16 +223,18 @@ func (s *server) reply(id json.RawMessage, result any, err *rpcError) {
 	}
 }
 
-// serve runs the session: the handshake, then one goroutine per request,
-// until in ends.
+// serve runs the session: the handshake (fsbaseline's initialize, or with
+// --tools the client's), then one goroutine per request, until in ends.
 func (s *server) serve(in io.Reader) error {
-	err := s.send(map[string]any{"jsonrpc": "2.0", "id": initializeID, "method": "initialize", "params": map[string]any{
-		"protocolVersion": protocolVersion,
-		"clientInfo":      map[string]any{"name": "fsbaseline", "version": "dev"},
-		"capabilities":    map[string]any{"roots": map[string]any{"listChanged": true, "filesystemBrokering": true}},
-	}})
-	if err != nil {
-		return err
+	if !s.tools {
+		err := s.send(map[string]any{"jsonrpc": "2.0", "id": initializeID, "method": "initialize", "params": map[string]any{
+			"protocolVersion": protocolVersion,
+			"clientInfo":      map[string]any{"name": "fsbaseline", "version": "dev"},
+			"capabilities":    map[string]any{"roots": map[string]any{"listChanged": true, "filesystemBrokering": true}},
+		}})
+		if err != nil {
+			return err
+		}
 	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -245,7 +250,10 @@ func (s *server) serve(in io.Reader) error {
 		}
 		isRequest := m.Method != "" && len(m.ID) > 0
 		switch {
-		case m.Method == "" && string(m.ID) == `"`+initializeID+`"`:
+		case s.tools && isRequest && m.Method == "initialize":
+			s.reply(m.ID, initializeResult(m.Params), nil)
+			initialized = true
+		case !s.tools && m.Method == "" && string(m.ID) == `"`+initializeID+`"`:
 			if len(m.Error) > 0 {
 				return fmt.Errorf("initialize failed: %s", m.Error)
 			}
@@ -282,6 +290,14 @@ func (s *server) handle(method string, params json.RawMessage) (any, *rpcError) 
 		return s.write(params)
 	case "files/list", "fs.list":
 		return s.list(params)
+	case "tools/list":
+		if s.tools {
+			return toolsList(), nil
+		}
+	case "tools/call":
+		if s.tools {
+			return s.callTool(params)
+		}
 	}
 	return nil, &rpcError{Code: -32601, Message: "method not found: " + method}
 }
