@@ -79,15 +79,17 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 	@$(MAKE) --no-print-directory bench-e2e
 
-## bench-e2e: bench/fsbench drives fsbroker, the raw baseline (bench/fsbaseline)
-## and the reference TypeScript server over stdio, side by side, and prints
-## the table and the budgets of docs/performance.md (about two minutes). The TypeScript server
+## bench-e2e: bench/fsbench drives fsbroker (stdio, and serve as the filesystem
+## MCP server), the raw baseline (bench/fsbaseline) and the reference TypeScript
+## server over stdio, side by side, and prints the table and the budgets of
+## docs/performance.md (about five minutes). fsbroker is built as make build
+## builds it (without cgo). The TypeScript server
 ## is installed into a cache directory outside the repo when missing
 ## (bench/install-ts-server.sh), and skipped, saying why, when it cannot be.
 ## BENCHFLAGS: more fsbench flags (-format markdown|json, -duration 5s, ...)
 BENCHFLAGS ?=
 bench-e2e:
-	$(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
+	$(BUILDENV) $(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
 	$(GO) build -o $(BIN)/fsbaseline ./bench/fsbaseline
 	$(GO) build -o $(BIN)/fsbench ./bench/fsbench
 	@sh bench/install-ts-server.sh >/dev/null || true

@@ -248,7 +248,7 @@ func (b *bench) runChunked(tg *target, w workload) []*result {
 		}
 		return rows
 	}
-	if _, ok := tg.proto(b.tree.root).(filesProto); !ok {
+	if _, ok := tg.proto(w, b.tree.root).(filesProto); !ok {
 		// The TypeScript server's write_file takes a whole file, and its
 		// read_text_file reads lines from the head or the tail, not bytes
 		// at an offset.
@@ -269,7 +269,7 @@ func (b *bench) runChunked(tg *target, w workload) []*result {
 	}()
 	o := newChunkedOp(filesProto{mount: filepath.Base(b.tree.root)}.path(rel+"/file.txt"), size, chunk)
 
-	c, _, err := b.start(tg, b.tree.root, "")
+	c, _, err := b.start(tg, w, b.tree.root, "")
 	if err != nil {
 		return skip("failed: " + err.Error())
 	}

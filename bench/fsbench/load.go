@@ -17,6 +17,12 @@ type loadSpec struct {
 	warmup   time.Duration // requests sent before this are not measured
 	duration time.Duration // how long the measured part sends requests
 	max      int           // measured requests at most (0: no limit)
+	// once, when not 0, is how many requests the run sends at most, warm-up
+	// included: the op's requests 0 to once-1, each once (the serve
+	// workloads, whose every request names a path not requested before).
+	// The warm-up then ends after warmup or once/onceWarmupShare requests,
+	// whichever comes first.
+	once int
 	// onMeasure, when set, is called once, as the measured part starts.
 	onMeasure func()
 }
@@ -79,11 +85,17 @@ type phase struct {
 	start     time.Time // of the measured part
 }
 
-// next reports whether another request may be sent, now that sent measured
-// requests were; it starts the measured part once the warm-up is over.
-func (p *phase) next(sent int) bool {
+// onceWarmupShare is the most of a run's paths (loadSpec.once) its warm-up
+// uses: a target fast enough to use more in -warmup starts its measured part
+// sooner, so that most of them are measured.
+const onceWarmupShare = 4 // a quarter
+
+// next reports whether another request may be sent, now that total requests
+// were, sent measured ones among them; it starts the measured part once the
+// warm-up is over.
+func (p *phase) next(total, sent int) bool {
 	now := time.Now()
-	if !p.measuring && now.Sub(p.begin) >= p.spec.warmup {
+	if !p.measuring && (now.Sub(p.begin) >= p.spec.warmup || p.spec.once > 0 && total >= p.spec.once/onceWarmupShare) {
 		if p.spec.onMeasure != nil {
 			p.spec.onMeasure()
 		}
@@ -129,7 +141,7 @@ func runSequential(c *child, o op, spec loadSpec) (*runStats, error) {
 	st := &runStats{}
 	ph := &phase{spec: spec, begin: time.Now()}
 	var buf []byte
-	for i := 0; ph.next(len(st.lat)); i++ {
+	for i := 0; (spec.once == 0 || i < spec.once) && ph.next(i, len(st.lat)); i++ {
 		id := int64(i + 1)
 		buf = o.req(buf[:0], id, i)
 		t0 := time.Now()
@@ -213,11 +225,15 @@ func runPipelined(c *child, o op, spec loadSpec) (*runStats, error) {
 	sending := true
 	for {
 		for sending && sent-recv < int64(spec.inflight) {
+			if spec.once > 0 && sent >= int64(spec.once) {
+				sending = false
+				break
+			}
 			measured := 0
 			if ph.measuring {
 				measured = int(sent + 1 - firstMeasured)
 			}
-			if !ph.next(measured) {
+			if !ph.next(int(sent), measured) {
 				sending = false
 				break
 			}
@@ -283,7 +299,7 @@ func runPages(c *child, p, warm *pageOp, total, limit int, spec loadSpec) (*runS
 	ph := &phase{spec: spec, begin: time.Now()}
 	var buf []byte
 	cursor, seen := "", 0
-	for i := 0; ph.next(len(st.lat)); i++ {
+	for i := 0; ph.next(i, len(st.lat)); i++ {
 		id := int64(i + 1)
 		buf = p.req(buf[:0], id, cursor)
 		cpu0 := time.Duration(-1)

@@ -25,6 +25,21 @@
 // the TypeScript server it plays the MCP client: initialize, then tools/call
 // of read_text_file, write_file and list_directory.
 //
+// The serve workloads (keys serve-*) measure fsbroker in the other role, as
+// the filesystem MCP server a host runs: `fsbroker serve` (-fsbroker-serve;
+// the same config, state directory and rate limit as above), beside the
+// TypeScript server and fsbaseline --tools (-baseline-tools: the same
+// tools with plain OS calls), all three driven as an MCP client drives them:
+// initialize, then tools/call of read_text_file and list_directory with
+// absolute paths. These runs touch each path once: every request names a
+// file (or directory) not requested before in the child's session, as an
+// agent indexing a repository does, so that no cache of a target answers
+// it (-first files of 1 KiB, -first-dirs directories of -first-list
+// entries); a run ends when its paths are used up, or after -duration.
+// serve-start measures, over -starts children, the time from the process's
+// start to its initialize result and to its first tools/call result (a
+// read of a file not read before).
+//
 // The workloads: files/read of 1 KiB, 64 KiB and 1 MiB files, sequential and
 // with -inflight requests outstanding; files/write of 4 KiB (sequential);
 // files/list of a 1,000-entry directory; a 100,000-entry directory (in a
@@ -58,7 +73,9 @@
 // fresh state directory for each child, {config} an fsbroker config file
 // (beside the state directory) that lists {root} as a writable root with
 // consent: preapproved, {bin} the directory of the fsbench binary and
-// {tscache} the TypeScript server's cache directory.
+// {tscache} the TypeScript server's cache directory. A target's serve
+// template (-baseline-tools, -fsbroker-serve) runs the serve workloads; the
+// TypeScript server's one template runs both kinds.
 package main
 
 import (
@@ -81,21 +98,26 @@ var readSizes = []int{1 << 10, 64 << 10, 1 << 20}
 
 const writeSize = 4 << 10
 
-// Default templates of the three targets.
+// Default templates of the three targets, and of the two that play another
+// program in the serve workloads.
 const (
-	defaultBaseline = "{bin}/fsbaseline --root {root}:rw"
-	defaultBroker   = "{bin}/fsbroker stdio --config {config} --state-dir {state} --rate-limit 0"
-	defaultTS       = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
+	defaultBaseline      = "{bin}/fsbaseline --root {root}:rw"
+	defaultBroker        = "{bin}/fsbroker stdio --config {config} --state-dir {state} --rate-limit 0"
+	defaultTS            = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
+	defaultBaselineTools = "{bin}/fsbaseline --tools --root {root}:rw"
+	defaultBrokerServe   = "{bin}/fsbroker serve --config {config} --state-dir {state} --rate-limit 0"
 )
 
 // config is one fsbench run's settings (its flags).
 type config struct {
-	targets   string // comma-separated target names to run
-	baseline  string // command templates
-	broker    string
-	ts        string
-	tsCache   string
-	workloads string // comma-separated workload keys; empty: all
+	targets       string // comma-separated target names to run
+	baseline      string // command templates
+	broker        string
+	ts            string
+	baselineTools string // the templates of the serve workloads (ts: ts)
+	brokerServe   string
+	tsCache       string
+	workloads     string // comma-separated workload keys; empty: all
 
 	duration time.Duration
 	warmup   time.Duration
@@ -105,9 +127,14 @@ type config struct {
 	rounds   int
 	files    int // files per read size and per target for writes
 	listN    int
-	bigN     int
-	page     int
-	timeout  time.Duration
+	// The serve workloads' paths, each requested once a child: files of
+	// 1 KiB, and directories of firstList entries.
+	first     int
+	firstDirs int
+	firstList int
+	bigN      int
+	page      int
+	timeout   time.Duration
 
 	chunkedSize int64 // bytes of the chunked run's file; 0: no chunked run
 	chunk       int64 // bytes per request of the chunked run
@@ -142,7 +169,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.targets, "targets", "baseline,fsbroker,ts", "the `targets` to run, comma-separated, of baseline, fsbroker and ts")
 	fs.StringVar(&cfg.baseline, "baseline", defaultBaseline, "command `template` of the baseline")
 	fs.StringVar(&cfg.broker, "fsbroker", defaultBroker, "command `template` of fsbroker")
-	fs.StringVar(&cfg.ts, "ts", defaultTS, "command `template` of the TypeScript server")
+	fs.StringVar(&cfg.ts, "ts", defaultTS, "command `template` of the TypeScript server (both kinds of workload)")
+	fs.StringVar(&cfg.baselineTools, "baseline-tools", defaultBaselineTools, "command `template` of the baseline in the serve workloads (an MCP server)")
+	fs.StringVar(&cfg.brokerServe, "fsbroker-serve", defaultBrokerServe, "command `template` of fsbroker in the serve workloads (fsbroker serve)")
 	fs.StringVar(&cfg.tsCache, "ts-cache", defaultTSCache(), "`dir` of the TypeScript server's install ({tscache}; bench/install-ts-server.sh)")
 	fs.StringVar(&cfg.workloads, "workloads", "", "the `workloads` to run, comma-separated (default all: "+strings.Join(workloadKeys(), ",")+")")
 	fs.DurationVar(&cfg.duration, "duration", 2*time.Second, "measured time of each run")
@@ -153,6 +182,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 1, "runs of every workload against every target, interleaved; the round with the median req/s is reported (for a noisy machine)")
 	fs.IntVar(&cfg.files, "files", 64, "distinct files of each read size, read in turn")
 	fs.IntVar(&cfg.listN, "list", 1000, "entries of the files/list directory")
+	fs.IntVar(&cfg.first, "first", 20000, "files of 1 KiB the serve reads request once each (a run ends when they are used up)")
+	fs.IntVar(&cfg.firstDirs, "first-dirs", 1500, "directories the serve listing requests once each (a run ends when they are used up)")
+	fs.IntVar(&cfg.firstList, "first-list", 100, "entries of each directory of the serve listing")
 	fs.IntVar(&cfg.bigN, "big", 100000, "entries of the directory listed page by page (0: no paged run)")
 	fs.IntVar(&cfg.page, "page", 1000, "entries per page of the paged listing")
 	cfg.chunkedSize, cfg.chunk = 1<<30, 1<<20
@@ -168,7 +200,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: fsbench [flags]\n\n"+
 			"Drives fsbaseline, fsbroker and the TypeScript filesystem MCP server over stdio and\n"+
-			"reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md).\n"+
+			"reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md);\n"+
+			"the serve-* workloads drive fsbroker serve and fsbaseline --tools as MCP servers, as the TypeScript one.\n"+
 			"Templates: {root} served dir, {state} fresh state dir, {config} fsbroker config pre-approving {root} (writable), {bin} fsbench's dir, {tscache}.\n\n")
 		fs.PrintDefaults()
 	}
@@ -183,6 +216,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-format %q: want text, markdown or json", cfg.format)
 	case cfg.inflight < 1 || cfg.starts < 1 || cfg.rounds < 1 || cfg.files < 1 || cfg.listN < 1 || cfg.bigN < 0:
 		return nil, errors.New("-inflight, -starts, -rounds, -files and -list must be at least 1, -big at least 0")
+	case cfg.first < cfg.starts || cfg.firstDirs < 1 || cfg.firstList < 1:
+		return nil, errors.New("-first must be at least -starts, -first-dirs and -first-list at least 1")
 	case cfg.page < 1 || cfg.page > 10000:
 		return nil, errors.New("-page must be 1 to 10000")
 	case cfg.duration <= 0:
@@ -246,6 +281,9 @@ type workload struct {
 	kind     string // read, write, list, pages, start or chunked
 	size     int    // bytes per file (read, write)
 	inflight int
+	// serve: a serve workload, every target an MCP server driven with
+	// tools/call (their serve templates), each path requested once.
+	serve bool
 }
 
 // allWorkloads returns every workload, in the report's order.
@@ -260,11 +298,20 @@ func allWorkloads(inflight int) []workload {
 				kind: "read", size: size, inflight: inflight})
 		}
 	}
-	return append(ws,
+	ws = append(ws,
 		workload{key: "write-4k", title: "files/write 4 KiB", kind: "write", size: writeSize, inflight: 1},
 		workload{key: "list", title: "files/list of a directory", kind: "list", inflight: 1},
 		workload{key: "list-paged", title: "files/list page by page", kind: "pages", inflight: 1},
 		workload{key: "start", title: "start to initialize", kind: "start", inflight: 1},
+		workload{key: "serve-read-1k", title: "serve: read_text_file 1 KiB, each file once", kind: "read", size: 1 << 10, inflight: 1, serve: true},
+	)
+	if inflight > 1 {
+		ws = append(ws, workload{key: "serve-read-1k-x" + strconv.Itoa(inflight), kind: "read", size: 1 << 10, inflight: inflight, serve: true,
+			title: "serve: read_text_file 1 KiB, each file once, " + strconv.Itoa(inflight) + " in flight"})
+	}
+	return append(ws,
+		workload{key: "serve-list", title: "serve: list_directory, each directory once", kind: "list", inflight: 1, serve: true},
+		workload{key: "serve-start", title: "serve: start to first answer", kind: "start", inflight: 1, serve: true},
 		workload{key: "chunked", title: "a large file written then read in chunks", kind: "chunked", inflight: 1},
 	)
 }
@@ -291,6 +338,17 @@ func (cfg *config) selected(w workload) bool {
 	return slicesContains(list, key)
 }
 
+// serveSelected reports whether -workloads includes a serve workload.
+func (cfg *config) serveSelected() bool {
+	return slices.ContainsFunc(allWorkloads(cfg.inflight), func(w workload) bool { return w.serve && cfg.selected(w) })
+}
+
+// filesSelected reports whether -workloads includes a workload that is not
+// a serve one.
+func (cfg *config) filesSelected() bool {
+	return slices.ContainsFunc(allWorkloads(cfg.inflight), func(w workload) bool { return !w.serve && cfg.selected(w) })
+}
+
 // sizeName writes a size as 1 KiB, 64 KiB, 1 MiB, 1 GiB.
 func sizeName[T int | int64](size T) string {
 	n := int64(size)
@@ -307,15 +365,35 @@ func sizeName[T int | int64](size T) string {
 
 // target is one program under test.
 type target struct {
-	name string
-	tmpl string
-	skip string // why it is not run, when it is not
-	hint string // what to do when it cannot start
+	name      string
+	tmpl      string
+	serveTmpl string // the template of the serve workloads
+	skip      string // why it is not run, when it is not
+	serveSkip string // the same for the serve workloads
+	hint      string // what to do when it cannot start
 }
 
-// proto is how fsbench talks to tg serving root.
-func (tg *target) proto(root string) protocol {
-	if tg.name == "ts" {
+// template is tg's command template for w.
+func (tg *target) template(w workload) string {
+	if w.serve {
+		return tg.serveTmpl
+	}
+	return tg.tmpl
+}
+
+// skipped is why tg does not run w ("": it does).
+func (tg *target) skipped(w workload) string {
+	if w.serve && tg.skip == "" {
+		return tg.serveSkip
+	}
+	return tg.skip
+}
+
+// proto is how fsbench talks to tg serving root in w: as an MCP client to
+// every target in the serve workloads and to the TypeScript server, over
+// fsbroker's wire otherwise.
+func (tg *target) proto(w workload, root string) protocol {
+	if w.serve || tg.name == "ts" {
 		return toolsProto{root: root}
 	}
 	return filesProto{mount: filepath.Base(root)}
@@ -339,11 +417,11 @@ func (b *bench) newState(tg *target) (string, error) {
 	return state, os.MkdirAll(state, 0o700)
 }
 
-// argv expands tg's template for a child serving root with state as its
+// argv expands the template tmpl for a child serving root with state as its
 // state directory.
-func (b *bench) argv(tg *target, root, state string) []string {
+func (b *bench) argv(tmpl, root, state string) []string {
 	r := strings.NewReplacer("{root}", root, "{state}", state, "{config}", configPath(state), "{bin}", b.bin, "{tscache}", b.cfg.tsCache)
-	fields := strings.Fields(tg.tmpl)
+	fields := strings.Fields(tmpl)
 	for i, f := range fields {
 		fields[i] = r.Replace(f)
 	}
@@ -371,27 +449,28 @@ func writeConfig(root, state string) error {
 	return nil
 }
 
-// start starts a child of tg serving root, with a fresh state directory
-// when state is "", and completes the handshake; it returns the time from
-// the start to initialize.
-func (b *bench) start(tg *target, root, state string) (*child, time.Duration, error) {
+// start starts a child of tg for w serving root, with a fresh state
+// directory when state is "", and completes the handshake; it returns the
+// time from the start to initialize.
+func (b *bench) start(tg *target, w workload, root, state string) (*child, time.Duration, error) {
 	if state == "" {
 		var err error
 		if state, err = b.newState(tg); err != nil {
 			return nil, 0, err
 		}
 	}
-	if strings.Contains(tg.tmpl, "{config}") {
+	tmpl := tg.template(w)
+	if strings.Contains(tmpl, "{config}") {
 		if err := writeConfig(root, state); err != nil {
 			return nil, 0, err
 		}
 	}
-	c, err := startChild(b.argv(tg, root, state), b.work, []string{"XDG_STATE_HOME=" + filepath.Join(b.work, "xdg-state")})
+	c, err := startChild(b.argv(tmpl, root, state), b.work, []string{"XDG_STATE_HOME=" + filepath.Join(b.work, "xdg-state")})
 	if err != nil {
 		return nil, 0, err
 	}
 	watchdog := time.AfterFunc(b.cfg.timeout, c.kill)
-	took, err := tg.proto(root).handshake(c)
+	took, err := tg.proto(w, root).handshake(c)
 	watchdog.Stop()
 	if err != nil {
 		c.close(time.Second)
@@ -424,14 +503,17 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 		tg := &target{name: name}
 		switch name {
 		case "baseline":
-			tg.tmpl, tg.hint = cfg.baseline, "build it with `make bench-e2e` or give -baseline"
+			tg.tmpl, tg.serveTmpl, tg.hint = cfg.baseline, cfg.baselineTools, "build it with `make bench-e2e` or give -baseline and -baseline-tools"
 		case "fsbroker":
-			tg.tmpl, tg.hint = cfg.broker, "build it with `make bench-e2e` or give -fsbroker"
+			tg.tmpl, tg.serveTmpl, tg.hint = cfg.broker, cfg.brokerServe, "build it with `make bench-e2e` or give -fsbroker and -fsbroker-serve"
 		case "ts":
-			tg.tmpl, tg.hint = cfg.ts, "install it with bench/install-ts-server.sh, or give -ts"
+			tg.tmpl, tg.serveTmpl, tg.hint = cfg.ts, cfg.ts, "install it with bench/install-ts-server.sh, or give -ts"
 		}
 		if strings.TrimSpace(tg.tmpl) == "" {
 			tg.skip = "no command"
+		}
+		if strings.TrimSpace(tg.serveTmpl) == "" {
+			tg.serveSkip = "no command"
 		}
 		targets = append(targets, tg)
 	}
@@ -443,19 +525,21 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	b.tree = t
 	rep := newReport(cfg)
 	for _, tg := range targets {
-		if tg.skip == "" {
-			// One start first: a target that cannot run is skipped, and says why.
-			c, _, err := b.start(tg, t.root, "")
-			if err == nil {
-				err = c.close(5 * time.Second)
-			}
-			if err != nil {
-				tg.skip = fmt.Sprintf("cannot start: %v (%s)", err, tg.hint)
-				fmt.Fprintf(progress, "fsbench: %s skipped: %s\n", tg.name, tg.skip)
-			}
+		// One start first, of each template that will run: a target that
+		// cannot run is skipped, and says why.
+		if cfg.filesSelected() {
+			b.tryStart(tg, workload{}, &tg.skip)
 		}
 		info := targetInfo{Name: tg.name, Skipped: tg.skip}
-		info.Command = strings.Join(b.argv(tg, t.root, filepath.Join(b.work, "state", tg.name+"-N")), " ")
+		info.Command = strings.Join(b.argv(tg.tmpl, t.root, filepath.Join(b.work, "state", tg.name+"-N")), " ")
+		if cfg.serveSelected() {
+			serve := workload{serve: true}
+			if tg.serveTmpl != tg.tmpl || !cfg.filesSelected() { // else tried above
+				b.tryStart(tg, serve, &tg.serveSkip)
+			}
+			info.ServeCommand = strings.Join(b.argv(tg.serveTmpl, t.repoRoot, filepath.Join(b.work, "state", tg.name+"-N")), " ")
+			info.ServeSkipped = tg.skipped(serve)
+		}
 		rep.Targets = append(rep.Targets, info)
 	}
 	type key struct{ workload, target string }
@@ -470,7 +554,7 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 			// targets side by side.
 			var byRow [][]*result
 			for _, tg := range targets {
-				if tg.skip != "" {
+				if tg.skipped(w) != "" {
 					continue
 				}
 				rows := b.runWorkload(tg, w)
@@ -502,11 +586,44 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	return rep, nil
 }
 
+// tryStart starts tg for w once and stops it; when it cannot, *skip says why.
+func (b *bench) tryStart(tg *target, w workload, skip *string) {
+	if *skip != "" {
+		return
+	}
+	c, _, err := b.start(tg, w, b.rootOf(w), "")
+	if err == nil {
+		err = c.close(5 * time.Second)
+	}
+	if err != nil {
+		*skip = fmt.Sprintf("cannot start: %v (%s)", err, tg.hint)
+		what := ""
+		if w.serve {
+			what = " (serve workloads)"
+		}
+		fmt.Fprintf(b.progress, "fsbench: %s%s skipped: %s\n", tg.name, what, *skip)
+	}
+}
+
+// rootOf is the root the targets serve in w (see tree).
+func (b *bench) rootOf(w workload) string {
+	switch {
+	case w.serve:
+		return b.tree.repoRoot
+	case w.kind == "pages":
+		return b.tree.bigRoot
+	}
+	return b.tree.root
+}
+
 // runWorkload runs w against tg in fresh children and returns its rows: one,
-// or the chunked run's two.
+// or the two of the chunked run and of serve-start.
 func (b *bench) runWorkload(tg *target, w workload) []*result {
-	if w.kind == "chunked" {
+	switch {
+	case w.kind == "chunked":
 		return b.runChunked(tg, w)
+	case w.kind == "start" && w.serve:
+		return b.runServeStarts(tg, w)
 	}
 	return []*result{b.runOne(tg, w)}
 }
@@ -514,38 +631,43 @@ func (b *bench) runWorkload(tg *target, w workload) []*result {
 // runOne runs w, a workload of one row, against tg in fresh children.
 func (b *bench) runOne(tg *target, w workload) *result {
 	res := &result{Workload: w.key, Title: w.title, Target: tg.name, PeakRSS: -1}
-	switch w.kind {
-	case "list":
+	switch {
+	case w.kind == "list" && w.serve:
+		res.Title = fmt.Sprintf("serve: list_directory of %d entries, each directory once", b.cfg.firstList)
+	case w.kind == "list":
 		res.Title = fmt.Sprintf("files/list of %d entries", b.cfg.listN)
-	case "pages":
+	case w.kind == "pages":
 		res.Title = fmt.Sprintf("files/list of %d entries, per page of %d", b.cfg.bigN, b.cfg.page)
 	}
 	if w.kind == "start" {
-		b.runStarts(tg, res)
+		b.runStarts(tg, w, res)
 		return res
 	}
-	root := b.tree.root
-	if w.kind == "pages" {
-		root = b.tree.bigRoot
-	}
-	proto := tg.proto(root)
+	root := b.rootOf(w)
+	proto := tg.proto(w, root)
 	spec := loadSpec{inflight: w.inflight, warmup: b.cfg.warmup, duration: b.cfg.duration, max: b.cfg.max}
 	var o op
 	var pages *pageOp
-	switch w.kind {
-	case "read":
+	switch {
+	case w.serve && w.kind == "read":
+		o = proto.readOp(b.tree.firstFiles, w.size)
+		spec.once = len(b.tree.firstFiles)
+	case w.serve && w.kind == "list":
+		o = proto.listOp(b.tree.firstDirs, b.cfg.firstList)
+		spec.once = len(b.tree.firstDirs)
+	case w.kind == "read":
 		o = proto.readOp(filePaths(readDir(w.size), "f", b.cfg.files), w.size)
-	case "write":
+	case w.kind == "write":
 		o = proto.writeOp(filePaths("w", tg.name+"-", b.cfg.files), string(textOfSize(w.size)))
-	case "list":
-		o = proto.listOp("l1000", b.cfg.listN)
-	case "pages":
+	case w.kind == "list":
+		o = proto.listOp([]string{"l1000"}, b.cfg.listN)
+	case w.kind == "pages":
 		if pages = proto.pageOp("lbig", b.cfg.page); pages == nil {
 			res.Skipped = "n/a: no paged listing"
 			return res
 		}
 	}
-	c, _, err := b.start(tg, root, "")
+	c, _, err := b.start(tg, w, root, "")
 	if err != nil {
 		res.Skipped = "failed: " + err.Error()
 		return res
@@ -579,12 +701,12 @@ func (b *bench) runOne(tg *target, w workload) *result {
 // runStarts measures the time from start to initialize over cfg.starts
 // children, as a user restarting it would see it: all with the same state
 // directory, which an unmeasured first start has set up.
-func (b *bench) runStarts(tg *target, res *result) {
+func (b *bench) runStarts(tg *target, w workload, res *result) {
 	st := &runStats{}
 	state, err := b.newState(tg)
 	if err == nil {
 		var c *child
-		if c, _, err = b.start(tg, b.tree.root, state); err == nil {
+		if c, _, err = b.start(tg, w, b.tree.root, state); err == nil {
 			err = c.close(5 * time.Second)
 		}
 	}
@@ -593,7 +715,7 @@ func (b *bench) runStarts(tg *target, res *result) {
 		return
 	}
 	for range b.cfg.starts {
-		c, took, err := b.start(tg, b.tree.root, state)
+		c, took, err := b.start(tg, w, b.tree.root, state)
 		if err != nil {
 			st.fail(err)
 			continue
@@ -609,6 +731,12 @@ func (b *bench) runStarts(tg *target, res *result) {
 	res.RPS = 0
 }
 
+// isStartRow reports whether the rows of workload are times from a start
+// (no requests per second).
+func isStartRow(workload string) bool {
+	return workload == "start" || strings.HasPrefix(workload, "serve-start")
+}
+
 // median returns the round to report of several rounds of one workload
 // against one target: a failed one if any (failures are not averaged away),
 // else the one with the median requests per second (the median p50 for
@@ -621,7 +749,7 @@ func median(rounds []*result) *result {
 	}
 	sorted := slices.Clone(rounds)
 	slices.SortFunc(sorted, func(a, b *result) int {
-		if a.Workload == "start" {
+		if isStartRow(a.Workload) {
 			return cmp.Compare(a.P50, b.P50)
 		}
 		return cmp.Compare(a.RPS, b.RPS)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,16 +54,22 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// tinyConfig is a run of every workload that takes a few seconds.
+// tinyConfig is a run of every workload that takes a few seconds. The
+// TypeScript server's place is taken by fsbaseline --tools, a real MCP
+// filesystem server with the same tools, so that every row and budget that
+// needs one is measured.
 func tinyConfig(t *testing.T, targets string) *config {
 	t.Helper()
 	cfg, err := parseFlags([]string{
 		"-targets", targets,
 		"-baseline", filepath.Join(binDir, "fsbaseline") + " --root {root}:rw",
 		"-fsbroker", filepath.Join(binDir, "fsbroker") + " stdio --config {config} --state-dir {state} --rate-limit 0",
-		"-ts", filepath.Join(binDir, "no-such-server") + " {root}",
+		"-ts", filepath.Join(binDir, "fsbaseline") + " --tools --root {root}:rw",
+		"-baseline-tools", filepath.Join(binDir, "fsbaseline") + " --tools --root {root}:rw",
+		"-fsbroker-serve", filepath.Join(binDir, "fsbroker") + " serve --config {config} --state-dir {state} --rate-limit 0",
 		"-duration", "150ms", "-warmup", "30ms", "-inflight", "4", "-starts", "2",
 		"-files", "4", "-list", "50", "-big", "250", "-page", "100",
+		"-first", "3000", "-first-dirs", "300", "-first-list", "10",
 		"-chunked-size", "300K", "-chunk", "64K", // 5 chunks, the last a short one
 		"-dir", t.TempDir(), "-timeout", "20s",
 	}, os.Stderr)
@@ -73,24 +80,29 @@ func tinyConfig(t *testing.T, targets string) *config {
 }
 
 func TestRunAgainstBaselineAndBroker(t *testing.T) {
-	rep, err := run(tinyConfig(t, "baseline,fsbroker"), testWriter{t})
+	rep, err := run(tinyConfig(t, "baseline,fsbroker,ts"), testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := 0
 	for _, w := range allWorkloads(4) {
-		if w.kind == "chunked" {
-			want += chunkedRows * 2
-		} else {
-			want += 2
+		switch {
+		case w.kind == "chunked":
+			want += chunkedRows * 3
+		case w.serve && w.kind == "start":
+			want += serveStartRows * 3
+		default:
+			want += 3
 		}
 	}
 	if len(rep.Results) != want {
-		t.Fatalf("%d results, want %d (every workload against both targets)", len(rep.Results), want)
+		t.Fatalf("%d results, want %d (every workload against the three targets)", len(rep.Results), want)
 	}
 	for _, r := range rep.Results {
 		name := r.Title + ", " + r.Target
 		switch {
+		case r.Target == "ts" && strings.HasPrefix(r.Skipped, "n/a: ") && (r.Workload == "list-paged" || strings.HasPrefix(r.Workload, "chunked-")):
+			continue // no paged listing, no chunks: as the TypeScript server
 		case r.Skipped != "":
 			t.Errorf("%s: skipped: %s", name, r.Skipped)
 			continue
@@ -100,25 +112,46 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 			t.Errorf("%s: no request measured", name)
 		case r.P50 <= 0 || r.P50 > r.P99:
 			t.Errorf("%s: p50 %v, p99 %v", name, r.P50, r.P99)
-		case r.Workload != "start" && r.RPS <= 0:
+		case !isStartRow(r.Workload) && r.RPS <= 0:
 			t.Errorf("%s: %v req/s", name, r.RPS)
 		case runtime.GOOS == "linux" && r.PeakRSS <= 0:
 			t.Errorf("%s: peak RSS %d", name, r.PeakRSS)
 		case strings.HasPrefix(r.Workload, "chunked-") && (r.Requests != 5 || r.BytesPerSecond <= 0):
 			t.Errorf("%s: %d chunks at %v bytes/s, want all 5", name, r.Requests, r.BytesPerSecond)
 		}
-		if r.Target == "baseline" && r.Workload != "start" && r.RPSvsBaseline != 1 {
+		if r.Target == "baseline" && !isStartRow(r.Workload) && r.RPSvsBaseline != 1 {
 			t.Errorf("%s: %v the baseline's req/s, want 1", name, r.RPSvsBaseline)
 		}
-		if r.Target == "fsbroker" && r.P50vsBaseline <= 0 {
-			t.Errorf("%s: no ratio against the baseline", name)
+		noTS := slices.Contains([]string{"list-paged", "chunked-write", "chunked-read"}, r.Workload)
+		if r.Target == "fsbroker" && (r.P50vsBaseline <= 0 || r.P50vsTS <= 0 && !noTS) {
+			t.Errorf("%s: no ratio against the baseline (%v) or the ts server (%v)", name, r.P50vsBaseline, r.P50vsTS)
+		}
+		if strings.HasPrefix(r.Workload, "serve-") && !isStartRow(r.Workload) {
+			// Each request names a path of its own: the warm-up and the
+			// measured part together never repeat one.
+			paths := 3000
+			if r.Workload == "serve-list" {
+				paths = 300
+			}
+			if r.Requests > paths {
+				t.Errorf("%s: %d requests measured, more than the %d paths", name, r.Requests, paths)
+			}
 		}
 		if (r.Workload == "list-paged") != (r.FirstPage > 0) {
 			t.Errorf("%s: first page %v (only the paged listing has one)", name, r.FirstPage)
 		}
 	}
-	if len(rep.Budgets) < 8 {
-		t.Errorf("%d budgets evaluated, want the read, list, paging, start and RSS ones: %+v", len(rep.Budgets), rep.Budgets)
+	if len(rep.Budgets) < 14 {
+		t.Errorf("%d budgets evaluated, want the read, list, paging, start and RSS ones, and serve's: %+v", len(rep.Budgets), rep.Budgets)
+	}
+	serveBudgets := 0
+	for _, b := range rep.Budgets {
+		if strings.HasPrefix(b.Budget, "serve: ") || strings.HasPrefix(b.Budget, "fsbroker serve: ") {
+			serveBudgets++
+		}
+	}
+	if serveBudgets != 6 {
+		t.Errorf("%d serve budgets, want 6 (reads, reads in flight, listings, the two starts, RSS): %+v", serveBudgets, rep.Budgets)
 	}
 	for _, b := range rep.Budgets {
 		if b.Met == nil {
@@ -131,8 +164,10 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 		if err := rep.write(&out, format); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out.String(), "files/read 1 KiB") {
-			t.Errorf("%s output without the 1 KiB reads:\n%s", format, out.String())
+		for _, want := range []string{"files/read 1 KiB", "serve: read_text_file 1 KiB, each file once", "serve: start to the first tools/call result"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s output without %q:\n%s", format, want, out.String())
+			}
 		}
 		firstPage := "fsbroker: first page "
 		if format == "json" {
@@ -154,6 +189,7 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 // skipped, with the reason, and the others still run.
 func TestMissingTargetIsSkipped(t *testing.T) {
 	cfg := tinyConfig(t, "baseline,ts")
+	cfg.ts = filepath.Join(binDir, "no-such-server") + " {root}"
 	cfg.workloads = "read-1k,start"
 	rep, err := run(cfg, testWriter{t})
 	if err != nil {

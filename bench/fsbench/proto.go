@@ -31,8 +31,8 @@ type protocol interface {
 	readOp(paths []string, size int) op
 	// writeOp writes content to paths.
 	writeOp(paths []string, content string) op
-	// listOp lists dir, which holds n files.
-	listOp(dir string, n int) op
+	// listOp lists dirs in turn, each of which holds n files.
+	listOp(dirs []string, n int) op
 	// pageOp lists dir page by page, limit entries a page; nil when the
 	// protocol has no paging.
 	pageOp(dir string, limit int) *pageOp
@@ -237,8 +237,12 @@ type listEntry struct {
 	Type string `json:"type"`
 }
 
-func (p filesProto) listOp(dir string, n int) op {
-	lines := newRequestLines("files/list", []any{map[string]any{"path": p.path(dir)}})
+func (p filesProto) listOp(dirs []string, n int) op {
+	var params []any
+	for _, dir := range dirs {
+		params = append(params, map[string]any{"path": p.path(dir)})
+	}
+	lines := newRequestLines("files/list", params)
 	return op{req: lines.req, check: func(res []byte, full bool) error {
 		if full {
 			var r listEntries
@@ -391,8 +395,11 @@ func (p toolsProto) writeOp(paths []string, content string) op {
 	})}
 }
 
-func (p toolsProto) listOp(dir string, n int) op {
-	args := []map[string]any{{"path": p.path(dir)}}
+func (p toolsProto) listOp(dirs []string, n int) op {
+	var args []map[string]any
+	for _, dir := range dirs {
+		args = append(args, map[string]any{"path": p.path(dir)})
+	}
 	return op{req: toolLines("list_directory", args).req, check: toolCheck(func(text []byte, full bool) error {
 		if got := bytes.Count(text, []byte("[FILE]")); got != n {
 			return fmt.Errorf("list_directory: %d files, want %d", got, n)
