@@ -73,6 +73,11 @@ tries what the policies refuse (a write in the read-only root, the secret, a pat
 of its root); it prints one line per request with fsbroker's answer. Then the demo prints the
 session's audit trail and verifies it.
 
+With --serve, fsbroker plays the other role, the filesystem MCP server a host runs: the demo
+starts fsbroker serve on the same project as a separate process and plays the host, calling its
+tools (the reference filesystem server's) with the same allowed and refused requests, one line
+per call with the result or the refusal; then the audit trail as above.
+
 Every line the demo prints fits in 100 columns. With --dir DIR, the files, state and audit
 trail stay in DIR to look at (fsbroker audit query --state-dir DIR/state); without it, the demo
 works in a new temporary directory and removes it at the end.`
@@ -82,6 +87,7 @@ func newDemoCommand() *cobra.Command {
 	var (
 		dir        string
 		serverLine string
+		serveRole  bool
 	)
 	c := &cobra.Command{
 		Use:   "demo [flags]",
@@ -92,15 +98,25 @@ func newDemoCommand() *cobra.Command {
 
   # Keep the demo's files and trail, and read the trail again
   fsbroker demo --dir /tmp/fsbroker-demo
-  fsbroker audit query --state-dir /tmp/fsbroker-demo/state --decision deny`,
+  fsbroker audit query --state-dir /tmp/fsbroker-demo/state --decision deny
+
+  # fsbroker as the filesystem MCP server, the demo as the host calling its tools
+  fsbroker demo --serve`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if serveRole {
+				if cmd.Flags().Changed("server") {
+					return configErrorf("--server names the example server, which --serve does not start: give one or the other")
+				}
+				return runDemoServe(cmd.Context(), dir, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runDemo(cmd.Context(), dir, serverLine, cmd.Flags().Changed("server"), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", "", "`DIR` for the demo's files, state and audit trail, kept (default: a new temporary directory, removed at the end)")
 	c.Flags().StringVar(&serverLine, "server", "", "the example server `COMMAND` line, split at spaces, to which \"-script demo\" is added "+
 		"(default: example-server next to this fsbroker, as make build puts it in bin/, else this fsbroker itself)")
+	c.Flags().BoolVar(&serveRole, "serve", false, "fsbroker as the filesystem MCP server (fsbroker serve, a separate process) and the demo as the host calling its tools")
 	return c
 }
 
@@ -116,19 +132,11 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	}
 	stdout = &wrapWriter{w: stdout, width: demoWidth}
 	stderr = &wrapWriter{w: stderr, width: demoWidth}
-	kept := dir != ""
-	if !kept {
-		d, err := os.MkdirTemp("", "fsbroker-demo-")
-		if err != nil {
-			return fmt.Errorf("demo directory: %w", err)
-		}
-		dir = d
-		defer func() {
-			if err := os.RemoveAll(dir); err != nil {
-				fmt.Fprintf(stderr, "fsbroker: demo: cannot remove its temporary directory: %v\n", err)
-			}
-		}()
+	dir, kept, cleanup, err := demoDir(dir, stderr)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	project, scratch, err := exampleserver.SeedDemo(dir)
 	if err != nil {
 		return err
@@ -154,11 +162,7 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	defer s.close()
 
 	fmt.Fprintf(stdout, "fsbroker demo: the project's example MCP server asks fsbroker for files.\n")
-	where := "a temporary directory, removed at the end (--dir DIR keeps one)"
-	if kept {
-		where = "the directory you gave, kept"
-	}
-	fmt.Fprintf(stdout, "  in %s: %s\n", dir, where)
+	fmt.Fprintf(stdout, "  in %s: %s\n", dir, demoDirNote(kept))
 	fmt.Fprintf(stdout, "  roots: project (read-only), scratch (writable), neither pre-approved; built-in policies\n")
 	fmt.Fprintf(stdout, "  consent answered by the auto provider, which approves what the server asks for and the\n")
 	fmt.Fprintf(stdout, "  policy lets be granted (the default is a prompt on your terminal); audit trail in state/audit\n")
@@ -184,6 +188,31 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	}
 	fmt.Fprintf(stdout, "\nIs it intact? (fsbroker audit verify --state-dir %s)\n\n", state)
 	return execute(ctx, []string{"audit", "verify", "--state-dir", state}, nil, stdout, stderr)
+}
+
+// demoDir returns the demo's directory: dir when given (kept), else a new
+// temporary one that cleanup removes; cleanup says on stderr when it cannot.
+func demoDir(dir string, stderr io.Writer) (_ string, kept bool, cleanup func(), _ error) {
+	if dir != "" {
+		return dir, true, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "fsbroker-demo-")
+	if err != nil {
+		return "", false, nil, fmt.Errorf("demo directory: %w", err)
+	}
+	return d, false, func() {
+		if err := os.RemoveAll(d); err != nil {
+			fmt.Fprintf(stderr, "fsbroker: demo: cannot remove its temporary directory: %v\n", err)
+		}
+	}, nil
+}
+
+// demoDirNote says what becomes of the demo's directory.
+func demoDirNote(kept bool) string {
+	if kept {
+		return "the directory you gave, kept"
+	}
+	return "a temporary directory, removed at the end (--dir DIR keeps one)"
 }
 
 // demoServerCommand returns the command line of the demo's server: the

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,32 +177,197 @@ func unwrapDemo(out string) string {
 	return b.String()
 }
 
-// TestDemoRemovesItsTemporaryDirectory: without --dir, the demo works in a
-// new temporary directory (under TMPDIR), says so, and removes it at the
-// end; every line it prints fits in 100 columns, with the long paths of a
-// deep TMPDIR too.
+// TestDemoRemovesItsTemporaryDirectory: without --dir, the demo (and the
+// demo --serve) works in a new temporary directory (under TMPDIR), says so,
+// and removes it at the end; every line it prints fits in 100 columns, with
+// the long paths of a deep TMPDIR too.
 func TestDemoRemovesItsTemporaryDirectory(t *testing.T) {
 	t.Parallel()
-	tmp := filepath.Join(realDir(t, t.TempDir()), strings.Repeat("deep-directory-", 6))
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		t.Fatal(err)
+	for _, args := range [][]string{{"demo"}, {"demo", "--serve"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			tmp := filepath.Join(realDir(t, t.TempDir()), strings.Repeat("deep-directory-", 6))
+			if err := os.Mkdir(tmp, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(brokerBin, args...)
+			cmd.Env = append(brokerEnv(), "TMPDIR="+tmp)
+			stdout, stderr, code := runExec(t, cmd)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			checkDemoWidth(t, stdout, stderr)
+			// The path is longer than a line: compare without the breaks.
+			compact := strings.Join(strings.Fields(stdout), "")
+			if !regexp.MustCompile(`in` + regexp.QuoteMeta(tmp) + `/fsbroker-demo-\d+:atemporarydirectory,removedattheend`).MatchString(compact) {
+				t.Fatalf("the demo does not say it works in a temporary directory under %s:\n%s", tmp, stdout)
+			}
+			if !strings.Contains(unwrapDemo(stdout), "intact: 1 segment(s)") {
+				t.Errorf("the demo did not run to its end:\n%s", stdout)
+			}
+			if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
+				t.Errorf("the demo left %v in TMPDIR (%v)", entries, err)
+			}
+		})
 	}
-	cmd := exec.Command(brokerBin, "demo")
-	cmd.Env = append(brokerEnv(), "TMPDIR="+tmp)
-	stdout, stderr, code := runExec(t, cmd)
+}
+
+// demoServeOutcomes is what each tool call of `fsbroker demo --serve` gets
+// from fsbroker serve (project read-only, scratch writable, consent auto, a
+// write limit of 1024 bytes): the same allowed and refused requests as the
+// example server's demo script. The write in the read-only root is refused
+// with PERMISSION_DENIED, by the read-only rule or for want of a grant the
+// policy would not let be given.
+func demoServeOutcomes(project, scratch string) []wantOutcome {
+	return []wantOutcome{
+		{"list_allowed_directories", "", "ALLOWED", "Allowed directories: " + project + ", " + scratch},
+		{"list_directory", "project", "ALLOWED", "[FILE] README.md, [DIR] src"},
+		{"read_text_file", "project/src/main.go", "ALLOWED", `29 bytes: "package main\n\nfunc main() {}\n"`},
+		{"read_text_file", "project/.env", "DENIED", `PERMISSION_DENIED: secrets: path matches the protected name pattern ".env"`},
+		{"write_file", "project/README.md (5 bytes)", "DENIED", "PERMISSION_DENIED: "},
+		{"write_file", "scratch/notes.md (8 bytes)", "ALLOWED", "Successfully wrote to scratch/notes.md"},
+		{"read_text_file", "project/../../etc/passwd", "DENIED", "PERMISSION_DENIED: the path climbs above its root"},
+		{"write_file", "scratch/big.bin (2048 bytes)", "DENIED",
+			"QUOTA_EXCEEDED: 2048 bytes is over the write limit of 1024 bytes per request"},
+	}
+}
+
+// TestDemoServe runs `fsbroker demo --serve`: fsbroker serve runs as a
+// process of its own (this binary, not the demo's process), and the demo's
+// host calls its tools, one line per call with its verdict and the result or
+// refusal text: the roots, a listing without the secret, a read allowed, the
+// secret refused, a write refused in the read-only root and allowed in the
+// writable one, a `..` escape and an oversized write refused. Each call is a
+// decision in the server's trail, naming its tool, allowed or refused as the
+// line says; the trail verifies; the secret's and the refused write's content
+// appear nowhere; the files on disk are as the verdicts say.
+func TestDemoServe(t *testing.T) {
+	t.Parallel()
+	dir := realDir(t, t.TempDir())
+	stdout, stderr, code, pid := runDemoBinary(t, brokerBin, "--serve", "--dir", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	checkDemoWidth(t, stdout, stderr)
-	// The path is longer than a line: compare without the breaks.
-	compact := strings.Join(strings.Fields(stdout), "")
-	if !regexp.MustCompile(`in` + regexp.QuoteMeta(tmp) + `/fsbroker-demo-\d+:atemporarydirectory,removedattheend`).MatchString(compact) {
-		t.Fatalf("the demo does not say it works in a temporary directory under %s:\n%s", tmp, stdout)
+	stdout = unwrapDemo(stdout)
+	project, scratch := filepath.Join(dir, "project"), filepath.Join(dir, "scratch")
+
+	started := regexp.MustCompile(`server: (\S+) serve (.*), pid (\d+): a separate process`).FindStringSubmatch(stdout)
+	if started == nil {
+		t.Fatalf("the demo does not say which server it started:\n%s", stdout)
 	}
-	if !strings.Contains(unwrapDemo(stdout), "intact: 1 segment(s)") {
-		t.Errorf("the demo did not run to its end:\n%s", stdout)
+	if started[1] != brokerBin || !strings.Contains(started[2], "--consent auto") {
+		t.Errorf("the demo started %s serve %s, want %s serve with --consent auto", started[1], started[2], brokerBin)
 	}
-	if entries, err := os.ReadDir(tmp); err != nil || len(entries) != 0 {
-		t.Errorf("the demo left %v in TMPDIR (%v)", entries, err)
+	if serverPID, _ := strconv.Atoi(started[3]); serverPID == pid || serverPID == 0 {
+		t.Errorf("fsbroker serve ran as pid %d, the demo as %d: want a process of its own", serverPID, pid)
+	}
+
+	want := demoServeOutcomes(project, scratch)
+	lines := reportLine.FindAllStringSubmatch(stdout, -1)
+	if len(lines) != len(want) {
+		t.Errorf("%d call lines, want %d:\n%s", len(lines), len(want), stdout)
+	}
+	for i, m := range lines {
+		if i >= len(want) {
+			break
+		}
+		w := want[i]
+		got := wantOutcome{m[2], strings.TrimSpace(m[3]), m[4], m[5]}
+		if m[1] != strconv.Itoa(i+1) || got.method != w.method || got.target != w.target || got.verdict != w.verdict ||
+			!strings.HasPrefix(got.detail, w.detail) {
+			t.Errorf("call %d: the demo says %s. %s %s -> %s %s\nwant %s %s -> %s with %q", i+1, m[1], got.method, got.target,
+				got.verdict, got.detail, w.method, w.target, w.verdict, w.detail)
+		}
+	}
+	for _, want := range []string{
+		"done: 8 calls, 4 allowed, 4 denied, 0 failed",
+		"initialized fsbroker serve over stdio, protocol 2025-11-25",
+		"intact: 1 segment(s)",
+		"in " + dir + ": the directory you gave, kept",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, content := range []string{"not-for-servers", "pwned", ".env, ", "] .env"} {
+		if strings.Contains(stdout, content) {
+			t.Errorf("the demo's output shows %q:\n%s", content, stdout)
+		}
+	}
+	checkDemoServeTrail(t, filepath.Join(dir, "state"), project, scratch)
+	checkDemoFiles(t, project, scratch)
+	if t.Failed() {
+		t.Logf("demo output:\n%s\n%s", stdout, stderr)
+	}
+}
+
+// checkDemoServeTrail checks the trail fsbroker serve left in state for the
+// demo's calls: it verifies; each call is a decision record naming its tool,
+// with the host's identity, allowed or refused (with the code) as the demo
+// showed; no file content reached it.
+func checkDemoServeTrail(t *testing.T, state, project, scratch string) {
+	t.Helper()
+	dir := filepath.Join(state, "audit")
+	if stdout, stderr, code := runFsbroker(t, nil, "audit", "verify", "--state-dir", state); code != 0 ||
+		!strings.Contains(stdout, "intact: 1 segment(s)") {
+		t.Errorf("audit verify: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	type key struct {
+		tool, path string
+		allow      bool
+		code       string
+	}
+	var got []key
+	for _, r := range trailDecisionRecords(t, dir) {
+		if r.Server != "fsbroker-demo" {
+			t.Errorf("a decision record names the host %q, want fsbroker-demo: %+v", r.Server, r)
+		}
+		path := strings.Join(r.Paths, " ")
+		if len(r.Paths) == 0 {
+			path = r.Detail + strings.Join(r.Reasons, " ")
+		}
+		got = append(got, key{r.Tool, path, r.Allow != nil && *r.Allow, r.Code})
+	}
+	for _, w := range []key{
+		{"list_directory", project, true, ""},
+		{"read_text_file", filepath.Join(project, "src/main.go"), true, ""},
+		{"read_text_file", filepath.Join(project, ".env"), false, "PERMISSION_DENIED"},
+		{"write_file", filepath.Join(project, "README.md"), false, "PERMISSION_DENIED"},
+		{"write_file", filepath.Join(scratch, "notes.md"), true, ""},
+		{"read_text_file", `the path climbs above its root; path "project/../../etc/passwd"`, false, "PERMISSION_DENIED"},
+		{"write_file", `2048 bytes is over the write limit of 1024 bytes per request; path "scratch/big.bin"`, false, "QUOTA_EXCEEDED"},
+	} {
+		if !slices.ContainsFunc(got, func(g key) bool {
+			return g.tool == w.tool && g.allow == w.allow && (w.code == "" || g.code == w.code) && strings.Contains(g.path, w.path)
+		}) {
+			t.Errorf("the trail has no decision %+v; it has %+v", w, got)
+		}
+	}
+	segments, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, f := range segments {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, content := range []string{"not-for-servers", "# Notes", "pwned", "func main"} {
+			if strings.Contains(string(b), content) {
+				t.Errorf("file content %q reached the trail %s", content, f)
+			}
+		}
+	}
+}
+
+// --serve starts fsbroker serve, not an example server: --server with it is
+// a usage error (exit 2) that names both, before anything is started.
+func TestDemoServeRefusesServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stdout, stderr, code := runFsbroker(t, nil, "demo", "--serve", "--dir", dir, "--server", serverBin)
+	if code != 2 || !strings.Contains(stderr, "--server") || !strings.Contains(stderr, "--serve") {
+		t.Errorf("exit %d, stderr %q; want 2 and a message naming --server and --serve", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); stdout != "" || len(entries) != 0 {
+		t.Errorf("stdout %q, %d entries in --dir: want nothing printed or made", stdout, len(entries))
 	}
 }

@@ -86,8 +86,9 @@ func wrapLine(line string, width int) []string {
 }
 
 // printDemoTrail prints the records of the trail in trailDir for the demo:
-// kind, method, result and code, then the paths (relative to dir) and the
-// reasons or detail, each row wrapped to demoWidth.
+// kind, method (the fsbroker serve tool in its place, when the record names
+// one), result and code, then the paths (relative to dir) and the reasons or
+// detail, each row wrapped to demoWidth.
 func printDemoTrail(ctx context.Context, w io.Writer, trailDir, dir string) error {
 	r, err := audit.NewReader(trailDir, audit.Filter{})
 	if err != nil {
@@ -123,7 +124,11 @@ func printDemoTrail(ctx context.Context, w io.Writer, trailDir, dir string) erro
 		case len(paths) > 0:
 			what = strings.Join(paths, ", ")
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cell(string(rec.Kind)), cell(rec.Method), cell(result), cell(rec.Code), what)
+		method := rec.Method
+		if rec.Tool != "" {
+			method = rec.Tool
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cell(string(rec.Kind)), cell(method), cell(result), cell(rec.Code), what)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
