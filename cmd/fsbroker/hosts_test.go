@@ -11,9 +11,12 @@ package main
 // project, the fleet's config file) are the only thing replaced, by the
 // test's binary and temporary directories.
 //
-// Every host's block runs the real fsbroker with its arguments, the server
-// after fsbroker's "--" replaced by the example server, which prints the
-// roots it is told. The MCP Inspector's block runs the real Inspector CLI
+// Every host's fsbroker serve block (and the claude mcp add line) is started
+// as written, with its command and arguments, as the MCP server the host
+// would run, and the test plays the host: initialize, tools/list, and tool
+// calls allowed and refused. Every host's wrap block runs the real fsbroker
+// with its arguments, the server after fsbroker's "--" replaced by the
+// example server, which prints the roots it is told. The MCP Inspector's block runs the real Inspector CLI
 // from npm against the real reference filesystem server from npm, both
 // pinned by testdata/hosts/package-lock.json, with the page's own command
 // lines; it skips without node and npm unless FSBROKER_REQUIRE_INTEROP=1.
@@ -35,6 +38,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/internal/npmtest"
+	"github.com/fsbroker/fsbroker/serve"
 )
 
 // hostsDocDeps is the npm project of the Inspector test: the MCP Inspector
@@ -266,17 +270,28 @@ func TestHostsDocConfigs(t *testing.T) {
 	}
 }
 
-// The page's claude mcp add command line adds the same server as its
-// .mcp.json block: Claude Code's options before the name (project scope,
+// The page's claude mcp add command lines add the same server as their
+// .mcp.json blocks: Claude Code's options before the name (project scope,
 // which is what writes .mcp.json), its "--", then the server's command
 // exactly as the file has it. (Claude Code 2.1.328 writes that file from
 // this line, "type" and "env" included; Claude Code is not installed here.)
 func TestHostsDocClaudeCodeAdd(t *testing.T) {
 	t.Parallel()
-	paths := newHostsDocPaths(t)
-	line := hostsDocBlock(t, "claude-code-add", paths)
-	name, e := onlyServer(t, parseHostsConfig(t, "claude-code", hostsDocBlock(t, "claude-code", paths)).MCPServers)
+	for _, blocks := range [][2]string{{"claude-code-add", "claude-code"}, {"serve-claude-code-add", "serve-claude-code"}} {
+		paths := newHostsDocPaths(t)
+		name, e := onlyServer(t, parseHostsConfig(t, blocks[1], hostsDocBlock(t, blocks[1], paths)).MCPServers)
+		if got := claudeMCPAdd(t, hostsDocBlock(t, blocks[0], paths), name); len(got) == 0 || got[0] != e.Command || !slices.Equal(got[1:], e.Args) {
+			t.Errorf("%s adds the command %q, but %s has %q %q", blocks[0], got, blocks[1], e.Command, e.Args)
+		}
+	}
+}
 
+// claudeMCPAdd returns the server command a claude mcp add line adds under
+// name; the test fails unless the line is one, with only the options a
+// stdio server takes here, project scope (which writes .mcp.json), and the
+// name followed by Claude Code's "--".
+func claudeMCPAdd(t *testing.T, line, name string) []string {
+	t.Helper()
 	words := strings.Fields(line)
 	if len(words) < 3 || !slices.Equal(words[:3], []string{"claude", "mcp", "add"}) {
 		t.Fatalf("%q: want claude mcp add", line)
@@ -301,8 +316,143 @@ func TestHostsDocClaudeCodeAdd(t *testing.T) {
 	if i+1 >= len(words) || words[i] != name || words[i+1] != "--" {
 		t.Fatalf("%q: want the name %q, then --", line, name)
 	}
-	if got := words[i+2:]; len(got) == 0 || got[0] != e.Command || !slices.Equal(got[1:], e.Args) {
-		t.Errorf("%q adds the command %q, but .mcp.json has %q %q", line, got, e.Command, e.Args)
+	return words[i+2:]
+}
+
+// serveHostBlocks are the page's fsbroker serve configurations, one a host,
+// with where the host reads its servers (mcpServers or servers) and whether
+// it needs "type": "stdio".
+var serveHostBlocks = []struct {
+	block, key string
+	typeStdio  bool
+}{
+	{"serve-claude-desktop", "mcpServers", false},
+	{"serve-claude-code", "mcpServers", true},
+	{"serve-vscode", "servers", true},
+	{"serve-cursor", "mcpServers", false},
+}
+
+// Each host's fsbroker serve block in docs/hosts.md, as written: it has the
+// shape its host reads, starts the fsbroker binary with serve and the same
+// arguments as every other host's (the project as its one root, --consent
+// given), and fsbroker, started with exactly that command and those
+// arguments, is the filesystem MCP server the page says (serveAsDocumented).
+// The claude mcp add line adds the same command (TestHostsDocClaudeCodeAdd),
+// and is run here too.
+func TestHostsDocServeConfigs(t *testing.T) {
+	t.Parallel()
+	first := "" // the first block's args, its project written PROJECT
+	for _, host := range serveHostBlocks {
+		t.Run(host.block, func(t *testing.T) {
+			paths := newHostsDocPaths(t)
+			c := parseHostsConfig(t, host.block, hostsDocBlock(t, host.block, paths))
+			servers := c.MCPServers
+			if host.key == "servers" {
+				servers = c.Servers
+			}
+			if len(c.MCPServers)+len(c.Servers) != len(servers) {
+				t.Fatalf("block %q names servers outside %s: %+v", host.block, host.key, c)
+			}
+			_, e := onlyServer(t, servers)
+			if want := map[bool]string{true: "stdio"}[host.typeStdio]; e.Type != want {
+				t.Errorf("type %q, want %q", e.Type, want)
+			}
+			if e.Command != brokerBin || len(e.Args) == 0 || e.Args[0] != "serve" {
+				t.Fatalf("command %q %q, want the fsbroker binary with serve", e.Command, e.Args)
+			}
+			if roots := rootFlags(e.Args); !slices.Equal(roots, []string{paths.project}) || !slices.Contains(e.Args, "--consent") {
+				t.Errorf("args %q: want the project as the one root (%q), and --consent", e.Args, roots)
+			}
+			args := strings.ReplaceAll(strings.Join(e.Args, " "), paths.project, "PROJECT")
+			if first == "" {
+				first = args
+			} else if args != first {
+				t.Errorf("args %q differ from the other hosts' %q", args, first)
+			}
+			serveAsDocumented(t, paths, append([]string{e.Command}, e.Args...))
+		})
+	}
+	t.Run("serve-claude-code-add", func(t *testing.T) {
+		paths := newHostsDocPaths(t)
+		name, _ := onlyServer(t, parseHostsConfig(t, "serve-claude-code", hostsDocBlock(t, "serve-claude-code", paths)).MCPServers)
+		serveAsDocumented(t, paths, claudeMCPAdd(t, hostsDocBlock(t, "serve-claude-code-add", paths), name))
+	})
+}
+
+// serveAsDocumented starts argv (a host's fsbroker serve command, paths
+// replaced) as the host would, plays the host over its stdin and stdout,
+// and checks what docs/hosts.md says of it: initialize answers as fsbroker;
+// tools/list is the reference filesystem server's; the project is the one
+// allowed directory; a file in it is read; the .env beside it is refused
+// by the secrets rule; a write is refused (--root is read-only) and the
+// file left as it was; the session ends cleanly when the host closes it.
+func serveAsDocumented(t *testing.T, paths hostsDocPaths, argv []string) {
+	t.Helper()
+	readme, secret := filepath.Join(paths.project, "README.md"), filepath.Join(paths.project, ".env")
+	writeFile(t, readme, "# project\n")
+	writeFile(t, secret, "TOKEN=not-for-hosts\n")
+	p := startProcEnv(t, exec.Command(argv[0], argv[1:]...), "XDG_STATE_HOME="+t.TempDir())
+	init := p.Call(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "hosts-doc-test", "version": "1"}})
+	var info struct {
+		ServerInfo struct {
+			Name string `json:"name"`
+		} `json:"serverInfo"`
+	}
+	if init.Error != nil || json.Unmarshal(init.Result, &info) != nil || info.ServerInfo.Name != "fsbroker" {
+		t.Fatalf("initialize: %s\n%s", init.Raw, p.log())
+	}
+	p.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	var got, want any
+	if tools := p.Call(2, "tools/list", map[string]any{}); tools.Error != nil || json.Unmarshal(tools.Result, &got) != nil {
+		t.Fatalf("tools/list: %s", tools.Raw)
+	}
+	if err := json.Unmarshal(serve.ToolsListResult(), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("tools/list is not the reference filesystem server's: %v", got)
+	}
+	call := func(id int, tool string, args map[string]any) (text string, isError bool) {
+		t.Helper()
+		r := p.Call(id, "tools/call", map[string]any{"name": tool, "arguments": args})
+		var res struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		}
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Content) != 1 {
+			t.Fatalf("%s: %s", tool, r.Raw)
+		}
+		return res.Content[0].Text, res.IsError
+	}
+	for n, c := range []struct {
+		tool      string
+		args      map[string]any
+		isError   bool
+		textStart string
+	}{
+		{"list_allowed_directories", map[string]any{}, false, "Allowed directories:\n" + paths.project},
+		{"list_directory", map[string]any{"path": paths.project}, false, "[FILE] README.md"},
+		{"read_text_file", map[string]any{"path": readme}, false, "# project\n"},
+		{"read_text_file", map[string]any{"path": secret}, true, "PERMISSION_DENIED: secrets: "},
+		{"write_file", map[string]any{"path": readme, "content": "changed"}, true, "PERMISSION_DENIED: "},
+	} {
+		text, isError := call(3+n, c.tool, c.args)
+		if isError != c.isError || !strings.HasPrefix(text, c.textStart) || c.tool == "list_allowed_directories" && text != c.textStart {
+			t.Errorf("%s %v: isError %v, %q; want isError %v and a text starting %q", c.tool, c.args, isError, text, c.isError, c.textStart)
+		}
+		if strings.Contains(text, ".env") && c.tool == "list_directory" {
+			t.Errorf("list_directory shows the .env: %q", text)
+		}
+	}
+	if b, err := os.ReadFile(readme); err != nil || string(b) != "# project\n" {
+		t.Errorf("README.md is %q (%v) after a refused write", b, err)
+	}
+	p.closeStdin()
+	if code := p.waitExit(); code != 0 {
+		t.Errorf("fsbroker serve exited with status %d, want 0\n%s", code, p.log())
 	}
 }
 
