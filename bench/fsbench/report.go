@@ -396,10 +396,17 @@ func (rep *Report) header() []string {
 		kernel += " " + m.Kernel
 	}
 	s := rep.Settings
+	cycle := ""
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Workload, "read-") {
+			cycle = fmt.Sprintf("; files/read cycles over %d files", s.Files)
+			break
+		}
+	}
 	lines := []string{
 		fmt.Sprintf("fsbench %s: %d CPUs (%s), %s/%s, %s", rep.Date, m.CPUs, m.Model, kernel, m.Arch, m.Go),
-		fmt.Sprintf("each run: a fresh child, %s warm-up, then %s measured; reads cycle over %d files; concurrent reads keep %d in flight",
-			s.Warmup, s.Duration, s.Files, s.Inflight),
+		fmt.Sprintf("each run: a fresh child, %s warm-up, then %s measured%s; concurrent reads keep %d in flight",
+			s.Warmup, s.Duration, cycle, s.Inflight),
 	}
 	for _, r := range rep.Results {
 		if r.Workload == "chunked-write" {
