@@ -130,18 +130,13 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	if err != nil {
 		return err
 	}
-	stdout = &wrapWriter{w: stdout, width: demoWidth}
-	stderr = &wrapWriter{w: stderr, width: demoWidth}
-	dir, kept, cleanup, err := demoDir(dir, stderr)
+	ws, err := newDemoWorkspace(dir, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	project, scratch, err := exampleserver.SeedDemo(dir)
-	if err != nil {
-		return err
-	}
-	state := filepath.Join(dir, "state")
+	defer ws.cleanup()
+	dir, kept, project, scratch, state := ws.dir, ws.kept, ws.project, ws.scratch, ws.state
+	stdout, stderr = ws.stdout, ws.stderr
 
 	o, _, err := parseOptions("connect", []string{"--root", project, "--root", scratch + ":rw",
 		"--state-dir", state, "--log-level", "error", "--max-write-bytes", "1024", "--consent", "auto"})
@@ -190,21 +185,42 @@ func runDemo(ctx context.Context, dir, serverLine string, serverGiven bool, stdo
 	return execute(ctx, []string{"audit", "verify", "--state-dir", state}, nil, stdout, stderr)
 }
 
-// demoDir returns the demo's directory: dir when given (kept), else a new
-// temporary one that cleanup removes; cleanup says on stderr when it cannot.
-func demoDir(dir string, stderr io.Writer) (_ string, kept bool, cleanup func(), _ error) {
-	if dir != "" {
-		return dir, true, func() {}, nil
-	}
-	d, err := os.MkdirTemp("", "fsbroker-demo-")
-	if err != nil {
-		return "", false, nil, fmt.Errorf("demo directory: %w", err)
-	}
-	return d, false, func() {
-		if err := os.RemoveAll(d); err != nil {
-			fmt.Fprintf(stderr, "fsbroker: demo: cannot remove its temporary directory: %v\n", err)
+// demoWorkspace is what both demos start from: their output wrapped to
+// demoWidth, and the demo's directory with the example server's workspace
+// seeded in it (exampleserver.SeedDemo) and the state directory's path.
+type demoWorkspace struct {
+	stdout, stderr          io.Writer
+	dir                     string
+	kept                    bool // dir was given (--dir), not made
+	project, scratch, state string
+	cleanup                 func() // removes a directory the demo made
+}
+
+// newDemoWorkspace makes the demo's workspace in dir when given (kept),
+// else in a new temporary directory that cleanup removes (saying on stderr
+// when it cannot).
+func newDemoWorkspace(dir string, stdout, stderr io.Writer) (*demoWorkspace, error) {
+	ws := &demoWorkspace{stdout: &wrapWriter{w: stdout, width: demoWidth}, stderr: &wrapWriter{w: stderr, width: demoWidth},
+		dir: dir, kept: dir != "", cleanup: func() {}}
+	if !ws.kept {
+		d, err := os.MkdirTemp("", "fsbroker-demo-")
+		if err != nil {
+			return nil, fmt.Errorf("demo directory: %w", err)
 		}
-	}, nil
+		ws.dir = d
+		ws.cleanup = func() {
+			if err := os.RemoveAll(d); err != nil {
+				fmt.Fprintf(ws.stderr, "fsbroker: demo: cannot remove its temporary directory: %v\n", err)
+			}
+		}
+	}
+	var err error
+	if ws.project, ws.scratch, err = exampleserver.SeedDemo(ws.dir); err != nil {
+		ws.cleanup()
+		return nil, err
+	}
+	ws.state = filepath.Join(ws.dir, "state")
+	return ws, nil
 }
 
 // demoDirNote says what becomes of the demo's directory.

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fsbroker/fsbroker/cmd/internal/exampleserver"
 )
 
 // demoServeCall is one tool call of `fsbroker demo --serve`: the tool, its
@@ -64,23 +62,17 @@ func runDemoServe(ctx context.Context, dir string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("find the fsbroker executable, to start fsbroker serve: %w", err)
 	}
-	stdout = &wrapWriter{w: stdout, width: demoWidth}
-	stderr = &wrapWriter{w: stderr, width: demoWidth}
-	dir, kept, cleanup, err := demoDir(dir, stderr)
+	ws, err := newDemoWorkspace(dir, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	project, scratch, err := exampleserver.SeedDemo(dir)
-	if err != nil {
-		return err
-	}
-	state := filepath.Join(dir, "state")
-	argv := []string{self, "serve", "--root", project, "--root", scratch + ":rw", "--state-dir", state,
+	defer ws.cleanup()
+	stdout, stderr, state := ws.stdout, ws.stderr, ws.state
+	argv := []string{self, "serve", "--root", ws.project, "--root", ws.scratch + ":rw", "--state-dir", state,
 		"--log-level", "error", "--max-write-bytes", "1024", "--consent", "auto"}
 
 	fmt.Fprintf(stdout, "fsbroker demo --serve: fsbroker is the filesystem MCP server; the demo, the host calling it.\n")
-	fmt.Fprintf(stdout, "  in %s: %s\n", dir, demoDirNote(kept))
+	fmt.Fprintf(stdout, "  in %s: %s\n", ws.dir, demoDirNote(ws.kept))
 	fmt.Fprintf(stdout, "  roots: project (read-only), scratch (writable), neither pre-approved; built-in policies\n")
 	fmt.Fprintf(stdout, "  consent answered inside fsbroker serve by the auto provider (--consent auto), which approves\n")
 	fmt.Fprintf(stdout, "  what a call needs and the policy lets be granted; audit trail in state/audit\n")
@@ -119,8 +111,8 @@ func runDemoServe(ctx context.Context, dir string, stdout, stderr io.Writer) err
 	}
 
 	fmt.Fprintf(stdout, "\nThe audit trail of fsbroker serve (the tool a call named in place of its method; paths under %s; "+
-		"fsbroker audit query --state-dir %s shows it whole):\n\n", dir, state)
-	if err := printDemoTrail(ctx, stdout, filepath.Join(state, "audit"), dir); err != nil {
+		"fsbroker audit query --state-dir %s shows it whole):\n\n", ws.dir, state)
+	if err := printDemoTrail(ctx, stdout, filepath.Join(state, "audit"), ws.dir); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nIs it intact? (fsbroker audit verify --state-dir %s)\n\n", state)

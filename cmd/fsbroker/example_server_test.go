@@ -134,25 +134,7 @@ func reportedServer(t *testing.T, report string) (int, string) {
 // content reached it.
 func checkDemoTrail(t *testing.T, state, project, scratch, transport string, preapproved bool) {
 	t.Helper()
-	dir := filepath.Join(state, "audit")
-	stdout, stderr, code := runFsbroker(t, nil, "audit", "verify", "--state-dir", state)
-	if code != 0 || !strings.Contains(stdout, "intact: 1 segment(s)") {
-		t.Errorf("audit verify: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	type key struct {
-		method, path string
-		allow        bool
-		code         string
-	}
-	var got []key
-	for _, r := range trailDecisionRecords(t, dir) {
-		path := strings.Join(r.Paths, " ")
-		if len(r.Paths) == 0 {
-			path = r.Detail + strings.Join(r.Reasons, " ")
-		}
-		got = append(got, key{r.Method, path, r.Allow != nil && *r.Allow, r.Code})
-	}
-	want := []key{
+	want := []demoDecision{
 		{"roots/list", "", true, ""},
 		{"files/read", filepath.Join(project, "src/main.go"), preapproved, "PERMISSION_DENIED"},
 		{"files/list", project, true, ""},
@@ -167,14 +149,7 @@ func checkDemoTrail(t *testing.T, state, project, scratch, transport string, pre
 	if preapproved {
 		want[1].code = ""
 	}
-	for _, w := range want {
-		if !slices.ContainsFunc(got, func(g key) bool {
-			return g.method == w.method && g.allow == w.allow && (w.code == "" || g.code == w.code) &&
-				strings.Contains(g.path, w.path)
-		}) {
-			t.Errorf("the trail has no decision %+v; it has %+v", w, got)
-		}
-	}
+	dir := checkDemoDecisions(t, state, false, want)
 	transports := trailTransports(t, dir)
 	if len(transports) == 0 {
 		t.Error("no audit record names a transport")
@@ -184,6 +159,58 @@ func checkDemoTrail(t *testing.T, state, project, scratch, transport string, pre
 			t.Errorf("an audit record names the transport %q, want %q", tr, transport)
 		}
 	}
+	checkTrailHoldsNoDemoContent(t, dir)
+}
+
+// demoDecision is a decision record of a demo session's trail, as the demo
+// tests compare them: its method (or the fsbroker serve tool), its paths
+// (or, when it has none, its detail and reasons), whether it allowed, and
+// its code.
+type demoDecision struct {
+	method, path string
+	allow        bool
+	code         string
+}
+
+// checkDemoDecisions verifies the trail in state (one intact segment) and
+// checks that each of want is among its decision records: the same method
+// (the record's tool when byTool), allowed or not alike, the same code when
+// want names one, and paths that contain want's. It returns the trail's
+// directory.
+func checkDemoDecisions(t *testing.T, state string, byTool bool, want []demoDecision) string {
+	t.Helper()
+	dir := filepath.Join(state, "audit")
+	stdout, stderr, code := runFsbroker(t, nil, "audit", "verify", "--state-dir", state)
+	if code != 0 || !strings.Contains(stdout, "intact: 1 segment(s)") {
+		t.Errorf("audit verify: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var got []demoDecision
+	for _, r := range trailDecisionRecords(t, dir) {
+		path := strings.Join(r.Paths, " ")
+		if len(r.Paths) == 0 {
+			path = r.Detail + strings.Join(r.Reasons, " ")
+		}
+		method := r.Method
+		if byTool {
+			method = r.Tool
+		}
+		got = append(got, demoDecision{method, path, r.Allow != nil && *r.Allow, r.Code})
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g demoDecision) bool {
+			return g.method == w.method && g.allow == w.allow && (w.code == "" || g.code == w.code) &&
+				strings.Contains(g.path, w.path)
+		}) {
+			t.Errorf("the trail has no decision %+v; it has %+v", w, got)
+		}
+	}
+	return dir
+}
+
+// checkTrailHoldsNoDemoContent fails the test when the content of a file
+// the demo reads or writes (or tries to) is in a segment of the trail in dir.
+func checkTrailHoldsNoDemoContent(t *testing.T, dir string) {
+	t.Helper()
 	segments, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	for _, f := range segments {
 		b, err := os.ReadFile(f)

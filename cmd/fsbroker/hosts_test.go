@@ -167,6 +167,26 @@ func onlyServer(t *testing.T, servers map[string]hostsServerEntry) (string, host
 	panic("unreachable")
 }
 
+// hostsDocServer is the one server of the page's block name, which must
+// have the shape its host reads: servers under key (mcpServers or servers)
+// and nowhere else, with "type": "stdio" when typeStdio.
+func hostsDocServer(t *testing.T, name, key string, typeStdio bool, paths hostsDocPaths) hostsServerEntry {
+	t.Helper()
+	c := parseHostsConfig(t, name, hostsDocBlock(t, name, paths))
+	servers := c.MCPServers
+	if key == "servers" {
+		servers = c.Servers
+	}
+	if len(c.MCPServers)+len(c.Servers) != len(servers) {
+		t.Fatalf("block %q names servers outside %s: %+v", name, key, c)
+	}
+	_, e := onlyServer(t, servers)
+	if want := map[bool]string{true: "stdio"}[typeStdio]; e.Type != want {
+		t.Errorf("block %q: type %q, want %q", name, e.Type, want)
+	}
+	return e
+}
+
 // wrapParts splits a wrapped server's args into fsbroker's flags and the
 // server's command (after fsbroker's "--"); the test fails unless the args
 // are fsbroker wrap's.
@@ -226,22 +246,7 @@ func TestHostsDocConfigs(t *testing.T) {
 		t.Run(host.block, func(t *testing.T) {
 			t.Parallel()
 			paths := newHostsDocPaths(t)
-			c := parseHostsConfig(t, host.block, hostsDocBlock(t, host.block, paths))
-			servers := c.MCPServers
-			if host.key == "servers" {
-				servers = c.Servers
-			}
-			if len(c.MCPServers)+len(c.Servers) != len(servers) {
-				t.Fatalf("block %q names servers outside %s: %+v", host.block, host.key, c)
-			}
-			_, e := onlyServer(t, servers)
-			wantType := ""
-			if host.typeStdio {
-				wantType = "stdio"
-			}
-			if e.Type != wantType {
-				t.Errorf("type %q, want %q", e.Type, wantType)
-			}
+			e := hostsDocServer(t, host.block, host.key, host.typeStdio, paths)
 			if e.Command != brokerBin {
 				t.Fatalf("command %q, want the fsbroker binary", e.Command)
 			}
@@ -345,18 +350,7 @@ func TestHostsDocServeConfigs(t *testing.T) {
 	for _, host := range serveHostBlocks {
 		t.Run(host.block, func(t *testing.T) {
 			paths := newHostsDocPaths(t)
-			c := parseHostsConfig(t, host.block, hostsDocBlock(t, host.block, paths))
-			servers := c.MCPServers
-			if host.key == "servers" {
-				servers = c.Servers
-			}
-			if len(c.MCPServers)+len(c.Servers) != len(servers) {
-				t.Fatalf("block %q names servers outside %s: %+v", host.block, host.key, c)
-			}
-			_, e := onlyServer(t, servers)
-			if want := map[bool]string{true: "stdio"}[host.typeStdio]; e.Type != want {
-				t.Errorf("type %q, want %q", e.Type, want)
-			}
+			e := hostsDocServer(t, host.block, host.key, host.typeStdio, paths)
 			if e.Command != brokerBin || len(e.Args) == 0 || e.Args[0] != "serve" {
 				t.Fatalf("command %q %q, want the fsbroker binary with serve", e.Command, e.Args)
 			}
