@@ -314,7 +314,7 @@ func TestResourcesListEveryAllowedFileOnce(t *testing.T) {
 			t.Errorf("%s reads %q", r.URI, got)
 		}
 	}
-	if recs := records(t, h.state, audit.Filter{Tool: MethodResourcesList, Method: "files/list", Decision: "allow"}); len(recs) < pages {
+	if recs := records(t, h.state, audit.Filter{Tool: MethodResourcesList, Method: MethodResourcesList, Decision: "allow"}); len(recs) < pages {
 		t.Errorf("%d allowing list decisions of resources/list in the trail, want at least %d", len(recs), pages)
 	}
 	if recs := records(t, h.state, audit.Filter{Kind: audit.KindConsent}); len(recs) == 0 {
@@ -475,7 +475,7 @@ func TestResourcesReadContent(t *testing.T) {
 			t.Errorf("%s: %s text=%v, want %s text=%v and the file's content", rel, c.MIMEType, c.Text != nil, want.mime, want.text)
 		}
 	}
-	reads := records(t, state, audit.Filter{Tool: MethodResourcesRead, Method: "files/read", Decision: "allow"})
+	reads := records(t, state, audit.Filter{Tool: MethodResourcesRead, Method: MethodResourcesRead, Decision: "allow"})
 	if len(reads) < 5+len(big)/4096 {
 		t.Errorf("%d read decisions, want the big file read in chunks of 4096 bytes", len(reads))
 	}
@@ -778,10 +778,10 @@ func TestServeResourcesEndToEnd(t *testing.T) {
 		t.Errorf("updates %q", got)
 	}
 	for _, f := range []audit.Filter{
-		{Tool: MethodResourcesList, Method: "files/list", Decision: "allow"},
-		{Tool: MethodResourcesRead, Method: "files/read", Decision: "allow"},
-		{Tool: MethodResourcesRead, Method: "files/read", Decision: "deny", Code: "PERMISSION_DENIED"},
-		{Tool: MethodResourcesSubscribe, Method: "files/watch", Decision: "allow"},
+		{Tool: MethodResourcesList, Method: MethodResourcesList, Decision: "allow"},
+		{Tool: MethodResourcesRead, Method: MethodResourcesRead, Decision: "allow"},
+		{Tool: MethodResourcesRead, Method: MethodResourcesRead, Decision: "deny", Code: "PERMISSION_DENIED"},
+		{Tool: MethodResourcesSubscribe, Method: MethodResourcesSubscribe, Decision: "allow"},
 	} {
 		if len(records(t, state, f)) == 0 {
 			t.Errorf("no record %+v in the trail", f)

@@ -41,8 +41,8 @@ func TestServeFileInfo(t *testing.T) {
 			t.Errorf("%s: refused yet described: %q", path, resultText(res))
 		}
 	}
-	if rec := at.refusedRecord(t, "get_file_info", ".env"); rec.Method != "files/read" || rec.Operation != "read" {
-		t.Errorf("record %+v, want a refused read", rec)
+	if rec := at.refusedRecord(t, "get_file_info", ".env"); rec.Method != "get_file_info" || rec.Operation != "read" {
+		t.Errorf("record %+v, want a refused read recorded as get_file_info", rec)
 	}
 	at.refusedRecord(t, "get_file_info", "link-out")
 }

@@ -350,8 +350,8 @@ func TestServeRefusesSecrets(t *testing.T) {
 	requireRefused(t, p.call("read_text_file", map[string]any{"path": filepath.Join(at.ro, ".env")}), "PERMISSION_DENIED: secrets")
 	requireRefused(t, p.call("read_text_file", map[string]any{"path": "ro/.env"}), "PERMISSION_DENIED: secrets")
 	rec := at.refusedRecord(t, "read_text_file", ".env")
-	if rec.Code != "PERMISSION_DENIED" || rec.Method != "files/read" {
-		t.Errorf("record %+v, want a PERMISSION_DENIED decision of files/read", rec)
+	if rec.Code != "PERMISSION_DENIED" || rec.Method != "read_text_file" || rec.Operation != "read" {
+		t.Errorf("record %+v, want a PERMISSION_DENIED decision of read_text_file, a read", rec)
 	}
 }
 

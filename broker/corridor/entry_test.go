@@ -36,15 +36,24 @@ func (s *keptSink) Append(ctx context.Context, rec audit.Record) (uint64, error)
 	return seq, err
 }
 
-// kinds returns the kinds of the records of one decision, in order.
-func (s *keptSink) kinds(decisionID string) []audit.Kind {
+// records returns the records the sink kept of one decision, in order.
+func (s *keptSink) records(decisionID string) []audit.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []audit.Kind
+	var out []audit.Record
 	for _, r := range s.recs {
 		if r.DecisionID == decisionID {
-			out = append(out, r.Kind)
+			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// kinds returns the kinds of the records of one decision, in order.
+func (s *keptSink) kinds(decisionID string) []audit.Kind {
+	var out []audit.Kind
+	for _, r := range s.records(decisionID) {
+		out = append(out, r.Kind)
 	}
 	return out
 }

@@ -30,8 +30,10 @@ type Caller struct {
 	// "wrap").
 	Transport string
 	// FrontEnd and Tool name a front end other than the client role's
-	// files/* session ("serve") and the tool the request serves; they go
-	// into the policy input (input.frontEnd) and the audit records (tool).
+	// files/* session ("serve") and the tool (or resources method) the
+	// request serves; they go into the policy input (input.frontEnd) and the
+	// audit records (tool; and Tool as the decision and outcome records'
+	// method, recordedMethod).
 	FrontEnd, Tool string
 }
 

@@ -42,9 +42,9 @@ func (c *Corridor) Stat(ctx context.Context, caller Caller, r StatRequest) (Stat
 	return run(ctx, c, caller, &statOp, r)
 }
 
-// statOp is a stat, decided and audited as files/read (the method the
-// policy input knows) of no bytes; the audit record's tool names the front
-// end's tool.
+// statOp is a stat, decided as a files/read (the method the policy input
+// knows) of no bytes; its audit records name the front end's tool as their
+// method and tool (recordedMethod).
 var statOp = operation[StatRequest, StatResult]{
 	method: "files/read",
 	named:  func(r StatRequest) [2]string { return [2]string{r.Path, ""} },

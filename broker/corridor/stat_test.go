@@ -16,10 +16,10 @@ import (
 
 // TestStatRunsTheStages: Stat goes through the stages as a read does, with
 // the real engine and default policies and a real trail: a file in a
-// read-only root is described, with its decision (a read of files/read) and
-// outcome records; a secret (.env) and a path outside every root are
-// refused, the secret by its refusing decision record, and nothing of
-// either is reported.
+// read-only root is described, with its decision (a read, recorded under the
+// tool's name) and outcome records; a secret (.env) and a path outside
+// every root are refused, the secret by its refusing decision record, and
+// nothing of either is reported.
 func TestStatRunsTheStages(t *testing.T) {
 	f := newFixture(t)
 	c, sink := f.auditedCorridor(t)
@@ -37,8 +37,8 @@ func TestStatRunsTheStages(t *testing.T) {
 	sink.mu.Lock()
 	first := sink.recs[0]
 	sink.mu.Unlock()
-	if first.Method != "files/read" || first.Operation != decision.OpRead || first.Tool != "get_file_info" {
-		t.Errorf("decision record %+v, want files/read, operation read, tool get_file_info", first)
+	if first.Method != "get_file_info" || first.Operation != decision.OpRead || first.Tool != "get_file_info" {
+		t.Errorf("decision record %+v, want method and tool get_file_info, operation read", first)
 	}
 
 	for _, raw := range []string{"ro/.env", filepath.Join(filepath.Dir(f.ro), "elsewhere")} {

@@ -72,10 +72,25 @@ func guardTrail(sink audit.Sink, log hclog.Logger) *audit.Guarded {
 	return audit.Guard(sink, audit.DefaultAppendTimeout, log)
 }
 
-// newCall starts an audited request of caller.
+// newCall starts an audited request of caller; its records name the method
+// recordedMethod gives.
 func (c *Corridor) newCall(caller Caller, method string, named [2]string) *call {
-	return &call{caller: caller, method: method, named: named,
+	return &call{caller: caller, method: recordedMethod(caller, method), named: named,
 		id: caller.SessionID + "-" + strconv.FormatUint(c.decisions.Add(1), 10)}
+}
+
+// recordedMethod is the method the decision and outcome records of a
+// request of caller name (docs/protocol.md section 8): under a front end
+// other than the client role's (fsbroker serve), the front end's own
+// method, caller.Tool (the tool, or the resources method), when it has one;
+// else method, the corridor's. The policy input keeps the corridor's method
+// (policyInput): the policies decide on files/* requests whatever the front
+// end.
+func recordedMethod(caller Caller, method string) string {
+	if caller.FrontEnd != "" && caller.Tool != "" {
+		return caller.Tool
+	}
+	return method
 }
 
 // auditPath is how a path appears in the trail.
@@ -144,7 +159,7 @@ func (c *Corridor) recordDecision(ctx context.Context, cl *call, req request, v 
 	rec := audit.Record{
 		Kind:           audit.KindDecision,
 		DecisionID:     cl.id,
-		Method:         req.method,
+		Method:         recordedMethod(cl.caller, req.method),
 		Tool:           cl.caller.Tool,
 		Operation:      req.operation,
 		Allow:          audit.Bool(v.Allow),
@@ -244,7 +259,8 @@ func (c *Corridor) RefuseRate(ctx context.Context, caller Caller, method string,
 	c.appendAudit(ctx, caller, audit.Record{
 		Kind:       audit.KindDecision,
 		DecisionID: cl.id,
-		Method:     method,
+		Method:     cl.method,
+		Tool:       caller.Tool,
 		Allow:      audit.Bool(false),
 		Code:       string(refusal.Code),
 		Detail:     Truncate(detail, audit.MaxDetail-8),

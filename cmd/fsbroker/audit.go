@@ -383,8 +383,8 @@ type filterFlags struct {
 
 func (ff *filterFlags) register(fs *pflag.FlagSet, kind bool) {
 	fs.StringVar(&ff.f.Server, "server", "", "records of the MCP server `NAME`")
-	fs.StringVar(&ff.f.Method, "method", "", "records of the `METHOD` (files/read, files/write, ...)")
-	fs.StringVar(&ff.f.Tool, "tool", "", "forward records (wrap) of the tools/call of `TOOL`")
+	fs.StringVar(&ff.f.Method, "method", "", "records of the `METHOD` (files/read, files/write, ...; under serve the tool or resources method: read_text_file, resources/read, ...)")
+	fs.StringVar(&ff.f.Tool, "tool", "", "records of the `TOOL`: forward records (wrap) of its tools/call, and the records of serve's requests for it")
 	if kind {
 		fs.StringVar(&ff.kind, "kind", "", "records of the `KIND` (decision, outcome, session_start, session_end, consent, grant, policy_reload, policy_reload_failed, key_rotation, forward; segment_start and checkpoint are shown only when named)")
 	}
