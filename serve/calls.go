@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 )
@@ -197,20 +198,48 @@ func (s *Session) readWhole(ctx context.Context, caller corridor.Caller, p strin
 // covers its paths, asks the consent provider for them (Corridor.Consent,
 // with the access the tool needs) and runs op once more if it approved
 // (docs/protocol.md section 8: a tool call on a path no grant covers asks
-// the person). Any other outcome is op's.
+// the person). Any other outcome is op's. A call that stays refused for
+// want of consent is refused in serve's words (noConsentRefusal).
 func consented[T any](ctx context.Context, s *Session, caller corridor.Caller, access string, paths []string, op func() (T, error)) (T, error) {
 	res, err := op()
-	var e *errcode.Error
-	if !errors.As(err, &e) || e.Code != errcode.PermissionDenied || !strings.HasPrefix(e.Reason, corridor.ReasonNoConsent) {
+	if !refusedForConsent(err) {
 		return res, err
 	}
-	granted, cerr := s.cfg.Corridor.Consent(ctx, caller, corridor.ConsentRequest{
+	answer, cerr := s.cfg.Corridor.Consent(ctx, caller, corridor.ConsentRequest{
 		Message: "The MCP host " + caller.Name + " asks to " + access + " through the " + caller.Tool + " tool.",
 		Paths:   paths, Access: access})
-	if cerr != nil || !granted.Granted {
-		return res, err
+	if cerr == nil && answer.Granted {
+		if res, err = op(); !refusedForConsent(err) {
+			return res, err
+		}
 	}
-	return op()
+	return res, noConsentRefusal(err, access, answer.Removed)
+}
+
+// refusedForConsent reports whether err is the corridor's refusal of a
+// request no grant covers.
+func refusedForConsent(err error) bool {
+	var e *errcode.Error
+	return errors.As(err, &e) && e.Code == errcode.PermissionDenied && strings.HasPrefix(e.Reason, corridor.ReasonNoConsent)
+}
+
+// noConsentRefusal is the refusal of a call that stays without consent
+// (err, the corridor's, carrying its decision id), in words that mean
+// something to a host: the reason consent could not be given for one of
+// its paths (removed: never put to the provider, the policy's reasons such
+// as "secrets: ..."), else that no grant covers the path and consent was
+// not given. (The corridor's reason advises a client-role server to ask
+// with files/consent, which a host cannot send.)
+func noConsentRefusal(err error, access string, removed []consent.Removed) error {
+	var e *errcode.Error
+	errors.As(err, &e)
+	reason := corridor.ReasonNoConsent + " the path for " + access + " access, and consent was not given"
+	if len(removed) > 0 {
+		reason = removed[0].Reason
+	}
+	out := errcode.New(errcode.PermissionDenied, reason)
+	out.DecisionID = e.DecisionID
+	return out
 }
 
 // readWithTag is readWhole that also returns the file's etag; a file

@@ -323,7 +323,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 				Detail: Truncate("granted "+g.ID+" by "+g.By, audit.MaxDetail-8)})
 		}
 	}
-	return ConsentResult{Granted: len(approved) > 0, Approved: approved}, nil
+	return ConsentResult{Granted: len(approved) > 0, Approved: approved, Removed: removed}, nil
 }
 
 // unresolvedReason says why a requested path that could not be resolved is

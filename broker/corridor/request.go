@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
@@ -196,6 +197,11 @@ type ConsentRequest struct {
 type ConsentResult struct {
 	Granted  bool
 	Approved []string
+	// Removed are the requested paths never put to the provider, with why:
+	// outside every root, or the policy's reasons for letting nobody grant
+	// the access (as the provider was shown them). A front end tells its
+	// caller why the path stays refused (fsbroker serve's tool results).
+	Removed []consent.Removed
 }
 
 // RootsRequest asks which roots the caller may see.
