@@ -100,6 +100,7 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 		if err != nil {
 			return ToolResult{}, errcode.Wrap(errcode.IOError, "search", err)
 		}
+		matches = s.withoutUnresolvedLinks(ctx, caller, entries, dir, matches)
 		base := s.hostPath(dir)
 		for n, rel := range matches {
 			matches[n] = path.Join(base, rel)
@@ -350,6 +351,36 @@ func walkLister(entries []corridor.ListEntry) Lister {
 		byDir[rel] = append(byDir[rel], Entry{Name: e.Name, IsDir: e.Type == "directory", Size: e.Size})
 	}
 	return func(rel string) ([]Entry, error) { return byDir[rel], nil }
+}
+
+// withoutUnresolvedLinks returns a search's matches (relative to the listed
+// directory dir) without the symbolic links the reference's validation
+// leaves out: each matching link is described through the corridor
+// (Corridor.Stat, decided and recorded as a read of the path, links
+// followed only inside the root), and a link that leads out of its root,
+// dangles, loops or leads to what the host may not read is left out. Other
+// entries are kept as they are; matches is reused.
+func (s *Session) withoutUnresolvedLinks(ctx context.Context, caller corridor.Caller, entries []corridor.ListEntry, dir string, matches []string) []string {
+	links := make(map[string]bool)
+	for _, e := range entries {
+		if e.Type == "symlink" {
+			links[e.Path] = true
+		}
+	}
+	if len(links) == 0 {
+		return matches
+	}
+	kept := matches[:0]
+	for _, rel := range matches {
+		if p := path.Join(dir, rel); links[p] {
+			params, _ := json.Marshal(map[string]string{"path": p})
+			if _, err := s.cfg.Corridor.Stat(ctx, caller, corridor.StatRequest{Path: p, Params: params}); err != nil {
+				continue
+			}
+		}
+		kept = append(kept, rel)
+	}
+	return kept
 }
 
 // hostPath is the host path of a mount-relative path of the current roots.

@@ -129,7 +129,9 @@ func resultText(res map[string]any) string {
 	return text
 }
 
-// writeDifferentialTree writes the differential tree under root.
+// writeDifferentialTree writes the differential tree under root, with
+// links/ holding a link to a file of the root, one to a file outside it
+// (beside root) and a dangling one.
 func writeDifferentialTree(t *testing.T, root string) {
 	t.Helper()
 	files := map[string]string{
@@ -155,6 +157,9 @@ func writeDifferentialTree(t *testing.T, root string) {
 	}
 	// One modification time for every entry, so that get_file_info's
 	// modified dates are the same on every copy of the tree.
+	if err := os.Mkdir(filepath.Join(root, "links"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	err := filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
 		if err != nil {
@@ -164,6 +169,15 @@ func writeDifferentialTree(t *testing.T, root string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	outside := filepath.Join(filepath.Dir(root), "outside.txt")
+	if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"in.txt": "../a.txt", "out.txt": outside, "dangling.txt": "nothing.txt"} {
+		if err := os.Symlink(target, filepath.Join(root, "links", name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -188,6 +202,7 @@ var differentialCalls = []struct {
 	{"search_files", map[string]any{"path": "", "pattern": "**/*.txt"}},
 	{"search_files", map[string]any{"path": "sub", "pattern": "*.go"}},
 	{"search_files", map[string]any{"path": "", "pattern": "*.txt", "excludePatterns": []any{"sub/**"}}},
+	{"search_files", map[string]any{"path": "links", "pattern": "*"}},
 	{"get_file_info", map[string]any{"path": "a.txt"}},
 	{"get_file_info", map[string]any{"path": "space name.txt"}},
 	{"get_file_info", map[string]any{"path": "sub"}},
