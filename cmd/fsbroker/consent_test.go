@@ -242,20 +242,6 @@ func csTrail(t *testing.T, dir string) []audit.Record {
 	return recs
 }
 
-// csListGrants runs `fsbroker grants list --json` for server.
-func csListGrants(t *testing.T, state, server string) []grantJSON {
-	t.Helper()
-	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", state, "--server", server, "--json")
-	if code != 0 {
-		t.Fatalf("grants list: exit status %d; stderr:\n%s", code, stderr)
-	}
-	var out listJSON
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
-		t.Fatalf("grants list --json: %v\n%s", err, stdout)
-	}
-	return out.Grants
-}
-
 func csIsListChanged(m *message) bool { return m.IsNotification("notifications/roots/list_changed") }
 
 // csChangeOf matches a notifications/files/changed about path.

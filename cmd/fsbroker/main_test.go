@@ -127,6 +127,21 @@ func brokerEnv() []string {
 	return env
 }
 
+// csListGrants runs `fsbroker grants list --json` for server (its pinned id,
+// else its declared name).
+func csListGrants(t *testing.T, state, server string) []grantJSON {
+	t.Helper()
+	stdout, stderr, code := runFsbroker(t, nil, "grants", "list", "--state-dir", state, "--server", server, "--json")
+	if code != 0 {
+		t.Fatalf("grants list: exit status %d; stderr:\n%s", code, stderr)
+	}
+	var out listJSON
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("grants list --json: %v\n%s", err, stdout)
+	}
+	return out.Grants
+}
+
 // goTool returns the go command on PATH: "go test" puts the bin directory of
 // its own GOROOT first on the test's PATH, so this is the toolchain running
 // the tests.

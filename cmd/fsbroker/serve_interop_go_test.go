@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os/exec"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -94,6 +95,70 @@ func TestServeInteropGoSDK(t *testing.T) {
 	}
 	got.RootsListed = int(rootsListed.Load())
 	checkServeInterop(t, "Go SDK", tr, &got, validateStructured)
+}
+
+// TestServeInteropGoSDKElicit: the Go SDK's mcp.Client as the host of
+// fsbroker serve run without --consent and without pre-approved roots
+// (serveInteropElicitRuns): its ElicitationHandler (which makes it declare
+// elicitation) answers fsbroker's consent question, accepting with every
+// boolean field of the form true, or declining; it declares the roots
+// capability and answers roots/list with the operator's roots.
+func TestServeInteropGoSDKElicit(t *testing.T) {
+	t.Parallel()
+	tr := newServeInteropTree(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for _, run := range serveInteropElicitRuns("go") {
+		var asked atomic.Int32
+		client := mcp.NewClient(&mcp.Implementation{Name: run.client, Version: "1.0.0"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked.Add(1)
+				if !run.accept {
+					return &mcp.ElicitResult{Action: "decline"}, nil
+				}
+				var schema struct {
+					Properties map[string]struct {
+						Type string `json:"type"`
+					} `json:"properties"`
+				}
+				if err := remarshal(req.Params.RequestedSchema, &schema); err != nil {
+					return nil, err
+				}
+				content := map[string]any{}
+				for name, field := range schema.Properties {
+					if field.Type == "boolean" {
+						content[name] = true
+					}
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+			},
+		})
+		for _, r := range tr.hostRoots() {
+			client.AddRoots(&mcp.Root{URI: r.URI, Name: r.Name})
+		}
+		cmd := exec.Command(brokerBin, tr.elicitArgs()...)
+		cmd.Env = brokerEnv()
+		// No controlling terminal: no consent prompt can open one.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		var stderr testlog.Lines
+		cmd.Stderr = &stderr
+		session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("%s: connect: %v\nfsbroker's log:\n%s", run.client, err, stderr.String())
+		}
+		params := tr.expand(t, serveInteropElicitCall.params()).(map[string]any)
+		reply, err := goSDKSend(ctx, session, "tools/call", params)
+		if err != nil {
+			t.Fatalf("%s: %v", run.client, err)
+		}
+		if err := session.Close(); err != nil {
+			t.Errorf("%s: close: %v", run.client, err)
+		}
+		checkServeInteropElicit(t, "Go SDK", tr, run, serveInteropElicitOutcome{Reply: reply, Elicitations: int(asked.Load())})
+		if t.Failed() {
+			t.Fatalf("fsbroker's log:\n%s", stderr.String())
+		}
+	}
 }
 
 // goSDKSend sends one request with the Go SDK's call for its method and

@@ -20,17 +20,30 @@ package main
 // it to the SDK's own call: resources/list, resources/templates/list,
 // resources/read, resources/subscribe). serveAsksHostRoots says whether
 // fsbroker serve asks the host for its roots (both clients declare the roots
-// capability and answer roots/list from their own handlers).
+// capability and answer roots/list from their own handlers). After the
+// table, the trail must name each request by its tool or resources method
+// (fsbroker audit query --method) and verify.
+//
+// Consent through the host's own UI: each SDK test also runs fsbroker serve
+// without --consent and without pre-approved roots, as the hosts of
+// serveInteropElicitRuns, one after the other on one state directory: a
+// client that declares elicitation and answers elicitation/create from its
+// own handler, accepting with every boolean field true (its read succeeds,
+// and fsbroker grants list shows the grant of its identity) or declining
+// (its read is refused, and it holds no grant: the first host's grant is
+// not its own).
 
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/conformance"
 	"github.com/fsbroker/fsbroker/serve"
 )
@@ -305,6 +318,45 @@ func checkServeInterop(t *testing.T, sdk string, tr serveInteropTree, got *serve
 		t.Errorf("%s: fsbroker serve sent roots/list %d times; serveAsksHostRoots is %v", sdk, got.RootsListed, serveAsksHostRoots)
 	}
 	checkServeInteropTree(t, tr)
+	checkServeInteropTrail(t, sdk, tr)
+}
+
+// checkServeInteropTrail requires the trail the table's calls left to name
+// each request by its tool or resources method (docs/protocol.md section
+// 8): fsbroker audit query --method read_text_file finds the reads'
+// decision and outcome records (tool read_text_file; operation read, where
+// the request was not refused before the policy), and
+// --method resources/read the resource reads' (an allowed one and the
+// secret's refusal); fsbroker audit verify verifies the trail.
+func checkServeInteropTrail(t *testing.T, sdk string, tr serveInteropTree) {
+	t.Helper()
+	for _, method := range []string{serve.ToolReadTextFile, serve.MethodResourcesRead} {
+		stdout, stderr, code := runFsbroker(t, nil, "audit", "query", "--state-dir", tr.state, "--method", method, "--format", "json")
+		if code != 0 {
+			t.Errorf("%s: fsbroker audit query --method %s: exit status %d\n%s", sdk, method, code, stderr)
+			continue
+		}
+		count := map[string]int{}
+		for _, rec := range jsonRecords(t, stdout) {
+			if rec.Method != method || rec.Tool != method || rec.Operation != "" && rec.Operation != "read" {
+				t.Errorf("%s: audit query --method %s gave %s of method %q, tool %q, operation %q",
+					sdk, method, rec.Kind, rec.Method, rec.Tool, rec.Operation)
+			}
+			key := string(rec.Kind)
+			if rec.Allow != nil && rec.Kind == audit.KindDecision {
+				key += fmt.Sprintf(" allow=%v", *rec.Allow)
+			}
+			count[key]++
+		}
+		for _, want := range []string{"decision allow=true", "decision allow=false", "outcome"} {
+			if count[want] == 0 {
+				t.Errorf("%s: audit query --method %s finds no %s record: %v", sdk, method, want, count)
+			}
+		}
+	}
+	if stdout, stderr, code := runFsbroker(t, nil, "audit", "verify", "--state-dir", tr.state); code != 0 {
+		t.Errorf("%s: fsbroker audit verify: exit status %d\n%s%s", sdk, code, stdout, stderr)
+	}
 }
 
 // decodeNumbers decodes JSON keeping numbers as json.Number, as
@@ -348,6 +400,74 @@ func TestServeInteropCallsCoverTools(t *testing.T) {
 		if !slices.ContainsFunc(serveInteropCalls, func(c serveInteropCall) bool { return c.method == "" && c.tool == d.Name }) {
 			t.Errorf("no row of serveInteropCalls calls %s", d.Name)
 		}
+	}
+}
+
+// serveInteropElicitRun is one host of the consent runs: its name (the
+// identity its grants are kept under) and whether its elicitation handler
+// accepts (every boolean field true) or declines.
+type serveInteropElicitRun struct {
+	client string
+	accept bool
+}
+
+// serveInteropElicitRuns are the consent runs of an SDK ("go", "ts"), in
+// order on one state directory: the first host's grant must not serve the
+// second.
+func serveInteropElicitRuns(sdk string) []serveInteropElicitRun {
+	return []serveInteropElicitRun{
+		{client: "fsbroker-interop-" + sdk + "-accepts", accept: true},
+		{client: "fsbroker-interop-" + sdk + "-declines", accept: false},
+	}
+}
+
+// serveInteropElicitCall is the one request of a consent run: a read of a
+// file no grant covers.
+var serveInteropElicitCall = serveInteropCall{tool: serve.ToolReadTextFile, args: map[string]any{"path": "{rw}/a.txt"}}
+
+// elicitArgs is the fsbroker command line of the consent runs: the roots,
+// no pre-approval, and no --consent, so that a host declaring elicitation
+// is asked (protocol.md section 8).
+func (tr serveInteropTree) elicitArgs() []string {
+	return []string{"serve", "--root", tr.rw + ":rw", "--root", tr.ro, "--state-dir", tr.state, "--log-level", "warn"}
+}
+
+// serveInteropElicitOutcome is what an SDK host of a consent run got: the
+// read's reply, as in serveInteropOutcome, and how many elicitation/create
+// requests its handler answered.
+type serveInteropElicitOutcome struct {
+	Reply        json.RawMessage `json:"reply"`
+	Elicitations int             `json:"elicitations"`
+}
+
+// checkServeInteropElicit holds a consent run to what its handler answered:
+// asked once; accepted, the file is read and fsbroker grants list shows one
+// read grant of the file, by elicit, for the host's declared identity;
+// declined, the read is refused (isError, PERMISSION_DENIED, consent not
+// given) and the host holds no grant.
+func checkServeInteropElicit(t *testing.T, sdk string, tr serveInteropTree, run serveInteropElicitRun, got serveInteropElicitOutcome) {
+	t.Helper()
+	if got.Elicitations != 1 {
+		t.Errorf("%s, %s: its handler answered %d elicitation/create requests, want 1", sdk, run.client, got.Elicitations)
+	}
+	want := toolRefused("^PERMISSION_DENIED: no consent grant covers the path for read access, and consent was not given$")
+	if run.accept {
+		want = toolText("alpha\nbeta\ngamma\n")
+	}
+	reply, err := decodeNumbers(got.Reply)
+	if err != nil {
+		t.Fatalf("%s, %s: reply %s: %v", sdk, run.client, got.Reply, err)
+	}
+	for _, d := range conformance.Match(tr.expand(t, want), reply, "") {
+		t.Errorf("%s, %s: %s\n  reply: %s", sdk, run.client, d, got.Reply)
+	}
+	gs := csListGrants(t, tr.state, run.client)
+	switch {
+	case !run.accept && len(gs) != 0:
+		t.Errorf("%s, %s declined, yet holds grants %+v", sdk, run.client, gs)
+	case run.accept && (len(gs) != 1 || gs[0].Path != "rw/a.txt" || gs[0].Access != "read" || gs[0].By != "elicit" ||
+		gs[0].Server != run.client || gs[0].Pinned):
+		t.Errorf("%s, %s accepted: grants %+v, want one read grant of rw/a.txt by elicit for its declared name", sdk, run.client, gs)
 	}
 }
 
