@@ -88,3 +88,34 @@ func TestServeConsentRefusalGivesThePolicysReason(t *testing.T) {
 		at.refusedRecord(t, tool, ".env")
 	}
 }
+
+// TestServeConsentAsksForTheAccessTheToolNeeds: the question a tool call
+// puts to the provider asks the policy's consentable rule for the access
+// the tool needs. With --consent auto, a write in a read-only root is not
+// approvable (the readonly rule withholds write access there), so no write
+// grant is stored for it, the write is refused and nothing is written; a
+// read of the same root is approved and kept as a read grant.
+func TestServeConsentAsksForTheAccessTheToolNeeds(t *testing.T) {
+	at := newAttackTree(t)
+	p := startServe(t, at.state, "--root", at.ro, "--root", at.rw+":rw", "--consent", "auto")
+	requireRefused(t, p.call(ToolWriteFile, map[string]any{"path": filepath.Join(at.ro, "planted.txt"), "content": "x"}),
+		"PERMISSION_DENIED: ")
+	if _, err := os.Lstat(filepath.Join(at.ro, "planted.txt")); !os.IsNotExist(err) {
+		t.Errorf("the refused write happened (%v)", err)
+	}
+	if res := p.call(ToolReadTextFile, map[string]any{"path": filepath.Join(at.ro, "a.txt")}); res["isError"] == true {
+		t.Fatalf("a read of the read-only root under --consent auto: %v", res)
+	}
+	var reads int
+	for _, g := range listGrants(t, at.state) {
+		if g.Access == "write" {
+			t.Errorf("a write grant was stored where the policy withholds write access: %+v", g)
+		}
+		if g.Access == "read" {
+			reads++
+		}
+	}
+	if reads == 0 {
+		t.Errorf("no read grant stored for the approved read")
+	}
+}

@@ -5,6 +5,7 @@ package corridor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -225,6 +226,12 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 	ctx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
 	defer cancel()
 	access := grants.Access(r.Access)
+	if r.Params == nil {
+		// A front end that asks for consent itself (fsbroker serve) has no
+		// files/consent params: the policy's consentable rule reads the
+		// access from input.params, so they are made from the request.
+		r.Params, _ = json.Marshal(map[string]any{"paths": r.Paths, "access": r.Access})
+	}
 	var (
 		entries []decision.InputPath
 		targets = map[string]executor.Target{}

@@ -190,7 +190,11 @@ type ConsentRequest struct {
 	Message string
 	Paths   []string
 	Access  string // "read" or "write"
-	Params  []byte
+	// Params are the files/consent params as sent, which the policy sees
+	// (input.params: its consentable rule reads the access there); nil
+	// makes them from Paths and Access, for a front end with no such
+	// request of its own.
+	Params []byte
 }
 
 // ConsentResult is what was approved (mount-relative paths).
