@@ -47,6 +47,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/modern"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/schema"
 )
@@ -61,7 +62,7 @@ var supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024
 // wrap (WithStatelessVersion), whose Router answers the session's initialize
 // itself and feeds it the roots/list requests it takes out of the server's
 // InputRequiredResults.
-const StatelessVersion = "2026-07-28"
+const StatelessVersion = modern.Version
 
 // SupportedVersions returns the protocol versions the broker speaks, newest
 // first; the first is the one offered in initialize.

@@ -17,6 +17,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/errcode"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/modern"
 )
 
 // WithForwardAudit has the Router record every request the host sends
@@ -126,7 +127,7 @@ func (f *forwardAudit) forward(msg *jsonrpc.Message, detail string) (forwarded, 
 		}
 		rec.ArgsDigest = d
 	}
-	rec.ProtocolVersion = metaProtocolVersion(msg.Params)
+	rec.ProtocolVersion = modern.ProtocolVersion(msg.Params)
 	if err := f.record(rec); err != nil {
 		return fw, err
 	}
@@ -169,7 +170,7 @@ func replyOutcome(reply *jsonrpc.Message) string {
 	var isError bool
 	var resultType string
 	switch {
-	case json.Unmarshal(members["resultType"], &resultType) == nil && resultType == resultTypeInputRequired:
+	case json.Unmarshal(members["resultType"], &resultType) == nil && resultType == modern.ResultTypeInputRequired:
 		return outcomeInputRequired
 	case json.Unmarshal(members["isError"], &isError) == nil && isError:
 		return outcomeToolError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/modern"
 	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
@@ -50,12 +51,6 @@ const (
 	rootsAnswerTimeout = 30 * time.Second
 	// stateTokenPrefix starts the requestState the host is given.
 	stateTokenPrefix = "fsbroker-wrap-state-"
-)
-
-// Members of a request's params that carry a retry's inputs.
-const (
-	paramInputResponses = "inputResponses"
-	paramRequestState   = "requestState"
 )
 
 // pendingInputs is an InputRequiredResult passed to the host, awaiting its
@@ -122,7 +117,7 @@ func splitInputRequests(requests map[string]json.RawMessage) (brokerKeys, hostKe
 // InputRequiredResult: any of its members named "resultType", in any case,
 // is "input_required".
 func isInputRequired(result json.RawMessage) bool {
-	return anyMemberIs(result, "resultType", func(v string) bool { return v == resultTypeInputRequired })
+	return anyMemberIs(result, "resultType", func(v string) bool { return v == modern.ResultTypeInputRequired })
 }
 
 // anyMemberIs reports whether the object obj has a member named name, in any
@@ -150,7 +145,7 @@ func anyMemberIs(obj json.RawMessage, name string, match func(string) bool) bool
 // members the Router read.
 func dropCaseVariants(res map[string]json.RawMessage) {
 	for name := range res {
-		for _, exact := range []string{"resultType", "inputRequests", paramRequestState} {
+		for _, exact := range []string{"resultType", modern.ResultInputRequests, modern.ParamRequestState} {
 			if name != exact && strings.EqualFold(name, exact) {
 				delete(res, name)
 			}
@@ -176,7 +171,7 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	}
 	var res map[string]json.RawMessage
 	var requests map[string]json.RawMessage
-	if json.Unmarshal(result, &res) != nil || json.Unmarshal(res["inputRequests"], &requests) != nil || len(requests) == 0 {
+	if json.Unmarshal(result, &res) != nil || json.Unmarshal(res[modern.ResultInputRequests], &requests) != nil || len(requests) == 0 {
 		// Nothing to answer; the host's retry (it may retry at once) gets the
 		// server's requestState back through a state of the Router's all the same.
 		requests = map[string]json.RawMessage{}
@@ -188,7 +183,7 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	dropCaseVariants(res)
 	brokerKeys, hostKeys := splitInputRequests(requests)
 	var serverState *json.RawMessage
-	if st, ok := res[paramRequestState]; ok {
+	if st, ok := res[modern.ParamRequestState]; ok {
 		serverState = &st
 	}
 	if len(brokerKeys) > 0 {
@@ -208,14 +203,14 @@ func (r *Router) inputRequired(req inFlight, wire jsonrpc.ID, raw []byte, result
 	r.stateOrder = append(r.stateOrder, token)
 	r.pruneStates()
 	r.mu.Unlock()
-	if _, had := res["inputRequests"]; had || len(hostKeys) > 0 {
+	if _, had := res[modern.ResultInputRequests]; had || len(hostKeys) > 0 {
 		forHost := make(map[string]json.RawMessage, len(hostKeys))
 		for _, k := range hostKeys {
 			forHost[k] = requests[k]
 		}
-		res["inputRequests"] = mustMarshal(forHost)
+		res[modern.ResultInputRequests] = mustMarshal(forHost)
 	}
-	res[paramRequestState] = mustMarshal(token)
+	res[modern.ParamRequestState] = mustMarshal(token)
 	if len(brokerKeys) > 0 {
 		r.log.Debug("an InputRequiredResult's roots/list is the broker's; the rest goes to the host", "roots", len(brokerKeys), "host", len(hostKeys))
 	}
@@ -265,11 +260,11 @@ func (r *Router) retryWithRoots(req inFlight, brokerKeys []string, serverState *
 		return
 	}
 	params := maps.Clone(req.params)
-	delete(params, paramRequestState)
+	delete(params, modern.ParamRequestState)
 	if serverState != nil {
-		params[paramRequestState] = *serverState
+		params[modern.ParamRequestState] = *serverState
 	}
-	params[paramInputResponses] = mustMarshal(r.brokerAnswers(brokerKeys))
+	params[modern.ParamInputResponses] = mustMarshal(r.brokerAnswers(brokerKeys))
 	retry := inFlight{from: host, id: req.id, method: req.method, params: req.params, rounds: req.rounds + 1}
 	msg := &jsonrpc.Message{Method: req.method, Params: mustMarshal(params)}
 	if !r.recordForward(&retry, msg, "fsbroker's retry with the roots it serves") {
@@ -363,15 +358,15 @@ func (r *Router) hostRetry(msg *jsonrpc.Message, raw []byte) {
 		return
 	}
 	var token string
-	_ = json.Unmarshal(params[paramRequestState], &token)
+	_ = json.Unmarshal(params[modern.ParamRequestState], &token)
 	r.mu.Lock()
 	p, ok := r.states[token]
 	r.forgetState(token) // a state is used once
 	r.mu.Unlock()
 	var hostAnswers map[string]json.RawMessage
-	_ = json.Unmarshal(params[paramInputResponses], &hostAnswers)
-	delete(params, paramRequestState)
-	delete(params, paramInputResponses)
+	_ = json.Unmarshal(params[modern.ParamInputResponses], &hostAnswers)
+	delete(params, modern.ParamRequestState)
+	delete(params, modern.ParamInputResponses)
 	if !ok || time.Now().After(p.expires) || p.method != msg.Method || p.target != requestTarget(params) {
 		r.log.Warn("took inputResponses and requestState out of a request of the host's", "method", shortMethod(msg.Method), "why", errNoRetryState)
 	} else {
@@ -382,10 +377,10 @@ func (r *Router) hostRetry(msg *jsonrpc.Message, raw []byte) {
 			}
 		}
 		if len(inputs) > 0 {
-			params[paramInputResponses] = mustMarshal(inputs)
+			params[modern.ParamInputResponses] = mustMarshal(inputs)
 		}
 		if p.serverState != nil {
-			params[paramRequestState] = *p.serverState
+			params[modern.ParamRequestState] = *p.serverState
 		}
 	}
 	msg.Params = mustMarshal(params)
@@ -427,7 +422,7 @@ func (r *Router) startStatelessSession(meta json.RawMessage) {
 // roots, and the broker answers. Requests of earlier revisions, and params
 // it cannot amend, are not changed (changed is false).
 func amendModernRequest(raw []byte, params json.RawMessage) (amended []byte, changed bool) {
-	if metaProtocolVersion(params) == "" {
+	if modern.ProtocolVersion(params) == "" {
 		return raw, false
 	}
 	var p map[string]json.RawMessage
@@ -436,7 +431,7 @@ func amendModernRequest(raw []byte, params json.RawMessage) (amended []byte, cha
 		return raw, false
 	}
 	caps := map[string]json.RawMessage{}
-	if c, ok := meta[metaClientCapabilitiesKey]; ok && json.Unmarshal(c, &caps) != nil {
+	if c, ok := meta[modern.MetaClientCapabilities]; ok && json.Unmarshal(c, &caps) != nil {
 		return raw, false
 	}
 	if caps == nil {
@@ -446,7 +441,7 @@ func amendModernRequest(raw []byte, params json.RawMessage) (amended []byte, cha
 		return raw, false
 	}
 	caps["roots"] = json.RawMessage(`{}`)
-	meta[metaClientCapabilitiesKey] = mustMarshal(caps)
+	meta[modern.MetaClientCapabilities] = mustMarshal(caps)
 	p["_meta"] = mustMarshal(meta)
 	return withMember(raw, "params", mustMarshal(p)), true
 }
@@ -458,8 +453,8 @@ func hasRetryMembers(params json.RawMessage) bool {
 	if json.Unmarshal(params, &p) != nil {
 		return false
 	}
-	_, a := p[paramInputResponses]
-	_, b := p[paramRequestState]
+	_, a := p[modern.ParamInputResponses]
+	_, b := p[modern.ParamRequestState]
 	return a || b
 }
 

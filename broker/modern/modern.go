@@ -1,0 +1,97 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package modern holds the members of MCP protocol revision 2026-07-28 that
+// both of fsbroker's roles read and write: fsbroker wrap (between a host and
+// a server on that revision) and fsbroker serve (the server a host on that
+// revision calls). The revision calls itself and its successors "modern"
+// (basic/versioning): it has no initialize handshake, every request carries
+// its protocol version, client capabilities and client identity in its
+// params' _meta, every result names its resultType, and a server asks the
+// client for roots or elicitation inside an InputRequiredResult that the
+// client answers by retrying the request with inputResponses and the
+// requestState it was given (basic/patterns/mrtr).
+package modern
+
+import "encoding/json"
+
+// Version is protocol revision 2026-07-28.
+const Version = "2026-07-28"
+
+// The _meta members of a request and of a result (basic/index, _meta).
+const (
+	// MetaProtocolVersion names the request's protocol version (required).
+	MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	// MetaClientInfo is the client's name and version (optional).
+	MetaClientInfo = "io.modelcontextprotocol/clientInfo"
+	// MetaClientCapabilities is the client's capabilities for this request
+	// (required).
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	// MetaServerInfo is the server's name and version in a result's _meta.
+	MetaServerInfo = "io.modelcontextprotocol/serverInfo"
+)
+
+// The resultType of a result (basic/index, ResultType).
+const (
+	// ResultTypeComplete is an ordinary result.
+	ResultTypeComplete = "complete"
+	// ResultTypeInputRequired is an InputRequiredResult.
+	ResultTypeInputRequired = "input_required"
+)
+
+// The members of a request's params that carry a retry's inputs, and of an
+// InputRequiredResult (basic/patterns/mrtr).
+const (
+	ParamInputResponses = "inputResponses"
+	ParamRequestState   = "requestState"
+	ResultInputRequests = "inputRequests"
+)
+
+// The error codes the revision defines (basic/index, Error Codes).
+const (
+	// CodeMissingRequiredClientCapability: the request needs a client
+	// capability it did not declare.
+	CodeMissingRequiredClientCapability = -32021
+	// CodeUnsupportedProtocolVersion: the server does not serve the
+	// request's protocol version; data lists the versions it does.
+	CodeUnsupportedProtocolVersion = -32022
+)
+
+// RequestMeta is the per-request protocol members of a request's
+// params._meta, each as sent (nil when absent).
+type RequestMeta struct {
+	ProtocolVersion    json.RawMessage
+	ClientInfo         json.RawMessage
+	ClientCapabilities json.RawMessage
+}
+
+// Has reports whether any of the members is present: the request was
+// written for a modern revision.
+func (m RequestMeta) Has() bool {
+	return m.ProtocolVersion != nil || m.ClientInfo != nil || m.ClientCapabilities != nil
+}
+
+// ReadRequestMeta returns the per-request protocol members of a request's
+// params: none when the params or their _meta are not objects. Members are
+// matched by their exact names.
+func ReadRequestMeta(params json.RawMessage) RequestMeta {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p.Meta, &meta) != nil {
+		return RequestMeta{}
+	}
+	return RequestMeta{ProtocolVersion: meta[MetaProtocolVersion], ClientInfo: meta[MetaClientInfo],
+		ClientCapabilities: meta[MetaClientCapabilities]}
+}
+
+// ProtocolVersion returns the protocol version a request's params._meta
+// names, or "" when it names none (or not as a string).
+func ProtocolVersion(params json.RawMessage) string {
+	var v string
+	if json.Unmarshal(ReadRequestMeta(params).ProtocolVersion, &v) != nil {
+		return ""
+	}
+	return v
+}
