@@ -111,8 +111,8 @@ func (c *Corridor) checkConsent(caller Caller, req request) *decision.Verdict {
 // elsewhere in the root), then its live consent grants whose mount still
 // names the root they were given under (grantCounts), so that no policy can
 // honour a grant or a pre-approval the consent check would not.
-func (c *Corridor) inputGrants(caller Caller, req request, now time.Time) []decision.InputGrant {
-	set := c.roots()
+func (c *Corridor) inputGrants(ctx context.Context, caller Caller, req request, now time.Time) []decision.InputGrant {
+	set := c.rootsOf(ctx)
 	all := set.All()
 	out := make([]decision.InputGrant, 0, len(all))
 	granted := c.started.UTC().Format(time.RFC3339)
@@ -256,7 +256,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 	}
 	var approvable []string
 	if len(entries) > 0 {
-		in := c.policyInput(caller, request{method: "files/consent", operation: decision.OpConsent, params: r.Params})
+		in := c.policyInput(ctx, caller, request{method: "files/consent", operation: decision.OpConsent, params: r.Params})
 		ok, err := c.decider.Consentable(ctx, in, entries)
 		if err != nil {
 			ok = nil // nothing is approvable when the policy cannot say; the decider logged why
@@ -278,7 +278,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			Message: r.Message,
 			Paths:   approvable,
 			Access:  string(access),
-			Roots:   c.consentRoots(),
+			Roots:   c.consentRoots(ctx),
 			Removed: removed,
 		})
 		if err != nil {
@@ -354,7 +354,7 @@ func (c *Corridor) whyNotConsentable(ctx context.Context, caller Caller, access 
 	if access == grants.Write {
 		req.method, req.operation = "files/write", decision.OpWrite
 	}
-	in := c.policyInput(caller, req)
+	in := c.policyInput(ctx, caller, req)
 	in.Grants = append(in.Grants, decision.InputGrant{Access: string(access), Path: t.Path.MountPath(),
 		Granted: in.Time.RFC3339})
 	if v := c.decider.Decide(ctx, in); !v.Allow && len(v.Reasons) > 0 {
@@ -375,8 +375,8 @@ func providerName(d consent.Decision, p consent.Provider) string {
 }
 
 // consentRoots describes the roots for the consent provider.
-func (c *Corridor) consentRoots() []consent.Root {
-	all := c.roots().All()
+func (c *Corridor) consentRoots(ctx context.Context) []consent.Root {
+	all := c.rootsOf(ctx).All()
 	out := make([]consent.Root, 0, len(all))
 	for _, r := range all {
 		out = append(out, consent.Root{Mount: r.Mount, Name: r.Name, Path: r.Path, Writable: r.Writable})

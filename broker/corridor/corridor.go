@@ -31,6 +31,7 @@
 package corridor
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,33 @@ func (c *Corridor) NarrowRoots(narrow func(*roots.Set) *roots.Set) {
 	source := c.roots
 	c.roots = func() *roots.Set { return narrow(source()) }
 }
+
+// requestRootsKey is the context key of a request's own narrowing
+// (WithRequestRoots).
+type requestRootsKey struct{}
+
+// WithRequestRoots returns ctx carrying narrow, the narrowing of the roots
+// for the requests run under it alone: the corridor serves such a request
+// under narrow applied to the set it serves otherwise (the roots source,
+// and the session's NarrowRoots), for every stage (canonicalization, the
+// policy input's grants, listings, the consent question). fsbroker serve
+// runs a request of protocol 2026-07-28 so, under the roots the host gave
+// with that request.
+func WithRequestRoots(ctx context.Context, narrow func(*roots.Set) *roots.Set) context.Context {
+	return context.WithValue(ctx, requestRootsKey{}, narrow)
+}
+
+// RequestRoots returns set narrowed as ctx says (WithRequestRoots), or set
+// itself when ctx carries no narrowing.
+func RequestRoots(ctx context.Context, set *roots.Set) *roots.Set {
+	if narrow, ok := ctx.Value(requestRootsKey{}).(func(*roots.Set) *roots.Set); ok && narrow != nil {
+		return narrow(set)
+	}
+	return set
+}
+
+// rootsOf returns the roots a request run under ctx is served under.
+func (c *Corridor) rootsOf(ctx context.Context) *roots.Set { return RequestRoots(ctx, c.roots()) }
 
 // WithExecutor enables the file operations, performed by x (shared by every
 // session of the process).

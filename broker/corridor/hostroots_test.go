@@ -5,7 +5,6 @@ package corridor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,24 +25,11 @@ import (
 // is written outside.
 func TestNarrowedRootsConfineToTheHostSubtree(t *testing.T) {
 	f := newFixture(t)
-	for name, content := range map[string]string{"sub/in.txt": "in\n", "other.txt": "other\n"} {
-		p := filepath.Join(f.rw, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	host := hostSubtree(t, f)
 	if err := os.Symlink("../other.txt", filepath.Join(f.rw, "sub", "link")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("sub/in.txt", filepath.Join(f.rw, "into")); err != nil {
-		t.Fatal(err)
-	}
-	result, _ := json.Marshal(map[string]any{"roots": []map[string]string{{"uri": roots.FileURI(filepath.Join(f.rw, "sub"))}}})
-	host, _, err := roots.ParseHostRoots(result)
-	if err != nil {
 		t.Fatal(err)
 	}
 	c := f.corridor(t, WithDecider(defaultDecider(t)), WithoutAuditTrail())
@@ -76,7 +62,7 @@ func TestNarrowedRootsConfineToTheHostSubtree(t *testing.T) {
 		_, err := c.Read(ctx, f.caller, ReadRequest{Path: raw, Length: -1})
 		refused("read "+raw, err)
 	}
-	_, err = c.List(ctx, f.caller, ListRequest{Path: "rw", MaxDepth: -1, Limit: 100})
+	_, err := c.List(ctx, f.caller, ListRequest{Path: "rw", MaxDepth: -1, Limit: 100})
 	refused("listing of the whole root", err)
 	_, err = c.Stat(ctx, f.caller, StatRequest{Path: "rw/other.txt"})
 	refused("stat outside", err)

@@ -4,6 +4,7 @@
 package corridor
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ const methodRootsList = "roots/list"
 // policyInput builds the policy input of a request of caller:
 // input.grants holds the caller's grants and its pre-approved roots
 // (inputGrants).
-func (c *Corridor) policyInput(caller Caller, req request) *decision.Input {
+func (c *Corridor) policyInput(ctx context.Context, caller Caller, req request) *decision.Input {
 	now := time.Now()
 	in := &decision.Input{
 		Version:   1,
@@ -29,7 +30,7 @@ func (c *Corridor) policyInput(caller Caller, req request) *decision.Input {
 		Session:   decision.InputSession{ID: caller.SessionID, ProtocolVersion: caller.ProtocolVersion, Transport: caller.Transport},
 		Params:    paramsWithoutContent(req.params),
 		Bytes:     req.bytes,
-		Grants:    c.inputGrants(caller, req, now),
+		Grants:    c.inputGrants(ctx, caller, req, now),
 		Usage:     decision.InputUsage{BytesWrittenToday: c.writtenToday(caller, now), Watches: c.watches.count()},
 		Time:      decision.NewInputTime(now),
 	}

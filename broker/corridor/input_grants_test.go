@@ -4,6 +4,7 @@
 package corridor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +36,7 @@ func TestInputGrantsLeaveBlockedPreapprovalOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	grantsOf := func(raw string) []string {
-		in := c.policyInput(f.caller, request{method: "files/read", operation: decision.OpRead,
+		in := c.policyInput(context.Background(), f.caller, request{method: "files/read", operation: decision.OpRead,
 			path: f.target(t, c, raw), requested: raw})
 		var out []string
 		for _, g := range in.Grants {

@@ -247,13 +247,13 @@ var rootsOp = operation[RootsRequest, RootsResult]{
 		return oneRequest(request{method: methodRootsList, operation: decision.OpList, params: r.Params}), nil
 	},
 	execute: func(ctx context.Context, c *Corridor, cl *call, _ RootsRequest, reqs requests) (RootsResult, error) {
-		all := c.roots().All()
+		all := c.rootsOf(ctx).All()
 		batch := make([]decision.InputPath, 0, len(all))
 		for _, rt := range all {
 			batch = append(batch, decision.InputPath{Requested: rt.Mount, Canonical: rt.Path, Root: rt.Path, Mount: rt.Mount,
 				MountPath: rt.Mount, Writable: rt.Writable, Exists: true, Type: "directory"})
 		}
-		visible, err := c.decider.Visible(ctx, c.policyInput(cl.caller, reqs.all[0]), batch)
+		visible, err := c.decider.Visible(ctx, c.policyInput(ctx, cl.caller, reqs.all[0]), batch)
 		if err != nil {
 			visible = nil // nothing is shown when visibility cannot be decided
 		}

@@ -153,7 +153,7 @@ func (c *Corridor) end(ctx context.Context, cl *call, err error, decided bool) e
 // fsbroker serve under a host's roots), both the path as written and the
 // path it resolves to must lie in one of them.
 func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (executor.Target, error) {
-	set := c.roots()
+	set := c.rootsOf(ctx)
 	p, err := canon.Parse(set, raw)
 	if err != nil {
 		return executor.Target{}, err
@@ -204,6 +204,6 @@ func (c *Corridor) decide(ctx context.Context, cl *call, req request) error {
 			return c.recordDecision(ctx, cl, req, *v, time.Since(start))
 		}
 	}
-	v := c.decider.Decide(ctx, c.policyInput(cl.caller, req))
+	v := c.decider.Decide(ctx, c.policyInput(ctx, cl.caller, req))
 	return c.recordDecision(ctx, cl, req, v, time.Since(start))
 }

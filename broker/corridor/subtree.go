@@ -37,7 +37,7 @@ func (c *Corridor) guardSubtree(ctx context.Context, cl *call, t executor.Target
 	if t.Path.Rel != "" {
 		dir = strings.TrimSuffix(dir, "/") + "/" + t.Path.Rel
 	}
-	for _, r := range c.roots().All() {
+	for _, r := range c.rootsOf(ctx).All() {
 		if r.Path != t.Path.Root.Path && strings.HasPrefix(r.Path+"/", dir+"/") {
 			return nil, errcode.New(errcode.PermissionDenied, "the directory holds another root, "+r.Mount)
 		}
@@ -61,7 +61,7 @@ func (c *Corridor) guardSubtree(ctx context.Context, cl *call, t executor.Target
 		return nil, nil
 	}
 	start := time.Now()
-	v := c.decider.Carried(ctx, c.policyInput(cl.caller, req), batch)
+	v := c.decider.Carried(ctx, c.policyInput(ctx, cl.caller, req), batch)
 	if err := c.recordDecision(ctx, cl, req, v, time.Since(start)); err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func (c *Corridor) reportable(ctx context.Context, caller Caller, req request, e
 	if entries = c.unblocked(caller, entries); len(entries) == 0 {
 		return entries
 	}
-	ns := nestedIn(c.roots(), entries[0].Path.Root)
+	ns := nestedIn(c.rootsOf(ctx), entries[0].Path.Root)
 	var own []roots.Root // nested roots whose own directory is on the page
 	dropped := 0
 	for _, e := range entries {
@@ -143,7 +143,7 @@ func (c *Corridor) visible(ctx context.Context, caller Caller, req request, batc
 	if len(batch) == 0 {
 		return map[string]bool{}
 	}
-	vis, err := c.decider.Visible(ctx, c.policyInput(caller, req), batch)
+	vis, err := c.decider.Visible(ctx, c.policyInput(ctx, caller, req), batch)
 	if err != nil || vis == nil {
 		return map[string]bool{}
 	}
