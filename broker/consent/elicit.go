@@ -159,18 +159,27 @@ var ErrNoFormElicitation = fmt.Errorf("%w: the host did not declare the elicitat
 var elicitationFormVersions = map[string]bool{"2025-06-18": false, "2025-11-25": true}
 
 // HostElicitsForms reports whether the params of a host's initialize
-// declare the elicitation capability with form mode: {} (form only, as
-// 2025-06-18 has it) or an object with a form member.
+// declare the elicitation capability with form mode (CapabilitiesElicitForms
+// of their capabilities).
 func HostElicitsForms(initializeParams json.RawMessage) bool {
 	var p struct {
-		Capabilities struct {
-			Elicitation *map[string]json.RawMessage `json:"elicitation"`
-		} `json:"capabilities"`
+		Capabilities json.RawMessage `json:"capabilities"`
 	}
-	if json.Unmarshal(initializeParams, &p) != nil || p.Capabilities.Elicitation == nil || *p.Capabilities.Elicitation == nil {
+	return json.Unmarshal(initializeParams, &p) == nil && CapabilitiesElicitForms(p.Capabilities)
+}
+
+// CapabilitiesElicitForms reports whether a client's capabilities (of its
+// initialize, or of one request on protocol 2026-07-28) declare the
+// elicitation capability with form mode: {} (form only, as 2025-06-18 has
+// it) or an object with a form member.
+func CapabilitiesElicitForms(capabilities json.RawMessage) bool {
+	var c struct {
+		Elicitation *map[string]json.RawMessage `json:"elicitation"`
+	}
+	if json.Unmarshal(capabilities, &c) != nil || c.Elicitation == nil || *c.Elicitation == nil {
 		return false
 	}
-	modes := *p.Capabilities.Elicitation
+	modes := *c.Elicitation
 	_, form := modes["form"]
 	return len(modes) == 0 || form
 }
@@ -189,6 +198,21 @@ func ElicitFormParams(hostElicitsForms bool, version, message string, requestedS
 	if !known {
 		return nil, fmt.Errorf("%w: protocol revision %q has no elicitation/create the broker may send", ErrNoElicitation, version)
 	}
+	return formParams(named, message, requestedSchema)
+}
+
+// InputRequestFormParams returns the params of an elicitation/create in
+// form mode as protocol 2026-07-28 puts it among an InputRequiredResult's
+// inputRequests (the mode named), with message and the flat object schema
+// requestedSchema. The caller checks that the request's client declared
+// form elicitation (CapabilitiesElicitForms).
+func InputRequestFormParams(message string, requestedSchema json.RawMessage) (json.RawMessage, error) {
+	return formParams(true, message, requestedSchema)
+}
+
+// formParams are the params of an elicitation/create in form mode, with the
+// mode member when named.
+func formParams(named bool, message string, requestedSchema json.RawMessage) (json.RawMessage, error) {
 	params := struct {
 		Mode            string          `json:"mode,omitempty"`
 		Message         string          `json:"message"`
