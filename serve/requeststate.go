@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fsbroker/fsbroker/broker/corridor"
 )
 
 // Protocol revision 2026-07-28 has no server-initiated requests: a server
@@ -23,8 +25,14 @@ import (
 // influences access must protect its integrity and should bind it to the
 // principal, to the request it answers, and to a short expiry. fsbroker
 // serve's state decides what a consent answer approves, so it is sealed:
-// an HMAC-SHA256 under a key of the process (random at start, never
-// written anywhere) over the binding and the payload.
+// an HMAC-SHA256 under a key of the session (random when it starts, never
+// written anywhere: on stdio the session is the process) over the binding
+// and the payload.
+//
+// The same sealer makes resources/list's cursors, in a mode of their own: a
+// cursor has no expiry (a host may page through a listing at its pace, as
+// on earlier revisions), and its MAC covers a purpose byte that a
+// requestState's does not share, so that neither token opens as the other.
 
 // DefaultStateTTL is how long a requestState fsbroker serve issues stays
 // good: long enough for a person to answer a consent form, short enough
@@ -68,7 +76,26 @@ type StateBinding struct {
 	Arguments [sha256.Size]byte
 }
 
-// stateSealer seals and opens the requestStates of one process.
+// sealPurpose says what a sealed token is; the MAC covers it.
+type sealPurpose byte
+
+const (
+	// purposeRequestState: a requestState, with an expiry.
+	purposeRequestState sealPurpose = 's'
+	// purposeCursor: a resources/list cursor, with no expiry.
+	purposeCursor sealPurpose = 'c'
+)
+
+// noExpiry is the expiry field of a token that never expires (a cursor).
+const noExpiry = 0
+
+// principalOf is the principal a requestState (and a resources/list
+// cursor) is bound to: the host's identity as its grants are kept
+// (corridor.Caller.StateKey) and the session.
+func principalOf(c corridor.Caller) string { return c.StateKey() + "\n" + c.SessionID }
+
+// stateSealer seals and opens the requestStates (and resources/list
+// cursors) of one session.
 type stateSealer struct {
 	key [32]byte
 	ttl time.Duration
@@ -94,41 +121,70 @@ func newStateSealer(ttl time.Duration, now func() time.Time) (*stateSealer, erro
 // seal returns the requestState carrying payload, bound to b, expiring the
 // sealer's TTL from now.
 func (s *stateSealer) seal(b StateBinding, payload []byte) string {
-	body := make([]byte, 8, 8+len(payload)+sha256.Size)
-	binary.BigEndian.PutUint64(body, uint64(s.now().Add(s.ttl).UnixNano()))
-	body = append(body, payload...)
-	body = append(body, s.mac(b, body)...)
-	return statePrefix + stateEncoding.EncodeToString(body)
+	return s.sealAs(purposeRequestState, b, uint64(s.now().Add(s.ttl).UnixNano()), payload)
 }
 
 // open verifies the requestState token against b and returns its payload:
 // ErrStateInvalid when it is not one this sealer issued for b, unchanged;
 // ErrStateExpired when it is, but too late.
 func (s *stateSealer) open(b StateBinding, token string) ([]byte, error) {
+	expires, payload, err := s.openAs(purposeRequestState, b, token)
+	if err != nil {
+		return nil, err
+	}
+	if !s.now().Before(time.Unix(0, int64(expires))) {
+		return nil, ErrStateExpired
+	}
+	return payload, nil
+}
+
+// sealCursor returns a cursor carrying payload, bound to b, that never
+// expires.
+func (s *stateSealer) sealCursor(b StateBinding, payload []byte) string {
+	return s.sealAs(purposeCursor, b, noExpiry, payload)
+}
+
+// openCursor verifies a cursor of sealCursor against b and returns its
+// payload, or ErrStateInvalid.
+func (s *stateSealer) openCursor(b StateBinding, token string) ([]byte, error) {
+	_, payload, err := s.openAs(purposeCursor, b, token)
+	return payload, err
+}
+
+// sealAs seals payload for purpose, bound to b, with the expiry field
+// expires (nanoseconds since the Unix epoch, or noExpiry).
+func (s *stateSealer) sealAs(purpose sealPurpose, b StateBinding, expires uint64, payload []byte) string {
+	body := make([]byte, 8, 8+len(payload)+sha256.Size)
+	binary.BigEndian.PutUint64(body, expires)
+	body = append(body, payload...)
+	body = append(body, s.mac(purpose, b, body)...)
+	return statePrefix + stateEncoding.EncodeToString(body)
+}
+
+// openAs verifies token as sealed for purpose and b, and returns its expiry
+// field and payload; ErrStateInvalid when it was not sealed so, unchanged.
+func (s *stateSealer) openAs(purpose sealPurpose, b StateBinding, token string) (expires uint64, payload []byte, err error) {
 	if len(token) > maxStateTokenBytes || !strings.HasPrefix(token, statePrefix) {
-		return nil, ErrStateInvalid
+		return 0, nil, ErrStateInvalid
 	}
 	body, err := stateEncoding.DecodeString(token[len(statePrefix):])
 	if err != nil || len(body) < 8+sha256.Size {
-		return nil, ErrStateInvalid
+		return 0, nil, ErrStateInvalid
 	}
 	signed, sum := body[:len(body)-sha256.Size], body[len(body)-sha256.Size:]
-	if !hmac.Equal(sum, s.mac(b, signed)) {
-		return nil, ErrStateInvalid
+	if !hmac.Equal(sum, s.mac(purpose, b, signed)) {
+		return 0, nil, ErrStateInvalid
 	}
-	expires := time.Unix(0, int64(binary.BigEndian.Uint64(signed[:8])))
-	if !s.now().Before(expires) {
-		return nil, ErrStateExpired
-	}
-	return signed[8:], nil
+	return binary.BigEndian.Uint64(signed[:8]), signed[8:], nil
 }
 
-// mac is the HMAC-SHA256 of the binding and the signed body (expiry and
-// payload). Each binding field is length-prefixed, so no two bindings
-// encode alike.
-func (s *stateSealer) mac(b StateBinding, signed []byte) []byte {
+// mac is the HMAC-SHA256 of the purpose, the binding and the signed body
+// (expiry and payload). Each binding field is length-prefixed, so no two
+// bindings encode alike.
+func (s *stateSealer) mac(purpose sealPurpose, b StateBinding, signed []byte) []byte {
 	h := hmac.New(sha256.New, s.key[:])
 	h.Write([]byte(statePrefix))
+	h.Write([]byte{byte(purpose)})
 	for _, field := range []string{b.Principal, b.Method, b.Target} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(field)))

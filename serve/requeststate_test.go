@@ -172,3 +172,35 @@ func FuzzOpenRequestState(f *testing.F) {
 		}
 	})
 }
+
+// TestCursorNeverExpires: a resources/list cursor opens long after it was
+// sealed, bound like a state.
+func TestCursorNeverExpires(t *testing.T) {
+	clock := &testClock{t: time.Unix(1_800_000_000, 0)}
+	s := newTestSealer(t, clock)
+	b := StateBinding{Principal: "declared:host/1", Method: MethodResourcesList}
+	cursor := s.sealCursor(b, []byte("position"))
+	clock.t = clock.t.Add(24 * 365 * time.Hour)
+	if got, err := s.openCursor(b, cursor); err != nil || string(got) != "position" {
+		t.Fatalf("a year on: %q, %v", got, err)
+	}
+	other := b
+	other.Principal = "declared:other/1"
+	if _, err := s.openCursor(other, cursor); !errors.Is(err, ErrStateInvalid) {
+		t.Fatalf("another principal's cursor: err = %v, want ErrStateInvalid", err)
+	}
+}
+
+// TestCursorAndStateDoNotOpenAsEachOther: a cursor presented as a
+// requestState, or a requestState as a cursor, under the same binding,
+// fails verification: the purpose is under the MAC.
+func TestCursorAndStateDoNotOpenAsEachOther(t *testing.T) {
+	clock := &testClock{t: time.Unix(1_800_000_000, 0)}
+	s := newTestSealer(t, clock)
+	if _, err := s.open(testBinding(), s.sealCursor(testBinding(), []byte("p"))); !errors.Is(err, ErrStateInvalid) {
+		t.Fatalf("a cursor as a requestState: err = %v, want ErrStateInvalid", err)
+	}
+	if _, err := s.openCursor(testBinding(), s.seal(testBinding(), []byte("p"))); !errors.Is(err, ErrStateInvalid) {
+		t.Fatalf("a requestState as a cursor: err = %v, want ErrStateInvalid", err)
+	}
+}

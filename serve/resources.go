@@ -5,19 +5,14 @@ package serve
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/fsbroker/fsbroker/broker/corridor"
@@ -55,13 +50,11 @@ const (
 // not exist (specification 2025-11-25, server/resources, Error Handling).
 const CodeResourceNotFound = -32002
 
-// resourceState is what a session keeps for the resources methods: the key
-// of its resources/list cursors and its subscriptions.
+// resourceState is what a session keeps for the resources methods: its
+// subscriptions (its resources/list cursors are sealed by the session's
+// stateSealer).
 type resourceState struct {
-	keyOnce   sync.Once
-	cursorKey []byte
-	keyErr    error
-	subs      subscriptions
+	subs subscriptions
 }
 
 // resourcesCapability is the session's resources capability in initialize:
@@ -301,7 +294,7 @@ type listResourcesResult struct {
 // time. The first listing of a root no grant covers asks the consent
 // provider; a root the host may not list is passed over.
 func (s *Session) listResources(ctx context.Context, caller corridor.Caller, cursor string, params []byte) (any, error) {
-	pos, err := s.decodeResourcesCursor(cursor)
+	pos, err := s.decodeResourcesCursor(caller, cursor)
 	if err != nil {
 		return nil, s.refuseResource(ctx, caller, "", err)
 	}
@@ -327,9 +320,9 @@ func (s *Session) listResources(ctx context.Context, caller corridor.Caller, cur
 					s.log.Info("resources/list stopped at its bound", "resources", MaxResources)
 					return out, nil
 				}
-				out.NextCursor, err = s.encodeResourcesCursor(resourcesPosition{unit: unit, inner: inner,
+				out.NextCursor = s.encodeResourcesCursor(caller, resourcesPosition{unit: unit, inner: inner,
 					count: pos.count + len(out.Resources)})
-				return out, err
+				return out, nil
 			}
 			calls++
 			req := corridor.ListRequest{Path: unit, Recursive: true, IncludeHidden: true, MaxDepth: -1,
@@ -394,57 +387,34 @@ func invalidCursor() *errcode.Error {
 	return invalidParam("/cursor", "not a cursor this session returned")
 }
 
-// key returns the session's key for resources/list cursors, made on first
-// use.
-func (rs *resourceState) key() ([]byte, error) {
-	rs.keyOnce.Do(func() {
-		rs.cursorKey = make([]byte, 32)
-		if _, err := rand.Read(rs.cursorKey); err != nil {
-			rs.keyErr = fmt.Errorf("serve: resources cursor key: %w", err)
-		}
-	})
-	return rs.cursorKey, rs.keyErr
+// cursorBinding is what a resources/list cursor is bound to: the host (its
+// identity and the session) and the method.
+func cursorBinding(caller corridor.Caller) StateBinding {
+	return StateBinding{Principal: principalOf(caller), Method: MethodResourcesList}
 }
 
-// cursorMAC is the first bytes of a cursor: HMAC-SHA256 of the rest.
-const cursorMACLen = sha256.Size
-
-// encodeResourcesCursor makes the opaque cursor of pos: its MAC under the
-// session's key, then its count, directory and corridor cursor, in base64url. A
-// cursor is good for this session only; it names no entry (the corridor's
-// own cursor is sealed).
-func (s *Session) encodeResourcesCursor(pos resourcesPosition) (string, error) {
-	key, err := s.resources.key()
-	if err != nil {
-		return "", err
-	}
+// encodeResourcesCursor makes the opaque cursor of pos: its count,
+// directory and corridor cursor, sealed for the host by the session's
+// sealer, with no expiry (sealCursor). A cursor is good for this session
+// and this host only; it names no entry (the corridor's own cursor is
+// sealed).
+func (s *Session) encodeResourcesCursor(caller corridor.Caller, pos resourcesPosition) string {
 	body := strconv.AppendInt(nil, int64(pos.count), 10)
 	body = append(append(append(append(body, 0), pos.unit...), 0), pos.inner...)
-	mac := hmac.New(sha256.New, key)
-	mac.Write(body)
-	return base64.RawURLEncoding.EncodeToString(append(mac.Sum(nil), body...)), nil
+	return s.sealer.sealCursor(cursorBinding(caller), body)
 }
 
 // decodeResourcesCursor opens a cursor of encodeResourcesCursor ("": the
 // start); any other is INVALID_PARAMS.
-func (s *Session) decodeResourcesCursor(cursor string) (resourcesPosition, error) {
+func (s *Session) decodeResourcesCursor(caller corridor.Caller, cursor string) (resourcesPosition, error) {
 	if cursor == "" {
 		return resourcesPosition{}, nil
 	}
-	key, err := s.resources.key()
+	raw, err := s.sealer.openCursor(cursorBinding(caller), cursor)
 	if err != nil {
-		return resourcesPosition{}, err
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(raw) <= cursorMACLen {
 		return resourcesPosition{}, invalidCursor()
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write(raw[cursorMACLen:])
-	if !hmac.Equal(mac.Sum(nil), raw[:cursorMACLen]) {
-		return resourcesPosition{}, invalidCursor()
-	}
-	parts := strings.SplitN(string(raw[cursorMACLen:]), "\x00", 3)
+	parts := strings.SplitN(string(raw), "\x00", 3)
 	count, err := strconv.Atoi(parts[0])
 	if len(parts) != 3 || err != nil || parts[1] == "" || count < 0 {
 		return resourcesPosition{}, invalidCursor()

@@ -334,7 +334,7 @@ func TestResourcesListCursor(t *testing.T) {
 	if page.NextCursor == "" {
 		t.Fatal("no nextCursor on the first page")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(page.NextCursor)
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(page.NextCursor, statePrefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestResourcesListCursor(t *testing.T) {
 	altered[len(altered)-1] ^= 1
 	other := startResourceSession(t, filepath.Join(tree.base, "state2"), consent.Auto{}, runtime.Limits{}, roots.Spec{Path: tree.proj, Preapproved: true})
 	for what, cursor := range map[string]any{
-		"altered":         base64.RawURLEncoding.EncodeToString(altered),
+		"altered":         statePrefix + base64.RawURLEncoding.EncodeToString(altered),
 		"made up":         "bWFkZSB1cA",
 		"not base64":      "%%%",
 		"not a string":    42,

@@ -60,6 +60,12 @@ type Config struct {
 	// long as the session runs, so that a revocation ends the host's
 	// watches (GrantsChanged).
 	WatchGrants func(ctx context.Context, changed func(server string)) error
+	// Now is the session's clock, for the expiry of the requestStates of
+	// protocol 2026-07-28 (nil: time.Now).
+	Now func() time.Time
+	// StateTTL is how long such a requestState stays good
+	// (DefaultStateTTL).
+	StateTTL time.Duration
 }
 
 // Session is one MCP session of fsbroker serve: fsbroker is the server, the
@@ -78,6 +84,7 @@ type Session struct {
 	cancel     context.CancelFunc
 	background sync.WaitGroup // the session's own goroutines (roots/list)
 	host       hostRoots
+	sealer     *stateSealer // requestStates (protocol 2026-07-28) and resources/list cursors
 
 	mu              sync.Mutex
 	initialized     bool
@@ -110,7 +117,11 @@ func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
 	if _, err := rand.Read(idBytes[:]); err != nil {
 		return nil, fmt.Errorf("serve: session id: %w", err)
 	}
-	s := &Session{cfg: cfg, log: cfg.Log, id: hex.EncodeToString(idBytes[:])}
+	sealer, err := newStateSealer(cfg.StateTTL, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{cfg: cfg, log: cfg.Log, id: hex.EncodeToString(idBytes[:]), sealer: sealer}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.host.ready = make(chan struct{})
 	cfg.Corridor.NarrowRoots(s.narrowRoots) // the host's roots only narrow
