@@ -118,7 +118,7 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 		}
 		return TextResult(MoveText(a.Source, a.Destination)), nil
 	case NoArgs:
-		return TextResult(AllowedDirectoriesText(s.roots().Dirs())), nil
+		return TextResult(AllowedDirectoriesText(s.servedRoots(ctx).Dirs())), nil
 	case PathArgs:
 		return s.runPathTool(ctx, caller, a, params)
 	}
@@ -200,8 +200,14 @@ func (s *Session) readWhole(ctx context.Context, caller corridor.Caller, p strin
 // with the access the tool needs) and runs op once more if it approved
 // (docs/protocol.md section 8: a tool call on a path no grant covers asks
 // the person). Any other outcome is op's. A call that stays refused for
-// want of consent is refused in serve's words (noConsentRefusal).
+// want of consent is refused in serve's words (noConsentRefusal). On
+// protocol 2026-07-28, once the call put a question to its host
+// (inputPending), op is not run at all.
 func consented[T any](ctx context.Context, s *Session, caller corridor.Caller, access string, paths []string, op func() (T, error)) (T, error) {
+	if err := inputPending(ctx); err != nil { // protocol 2026-07-28: a question awaits the host's answer, nothing more runs
+		var zero T
+		return zero, err
+	}
 	res, err := op()
 	if !refusedForConsent(err) {
 		return res, err

@@ -15,4 +15,10 @@
 // and the minimatch glob semantics of search_files and directory_tree
 // (glob.go). They take data (bytes, entry lists, readers), never paths: the
 // file I/O is the corridor's. docs/serve.md says what they guarantee.
+//
+// The session (session.go, calls.go, resources.go, subscriptions.go,
+// hostroots.go, elicit.go) serves the earlier revisions after initialize;
+// modern.go, modern_inputs.go and elicit_modern.go serve protocol
+// 2026-07-28 per request, asking the host inside InputRequiredResults under
+// the sealed requestState of requeststate.go.
 package serve

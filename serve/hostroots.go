@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
@@ -118,13 +119,8 @@ func (s *Session) fetchHostRoots(gen uint64) {
 	var result json.RawMessage
 	if err := s.conn.Call(ctx, "roots/list", nil, &result); err != nil {
 		s.log.Warn("the host did not answer roots/list; no root is accessible until it does", "error", err)
-	} else if h, skipped, err := roots.ParseHostRoots(result); err != nil {
-		s.log.Warn("the host's roots cannot be read; no root is accessible", "error", err)
 	} else {
-		next = h
-		for _, sk := range skipped {
-			s.log.Info("ignoring a root of the host's", "root", sk)
-		}
+		next = s.hostRootsOf(result)
 	}
 	s.host.mu.Lock()
 	if gen <= s.host.applied {
@@ -143,10 +139,65 @@ func (s *Session) fetchHostRoots(gen uint64) {
 	}
 }
 
+// hostRootsOf reads the host's answer to roots/list (a ListRootsResult):
+// an answer that cannot be read is no root (nothing accessible); the roots
+// it skips (not local file:// URIs) are logged.
+func (s *Session) hostRootsOf(result json.RawMessage) *roots.HostRoots {
+	h, skipped, err := roots.ParseHostRoots(result)
+	if err != nil {
+		s.log.Warn("the host's roots cannot be read; no root is accessible", "error", err)
+		return &roots.HostRoots{}
+	}
+	for _, sk := range skipped {
+		s.log.Info("ignoring a root of the host's", "root", sk)
+	}
+	return h
+}
+
+// capabilityDeclared reports whether a client declares a capability whose
+// member in its capabilities is raw: present, and neither null nor false.
+// Roots declared in any other form narrow: narrowing is the safe reading of
+// a capability written oddly.
+func capabilityDeclared(raw json.RawMessage) bool {
+	c := string(raw)
+	return c != "" && c != "null" && c != "false"
+}
+
+// requestNarrowing is the narrowing of one request of protocol 2026-07-28
+// whose host answered roots/list with host (corridor.WithRequestRoots):
+// the intersection of the roots served otherwise and the host's
+// (roots.Intersect), computed once per set.
+func requestNarrowing(host *roots.HostRoots) func(*roots.Set) *roots.Set {
+	var (
+		mu   sync.Mutex
+		last *rootsView
+	)
+	return func(op *roots.Set) *roots.Set {
+		mu.Lock()
+		defer mu.Unlock()
+		if last == nil || last.operator != op {
+			last = &rootsView{operator: op, host: host, view: roots.Intersect(op, host)}
+		}
+		return last.view
+	}
+}
+
+// servedRoots returns the roots a request run under ctx is served under:
+// the session's, narrowed by the request's own host roots (protocol
+// 2026-07-28) when it carries them.
+func (s *Session) servedRoots(ctx context.Context) *roots.Set {
+	return corridor.RequestRoots(ctx, s.roots())
+}
+
 // awaitHostRoots waits, up to the time limit, until the host's first
-// answer to roots/list applied (at once when the host declared no roots).
-// A call that gives up goes on under the roots known, which are none.
+// answer to roots/list applied (at once when the host declared no roots in
+// its initialize, or sent none: a host of protocol 2026-07-28 gives its
+// roots with each request). A call that gives up goes on under the roots
+// known, which are none.
 func (s *Session) awaitHostRoots(ctx context.Context) {
+	if !s.isInitialized() {
+		return
+	}
 	select {
 	case <-s.host.ready:
 		return

@@ -75,8 +75,9 @@ func startServer(t *testing.T, name string, cmd *exec.Cmd) *referenceClient {
 }
 
 // startServerAs is startServer whose client sends init as its initialize
-// params and answers the server's requests with opts' handlers (others with
-// "Method not found").
+// params (no initialize when "": a client of protocol 2026-07-28) and
+// answers the server's requests with opts' handlers (others with "Method
+// not found").
 func startServerAs(t *testing.T, name string, cmd *exec.Cmd, init string, opts ...mcppeer.Option) *referenceClient {
 	t.Helper()
 	cmd.Env = append(os.Environ(), "TZ=UTC", "LC_ALL=C.UTF-8", "LANG=C.UTF-8")
@@ -110,8 +111,10 @@ func startServerAs(t *testing.T, name string, cmd *exec.Cmd, init string, opts .
 	opts = append([]mcppeer.Option{mcppeer.RequireValid(), mcppeer.WithWait(referenceWait),
 		mcppeer.WithFallback(mcppeer.MethodNotFound)}, opts...)
 	p := &referenceClient{t: t, Peer: mcppeer.New(t, name, stream, opts...)}
-	p.request("initialize", json.RawMessage(init))
-	p.Notify("notifications/initialized", nil)
+	if init != "" { // a client of protocol 2026-07-28 sends no initialize
+		p.request("initialize", json.RawMessage(init))
+		p.Notify("notifications/initialized", nil)
+	}
 	return p
 }
 

@@ -86,19 +86,30 @@ func (s *Session) handleResources(ctx context.Context, method string, params jso
 	case MethodResourcesUnsubscribe:
 		return s.unsubscribeResource(ctx, caller, p.URI)
 	}
+	if method == MethodResourcesRead {
+		return s.readResource(ctx, caller, p.URI, params)
+	}
 	filePath, err := resourceFilePath(p.URI)
 	if err != nil {
 		return nil, s.refuseResource(ctx, caller, p.URI, err)
 	}
-	if method == MethodResourcesSubscribe {
-		return s.subscribeResource(ctx, caller, p.URI, filePath, params)
+	return s.subscribeResource(ctx, caller, p.URI, filePath, params)
+}
+
+// readResource answers resources/read of uri, whose params are params: a
+// uri that names no file of this machine is refused before the corridor
+// (recorded); the file is read whole through the corridor.
+func (s *Session) readResource(ctx context.Context, caller corridor.Caller, uri string, params json.RawMessage) (any, error) {
+	filePath, err := resourceFilePath(uri)
+	if err != nil {
+		return nil, s.refuseResource(ctx, caller, uri, err)
 	}
 	data, err := s.readWhole(ctx, caller, filePath, params)
 	if err != nil {
-		return nil, resourceError(err, p.URI)
+		return nil, resourceError(err, uri)
 	}
 	name, _ := url.PathUnescape(filePath) // the corridor decoded it already
-	return readResourceResult{Contents: []resourceContents{contentsOf(p.URI, name, data)}}, nil
+	return readResourceResult{Contents: []resourceContents{contentsOf(uri, name, data)}}, nil
 }
 
 // refuseResource records a resources request refused before the corridor

@@ -25,7 +25,8 @@ import (
 
 // SupportedVersions are the protocol versions fsbroker serve answers
 // initialize with, newest first (docs/protocol.md section 8). A client
-// asking for another one gets the newest.
+// asking for another one gets the newest. Protocol 2026-07-28, which has no
+// initialize, is served besides (modern.go).
 var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // FrontEnd is the front end's name in the policy input (input.frontEnd.name).
@@ -92,6 +93,10 @@ type Session struct {
 	clientVersion   string
 	protocolVersion string
 	hostElicits     bool // the host declared elicitation with form mode
+	// modernStart is the caller of the session's first request of protocol
+	// 2026-07-28, when no initialize came before it: the session's start and
+	// end are recorded under it.
+	modernStart *corridor.Caller
 
 	resources resourceState // the resources methods' state (resources.go)
 }
@@ -150,6 +155,8 @@ func (s *Session) Run(ctx context.Context) error {
 	}
 	if s.isInitialized() {
 		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionEnd, detail)
+	} else if start := s.modernStarted(); start != nil {
+		s.cfg.Corridor.RecordSession(ctx, *start, audit.KindSessionEnd, detail)
 	}
 	return err
 }
@@ -172,8 +179,15 @@ func (s *Session) isInitialized() bool {
 	return s.initialized
 }
 
-// handleRequest answers one request of the host.
+// handleRequest answers one request of the host: a request of protocol
+// 2026-07-28 (per-request _meta) statelessly (modern.go), any other as the
+// session negotiated in its initialize.
 func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any, error) {
+	if meta, isModern, err := s.routeModern(req); err != nil {
+		return nil, err
+	} else if isModern {
+		return s.handleModern(ctx, req, meta)
+	}
 	switch req.Method {
 	case "initialize":
 		return s.initialize(ctx, req.Params)
@@ -182,7 +196,7 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 	}
 	if !s.isInitialized() {
 		e := errcode.New(errcode.NotInitialized, "initialize first")
-		return nil, &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
+		return nil, rpcError(e)
 	}
 	switch req.Method {
 	case "tools/list":
@@ -225,7 +239,7 @@ func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, 
 	var p initializeParams
 	if err := json.Unmarshal(params, &p); err != nil || p.ClientInfo.Name == "" {
 		e := errcode.New(errcode.InvalidParams, "initialize needs params with clientInfo.name")
-		return nil, &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
+		return nil, rpcError(e)
 	}
 	version := SupportedVersions[0]
 	for _, v := range SupportedVersions {
@@ -242,10 +256,7 @@ func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, 
 	elicits := s.hostElicits
 	s.mu.Unlock()
 	if first {
-		// Roots declared in any form but null or false narrow: narrowing is
-		// the safe reading of a capability written oddly.
-		rootsCap := string(p.Capabilities.Roots)
-		declaresRoots := rootsCap != "" && rootsCap != "null" && rootsCap != "false"
+		declaresRoots := capabilityDeclared(p.Capabilities.Roots)
 		s.startHostRoots(declaresRoots)
 		s.log.Info("the host", "name", p.ClientInfo.Name, "declaresRoots", declaresRoots, "consentFormsInItsUI", elicits)
 		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionStart, "fsbroker serve")
@@ -274,6 +285,13 @@ func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, er
 			return res, nil
 		}
 	}
+	return nil, s.refuseCall(ctx, s.caller(name), err)
+}
+
+// refuseCall records a tools/call refused before the corridor (a malformed
+// envelope, an unknown tool, arguments that fail the tool's inputSchema)
+// with Corridor.Refuse, and returns its JSON-RPC error.
+func (s *Session) refuseCall(ctx context.Context, caller corridor.Caller, err error) error {
 	var refusal *errcode.Error
 	var argsErr *ArgumentsError
 	var toolErr *UnknownToolError
@@ -285,11 +303,13 @@ func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, er
 	default:
 		refusal = errcode.Wrap(errcode.InvalidParams, "tools/call params", err)
 	}
-	recorded := s.cfg.Corridor.Refuse(ctx, s.caller(name), "tools/call", "", "", refusal)
-	if errors.As(recorded, &refusal) {
-		return nil, &jsonrpc.Error{Code: refusal.Code.RPC(), Message: refusal.Code.Message(), Data: refusal.RPCData()}
-	}
-	return nil, recorded
+	return s.refuse(ctx, caller, "tools/call", "", refusal)
+}
+
+// rpcError is the JSON-RPC error of a brokered failure: its section 4
+// number and message, and its data (code, reason, decisionId, details).
+func rpcError(e *errcode.Error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: e.Code.RPC(), Message: e.Code.Message(), Data: e.RPCData()}
 }
 
 // refusalText is the text of an isError result: the code and the reason
