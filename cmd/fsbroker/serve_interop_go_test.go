@@ -55,7 +55,10 @@ func TestServeInteropGoSDK(t *testing.T) {
 	cmd.Env = brokerEnv()
 	var stderr testlog.Lines
 	cmd.Stderr = &stderr
-	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	// The SDK probes with server/discover and would take 2026-07-28, which
+	// asks for roots inside InputRequiredResults (TestServeModernGoSDK);
+	// this table holds the 2025-11-25 session, roots/list requests and all.
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connect: %v\nfsbroker's log:\n%s", err, stderr.String())
 	}
@@ -142,7 +145,7 @@ func TestServeInteropGoSDKElicit(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		var stderr testlog.Lines
 		cmd.Stderr = &stderr
-		session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatalf("%s: connect: %v\nfsbroker's log:\n%s", run.client, err, stderr.String())
 		}
