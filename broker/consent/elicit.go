@@ -90,7 +90,9 @@ func (p *Elicit) Ask(ctx context.Context, req Request) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	token := newFormToken()
+	ended := Waiting(ctx, NameElicit, req)
 	res, err := e.ElicitForm(ctx, render(req), consentForm(req, token))
+	ended(!errors.Is(err, ErrNoElicitation))
 	if err != nil {
 		return d, fmt.Errorf("consent: elicitation: %w", err)
 	}

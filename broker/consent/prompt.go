@@ -68,6 +68,8 @@ func (p *Prompt) Ask(ctx context.Context, req Request) (Decision, error) {
 	}
 	t := &terminal{f: f, r: bufio.NewReaderSize(f, 512)}
 	defer f.Close()
+	ended := Waiting(ctx, NamePrompt, req)
+	defer ended(true)
 	// Where the terminal supports deadlines (Linux always), a cancelled read
 	// returns at once; elsewhere it is left behind (see readLine).
 	t.deadlines = f.SetReadDeadline(time.Time{}) == nil

@@ -225,6 +225,11 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 	// does not answer).
 	ctx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
 	defer cancel()
+	if c.observer != nil {
+		c.observer.RequestStarted()
+		defer c.observer.RequestEnded()
+		ctx = consent.WithWaitNotice(ctx, c.observer.ConsentWaiting)
+	}
 	access := grants.Access(r.Access)
 	if r.Params == nil {
 		// A front end that asks for consent itself (fsbroker serve) has no
@@ -270,10 +275,14 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			}
 		}
 	}
-	var answer consent.Decision
+	var (
+		answer consent.Decision
+		asked  bool
+		askErr error
+	)
 	if len(approvable) > 0 && c.consent != nil {
-		var err error
-		answer, err = c.consent.Ask(ctx, consent.Request{
+		asked = true
+		answer, askErr = c.consent.Ask(ctx, consent.Request{
 			Server:  consent.Server{ID: caller.ID, Name: caller.Name, Version: caller.Version, Pinned: caller.Pinned},
 			Message: r.Message,
 			Paths:   approvable,
@@ -281,8 +290,8 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			Roots:   c.consentRoots(ctx),
 			Removed: removed,
 		})
-		if err != nil {
-			c.log.Warn("consent was not given", "provider", answer.Provider, "error", err)
+		if askErr != nil {
+			c.log.Warn("consent was not given", "provider", answer.Provider, "error", askErr)
 			answer.Approved = nil
 		}
 	}
@@ -293,6 +302,9 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 		if slices.Contains(approvable, mp) && !slices.Contains(approved, mp) {
 			approved = append(approved, mp)
 		}
+	}
+	if asked && c.observer != nil {
+		c.observer.ConsentAnswered(answer.Provider, len(approvable), len(approved), askErr)
 	}
 
 	// The record first: no grant exists that the trail does not show.

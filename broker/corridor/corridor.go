@@ -198,6 +198,8 @@ type Corridor struct {
 	trail        *audit.Guarded // auditSink under its deadline; nil without a trail
 	withoutTrail bool           // WithoutAuditTrail: no trail, and requests go on without one
 	redactPaths  bool
+	observer     Observer    // WithObserver; nil: nobody is told
+	filesUsed    atomic.Bool // the session's first allowed file request was told
 
 	started   time.Time     // pre-approvals are granted as of the session's start
 	decisions atomic.Uint64 // decision ids issued

@@ -98,6 +98,10 @@ type call struct {
 // itself, or the outcome of a request every decision allowed.
 func run[Q, R any](ctx context.Context, c *Corridor, caller Caller, op *operation[Q, R], q Q) (R, error) {
 	var zero R
+	if c.observer != nil {
+		c.observer.RequestStarted()
+		defer c.observer.RequestEnded()
+	}
 	cl := c.newCall(caller, op.method, op.named(q))
 	stageCtx, cancel := context.WithTimeout(ctx, c.limits.OperationTimeout)
 	defer cancel()
@@ -119,6 +123,7 @@ func run[Q, R any](ctx context.Context, c *Corridor, caller Caller, op *operatio
 				return zero, c.end(ctx, cl, err, attempt > 1 || i > 0)
 			}
 		}
+		c.observeFirstFileUse(cl, reqs.all[0])
 		result, err := op.execute(stageCtx, c, cl, q, reqs)
 		if err != nil && errcode.Of(err) == errcode.ConcurrencyConflict && attempt < op.attempts {
 			continue
@@ -201,9 +206,18 @@ func (c *Corridor) decide(ctx context.Context, cl *call, req request) error {
 	start := time.Now()
 	if req.method != methodRootsList {
 		if v := c.checkConsent(cl.caller, req); v != nil {
-			return c.recordDecision(ctx, cl, req, *v, time.Since(start))
+			return c.recordDecision(ctx, cl, req, *v, c.tookToDecide(start))
 		}
 	}
 	v := c.decider.Decide(ctx, c.policyInput(ctx, cl.caller, req))
-	return c.recordDecision(ctx, cl, req, v, time.Since(start))
+	return c.recordDecision(ctx, cl, req, v, c.tookToDecide(start))
+}
+
+// tookToDecide is the time since a decision started, told to the observer.
+func (c *Corridor) tookToDecide(start time.Time) time.Duration {
+	took := time.Since(start)
+	if c.observer != nil {
+		c.observer.DecisionTook(took)
+	}
+	return took
 }

@@ -104,6 +104,9 @@ func (c *Corridor) auditPath(p string) string {
 // appendAudit appends one record of caller. Without a trail it does nothing
 // under WithoutAuditTrail, and fails otherwise.
 func (c *Corridor) appendAudit(ctx context.Context, caller Caller, rec audit.Record) error {
+	if c.observer != nil && rec.Kind == audit.KindDecision {
+		c.observer.Decided(rec.Allow != nil && *rec.Allow, rec.Code)
+	}
 	if c.trail == nil {
 		if c.withoutTrail {
 			return nil
@@ -111,7 +114,15 @@ func (c *Corridor) appendAudit(ctx context.Context, caller Caller, rec audit.Rec
 		return errNoAuditTrail
 	}
 	rec.Server, rec.SessionID = caller.ID, caller.SessionID
-	if _, err := c.trail.Append(ctx, rec); err != nil {
+	var start time.Time
+	if c.observer != nil {
+		start = time.Now()
+	}
+	_, err := c.trail.Append(ctx, rec)
+	if c.observer != nil {
+		c.observer.AuditAppended(time.Since(start), err)
+	}
+	if err != nil {
 		// The guard logs a run of failures once; this names each record lost.
 		c.log.Debug("audit record not written", "kind", rec.Kind, "decisionId", rec.DecisionID, "error", err)
 		return err

@@ -85,6 +85,16 @@ func WithLockWait(d time.Duration) Option {
 	}
 }
 
+// WithLockWaits has waited hear of every operation that waited for a lock
+// another operation held, in this process or another: how long it waited
+// for its locks, and the error it got instead of them (nil: it got them).
+// An operation that got every lock at once is not told of. waited runs on
+// the operation's goroutine and must return at once (the process's
+// metrics).
+func WithLockWaits(waited func(d time.Duration, err error)) Option {
+	return func(x *Executor) { x.lockWaited = waited }
+}
+
 // WithLogger sets the logger.
 func WithLogger(l hclog.Logger) Option { return func(x *Executor) { x.log = l } }
 
@@ -111,6 +121,8 @@ type Executor struct {
 	lockWait time.Duration
 	log      hclog.Logger
 	locks    *lockTable
+	// lockWaited hears of the waits for locks (WithLockWaits); nil: nobody.
+	lockWaited func(d time.Duration, err error)
 
 	// cursorAEAD seals listing cursors under a key of this process.
 	cursorAEAD cipher.AEAD

@@ -36,8 +36,9 @@ type keyLock struct {
 
 func newLockTable() *lockTable { return &lockTable{keys: make(map[string]*keyLock)} }
 
-// acquire takes key's lock, waiting until ctx ends.
-func (lt *lockTable) acquire(ctx context.Context, key string) (release func(), err error) {
+// acquire takes key's lock, waiting until ctx ends; since is when it began
+// to wait, zero when it did not.
+func (lt *lockTable) acquire(ctx context.Context, key string) (release func(), since time.Time, err error) {
 	lt.mu.Lock()
 	kl := lt.keys[key]
 	if kl == nil {
@@ -53,12 +54,19 @@ func (lt *lockTable) acquire(ctx context.Context, key string) (release func(), e
 		}
 		lt.mu.Unlock()
 	}
+	release = func() { <-kl.slot; drop() }
 	select {
 	case kl.slot <- struct{}{}:
-		return func() { <-kl.slot; drop() }, nil
+		return release, time.Time{}, nil
+	default: // held: wait for it
+	}
+	since = time.Now()
+	select {
+	case kl.slot <- struct{}{}:
+		return release, since, nil
 	case <-ctx.Done():
 		drop()
-		return nil, ctx.Err()
+		return nil, since, ctx.Err()
 	}
 }
 
@@ -88,40 +96,64 @@ func (x *Executor) lock(ctx context.Context, paths ...canon.Path) (unlock func()
 
 	waitCtx, cancel := context.WithTimeout(ctx, x.lockWait)
 	defer cancel()
-	var releases []func()
+	var (
+		releases []func()
+		waited   time.Duration // how long the locks were waited for
+	)
 	unlockAll := func() {
 		for i := len(releases) - 1; i >= 0; i-- {
 			releases[i]()
 		}
 	}
 	for _, key := range keys {
-		release, err := x.lockOne(waitCtx, key)
+		release, since, err := x.lockOne(waitCtx, key)
+		if !since.IsZero() {
+			waited += time.Since(since)
+		}
 		if err != nil {
 			unlockAll()
 			if ctx.Err() != nil {
-				return nil, deadline(ctx)
+				err = deadline(ctx)
 			}
+			x.toldLockWait(waited, err)
 			return nil, err
 		}
 		releases = append(releases, release)
 	}
+	x.toldLockWait(waited, nil)
 	return unlockAll, nil
 }
 
-func (x *Executor) lockOne(ctx context.Context, key string) (func(), error) {
-	releaseLocal, err := x.locks.acquire(ctx, key)
+// toldLockWait tells WithLockWaits' function of a wait for locks, if there
+// was one.
+func (x *Executor) toldLockWait(waited time.Duration, err error) {
+	if waited > 0 && x.lockWaited != nil {
+		x.lockWaited(waited, err)
+	}
+}
+
+// lockOne takes the lock of key: in this process, then the flock. since is
+// when it began to wait for one that was held, zero when it did not.
+func (x *Executor) lockOne(ctx context.Context, key string) (release func(), since time.Time, err error) {
+	releaseLocal, since, err := x.locks.acquire(ctx, key)
 	if err != nil {
-		return nil, errcode.Wrap(errcode.ConcurrencyConflict, "the file is locked by another operation", err)
+		return nil, since, errcode.Wrap(errcode.ConcurrencyConflict, "the file is locked by another operation", err)
 	}
 	fl := flock.New(filepath.Join(x.lockDir, key+".lock"))
-	ok, err := fl.TryLockContext(ctx, flockRetry)
+	ok, err := fl.TryLock()
+	if err == nil && !ok { // another process holds it: wait for it
+		if since.IsZero() {
+			since = time.Now()
+		}
+		ok, err = fl.TryLockContext(ctx, flockRetry)
+	}
 	if !ok || err != nil {
 		_ = fl.Close()
 		releaseLocal()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			return nil, errcode.Wrap(errcode.IOError, "the lock file cannot be used", err)
+			return nil, since, errcode.Wrap(errcode.IOError, "the lock file cannot be used", err)
 		}
-		return nil, errcode.New(errcode.ConcurrencyConflict, "the file is locked by another broker process")
+		return nil, since, errcode.New(errcode.ConcurrencyConflict, "the file is locked by another broker process")
 	}
 	return func() {
 		if err := fl.Unlock(); err != nil {
@@ -129,5 +161,5 @@ func (x *Executor) lockOne(ctx context.Context, key string) (func(), error) {
 		}
 		_ = fl.Close()
 		releaseLocal()
-	}, nil
+	}, since, nil
 }
