@@ -39,6 +39,8 @@ import (
 	"github.com/fsbroker/fsbroker/broker/executor/watch"
 	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/metrics"
+	"github.com/fsbroker/fsbroker/broker/notify"
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/sandbox"
 	"github.com/fsbroker/fsbroker/broker/usage"
@@ -90,6 +92,15 @@ type Config struct {
 	Version string
 	// Validator checks params against the JSON Schemas; nil: a new one.
 	Validator *schema.Validator
+	// Metrics turns the process's metrics on (Runtime.Metrics): the
+	// sessions' decisions, audit appends, requests in flight and consent
+	// questions, the executor's lock waits, the audit guard's failures, the
+	// process, and the free space of the state and audit directories.
+	Metrics bool
+	// Notifications turns desktop notifications on where a session D-Bus
+	// exists (broker/notify): a consent question waiting for a person, a
+	// server's first allowed file request of a session.
+	Notifications bool
 	// Preflight, when set, runs once the roots are built and before anything
 	// is opened: a host's own checks (cmd/fsbroker: that the server command
 	// can be found), so that a usage error leaves nothing made. What it
@@ -205,6 +216,8 @@ type Runtime struct {
 	limiter   *broker.Limiter
 	hub       *watch.Hub
 	exec      *executor.Executor
+	metrics   *metrics.Metrics // Config.Metrics; nil: off
+	notes     *notify.Notifier // Config.Notifications, where a session bus exists; nil: none
 	// confinement is what Confine set up; nil before.
 	confinement *confinement
 
@@ -306,6 +319,15 @@ func (rt *Runtime) openComponents(ctx context.Context) error {
 		return configErrorf("--audit %s: %v", dir, err)
 	}
 	rt.sink = audit.Guard(rt.trail, cfg.Audit.AppendTimeout, log.Named("audit"))
+	execOpts := []executor.Option{executor.WithLockWait(cfg.Limits.LockWait),
+		executor.WithLogger(log.Named("executor")), executor.WithRoots(rt.current.Load)}
+	if cfg.Metrics {
+		rt.metrics = metrics.New(metrics.Options{StateDir: cfg.StateDir, AuditDir: dir, AuditStats: rt.sink.Stats})
+		execOpts = append(execOpts, executor.WithLockWaits(rt.metrics.LockWaited))
+	}
+	if cfg.Notifications {
+		rt.notes = notify.New(notify.WithLogger(log.Named("notify")))
+	}
 	if len(cfg.OPA) > 0 {
 		rt.decisions, err = decisionlog.New(decisionlog.Options{Config: cfg.OPA, Trail: rt.trail,
 			StateDir: cfg.StateDir, Version: cfg.Version, Logger: log.Named("decisionlog")})
@@ -317,8 +339,7 @@ func (rt *Runtime) openComponents(ctx context.Context) error {
 	if rt.hub, err = watch.NewHub(watch.WithLogger(log.Named("watch"))); err != nil {
 		return fmt.Errorf("start the file watcher: %w", err)
 	}
-	if rt.exec, err = executor.New(cfg.StateDir, executor.WithLockWait(cfg.Limits.LockWait),
-		executor.WithLogger(log.Named("executor")), executor.WithRoots(rt.current.Load)); err != nil {
+	if rt.exec, err = executor.New(cfg.StateDir, execOpts...); err != nil {
 		return configErrorf("--state-dir %s: %v", cfg.StateDir, err)
 	}
 	return nil

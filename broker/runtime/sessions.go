@@ -42,6 +42,7 @@ func (rt *Runtime) NewSession(stream jsonrpc.Stream, view func(func() *roots.Set
 		broker.WithConsent(rt.consent, rt.grants),
 		broker.WithServerID(rt.cfg.ServerID),
 		broker.WithConfinementNote(rt.confinementNote()),
+		broker.WithObserver(rt.corridorObserver()),
 		broker.WithLimits(corridor.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
 			OperationTimeout: l.OperationTimeout}),
 		broker.WithConnOptions(
@@ -103,6 +104,7 @@ func (rt *Runtime) NewCorridor() *corridor.Corridor {
 		corridor.WithAudit(rt.sink, rt.cfg.Audit.RedactPaths),
 		corridor.WithUsage(rt.usage),
 		corridor.WithConsent(rt.consent, rt.grants),
+		corridor.WithObserver(rt.corridorObserver()),
 		corridor.WithLimits(corridor.Limits{MaxReadBytes: l.MaxReadBytes, MaxWriteBytes: l.MaxWriteBytes,
 			OperationTimeout: l.OperationTimeout, MaxWatches: l.MaxWatches}),
 	)

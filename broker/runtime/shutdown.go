@@ -13,8 +13,9 @@ import (
 // trail (flushed, its last checkpoint written), the decision-log uploader
 // (which uploads what it can of the trail within the shutdown timeout;
 // the rest waits for the next start), the server's sandbox directory, the
-// file watcher and the executor. Close the sessions first. It returns the
-// audit trail's error, if any; a second Close does nothing.
+// desktop notifications, the file watcher and the executor. Close the
+// sessions first. It returns the audit trail's error, if any; a second
+// Close does nothing.
 func (rt *Runtime) Close() error {
 	rt.closeOnce.Do(func() { rt.closeErr = rt.close() })
 	return rt.closeErr
@@ -45,6 +46,7 @@ func (rt *Runtime) close() error {
 	if err := rt.confinement.close(); err != nil {
 		rt.log.Warn("closing the sandbox", "error", err)
 	}
+	rt.notes.Close()
 	if rt.hub != nil {
 		_ = rt.hub.Close()
 	}
