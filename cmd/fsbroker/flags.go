@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -77,6 +78,8 @@ type options struct {
 	remoteHeaders   []string        // --header values, "NAME: VALUE"
 	sandbox         sandboxOptions  // --sandbox and the config's sandbox section
 	http            httpOptions     // serve --http and its TLS and session flags
+	metricsAddr     string          // --metrics ADDR ("": no metrics)
+	notify          bool            // --notify: desktop notifications
 
 	set map[string]bool // flags given on the command line
 }
@@ -179,6 +182,8 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 	registerSandboxFlag(fs, o)
 	setFlagGroup(fs, flagsSandbox, "sandbox")
 
+	registerObserveFlags(fs, o)
+
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "log `LEVEL`: trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "log `FORMAT`: text or json (logs go to stderr)")
 	setFlagGroup(fs, flagsLog, "log-level", "log-format")
@@ -217,12 +222,15 @@ type setup struct {
 	// remote is the stream to the remote server (connect and wrap with
 	// --url), made by remoteCheck in the runtime's preflight, else nil.
 	remote *remote.Stream
+	// metricsServer serves --metrics once the runtime is open, else nil.
+	metricsServer *http.Server
 }
 
 // close closes what the setup holds: the remote server's stream, then the
 // runtime (see runtime.Runtime.Close). prepare calls it when opening
 // fails, so that what a check made before is closed too.
 func (s *setup) close() {
+	s.stopMetrics()
 	if s.remote != nil {
 		_ = s.remote.Close()
 	}
@@ -284,6 +292,10 @@ func prepare(o *options, stderr io.Writer, checks ...func(*setup) error) (*setup
 		s.close()
 		return nil, err
 	}
+	if err := s.serveMetrics(); err != nil {
+		s.close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -339,6 +351,11 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 	}
 	if o.pingInterval < 0 {
 		return nil, runtime.Config{}, configErrorf("--ping-interval %s: must not be negative", o.pingInterval)
+	}
+	if o.metricsAddr != "" {
+		if err := checkMetricsAddr(o.metricsAddr); err != nil {
+			return nil, runtime.Config{}, err
+		}
 	}
 	// The log is held while a consent prompt is on the terminal (which is,
 	// as a rule, where stderr goes too), and comes out once it is answered.
@@ -410,6 +427,7 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 			return nil
 		},
 	}
+	cfg.Metrics, cfg.Notifications = o.metricsAddr != "", o.notify
 	if o.remoteCA != "" {
 		cfg.Sandbox.BrokerReads = []string{o.remoteCA}
 	}
