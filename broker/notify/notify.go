@@ -211,9 +211,8 @@ func (n *Notifier) enqueue(nt *note) {
 	}
 }
 
-// send is the sender goroutine: it connects at once, so that the
-// connection exists before the broker confines itself (--sandbox), then
-// sends what is queued until Close.
+// send is the sender goroutine: it connects at once (a notification then
+// need not wait for the handshake), then sends what is queued until Close.
 func (n *Notifier) send() {
 	defer close(n.done)
 	defer n.disconnect()
