@@ -51,11 +51,24 @@ func (h *HostRoots) Equal(o *HostRoots) bool {
 	return h == nil || slices.Equal(h.dirs, o.dirs)
 }
 
+// MaxHostRoots is the most roots a host's roots/list answer may hold. An
+// answer with more is refused whole (ParseHostRoots: ErrTooManyHostRoots),
+// and its reader applies no root: nothing is accessible (fail closed), so
+// that no host can make every request of the session resolve thousands of
+// links or scan thousands of subtrees.
+const MaxHostRoots = 1000
+
+// ErrTooManyHostRoots is the error of ParseHostRoots for an answer with
+// more than MaxHostRoots roots.
+var ErrTooManyHostRoots = fmt.Errorf("the host's roots/list result holds more than %d roots", MaxHostRoots)
+
 // ParseHostRoots reads the result of a roots/list request to the host:
 // {"roots":[{"uri":"file:///...", "name":...}]}. Roots that are not local
 // file:// URIs with an absolute path are skipped and reported in skipped
 // (a host root can only narrow, so skipping one never widens anything).
-// A result that is not shaped as roots/list says is an error.
+// A result that is not shaped as roots/list says is an error, and so is
+// one with more than MaxHostRoots roots (ErrTooManyHostRoots), before any
+// of them is resolved.
 func ParseHostRoots(result json.RawMessage) (h *HostRoots, skipped []string, err error) {
 	var res struct {
 		Roots *[]struct {
@@ -64,6 +77,9 @@ func ParseHostRoots(result json.RawMessage) (h *HostRoots, skipped []string, err
 	}
 	if err := json.Unmarshal(result, &res); err != nil || res.Roots == nil {
 		return nil, nil, errors.New(`the host's roots/list result has no "roots" array`)
+	}
+	if len(*res.Roots) > MaxHostRoots {
+		return nil, nil, fmt.Errorf("%w (%d)", ErrTooManyHostRoots, len(*res.Roots))
 	}
 	h = &HostRoots{}
 	for _, r := range *res.Roots {
@@ -232,16 +248,59 @@ func Intersect(operator *Set, host *HostRoots) *Set {
 }
 
 // outermost returns the relative paths of subs that no other one of them
-// holds, in order.
+// holds, once each, sorted (byte order). It sorts a copy segment by segment
+// (compareSegments), so that whatever a path holds comes right after it,
+// and keeps each path the last kept one does not hold: O(n log n).
 func outermost(subs []string) []string {
-	var out []string
-	for i, s := range subs {
-		held := slices.ContainsFunc(subs, func(o string) bool { return o != s && underRel(o, s) })
-		if !held && !slices.Contains(subs[:i], s) {
-			out = append(out, s)
+	sorted := slices.Clone(subs)
+	slices.SortFunc(sorted, compareSegments)
+	out := make([]string, 0, len(sorted))
+	for _, s := range sorted {
+		if n := len(out); n > 0 && underRel(out[n-1], s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compareSegments orders slash-separated relative paths segment by segment
+// ("a" < "a/b" < "a-b"), so that a path and every path beneath it are
+// contiguous: the separator sorts before every other byte.
+func compareSegments(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] == b[i] {
+			continue
+		}
+		switch {
+		case a[i] == '/':
+			return -1
+		case b[i] == '/':
+			return 1
+		case a[i] < b[i]:
+			return -1
+		default:
+			return 1
 		}
 	}
-	return out
+	return len(a) - len(b)
+}
+
+// heldBy reports whether rel is one of the sorted, outermost subtrees subs
+// (outermost) or lies beneath one: a binary search for rel and for each
+// directory above it, O(depth log n).
+func heldBy(subs []string, rel string) bool {
+	for p := rel; ; {
+		if _, found := slices.BinarySearch(subs, p); found {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
 }
 
 // underRel reports whether the relative path rel is dir or lies beneath it

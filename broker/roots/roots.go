@@ -73,7 +73,8 @@ type Set struct {
 	roots   []Root
 	byMount map[string]int
 	// within holds, by mount, the subtrees (slash-separated paths relative
-	// to the root) a scoped root is narrowed to; a root not in it is whole.
+	// to the root) a scoped root is narrowed to, sorted, none beneath
+	// another (outermost); a root not in it is whole.
 	within map[string][]string
 }
 
@@ -282,7 +283,7 @@ func (s *Set) Allows(r Root, rel string) bool {
 	if !scoped {
 		return true
 	}
-	return slices.ContainsFunc(subs, func(sub string) bool { return underRel(sub, rel) })
+	return heldBy(subs, rel)
 }
 
 // Dirs returns the directories the set allows, in the roots' order: a whole
@@ -290,6 +291,7 @@ func (s *Set) Allows(r Root, rel string) bool {
 // once (a nested root's may be another's subtree).
 func (s *Set) Dirs() []string {
 	var out []string
+	seen := make(map[string]bool)
 	for _, r := range s.All() {
 		subs, scoped := s.within[r.Mount]
 		if !scoped {
@@ -300,7 +302,8 @@ func (s *Set) Dirs() []string {
 			if sub != "" {
 				d = filepath.Join(r.Path, filepath.FromSlash(sub))
 			}
-			if !slices.Contains(out, d) {
+			if !seen[d] {
+				seen[d] = true
 				out = append(out, d)
 			}
 		}
