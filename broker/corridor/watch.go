@@ -125,13 +125,20 @@ func (c *Corridor) subscribe(caller Caller, t executor.Target, r WatchRequest, n
 }
 
 // deliver decides on one event and gives it to notify: no event names a path
-// the caller could not list. As in a listing (reportable), an event is
-// dropped when an operator's block covers its path and no grant does, when
-// its path cannot be named back, or lies inside a root nested in the
-// watched one (its changes are reported only to watches of that root), and
-// an event on a nested root's own directory is sent only when the caller
-// could list that root itself.
+// the caller could not list. An event is dropped when its path is not in
+// the roots served now (a config reload removed its root, or a host's roots
+// no longer hold it: RootsChanged ends such watches, this keeps them silent
+// until then). As in a listing (reportable), an event is also dropped when
+// an operator's block covers its path and no grant does, when its path
+// cannot be named back, or lies inside a root nested in the watched one
+// (its changes are reported only to watches of that root), and an event on
+// a nested root's own directory is sent only when the caller could list
+// that root itself.
 func (c *Corridor) deliver(caller Caller, id string, ev watch.Event, notify func(Change)) {
+	if !c.roots().Allows(ev.Path.Root, ev.Path.Rel) {
+		c.log.Debug("a change event was left out: its path is outside the roots served now", "watchId", id)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.limits.OperationTimeout)
 	defer cancel()
 	entry := executor.Entry{Path: ev.Path, Name: path.Base(ev.Path.MountPath())}
@@ -147,6 +154,28 @@ func (c *Corridor) deliver(caller Caller, id string, ev watch.Event, notify func
 		return
 	}
 	notify(Change{WatchID: id, Path: ev.Path.MountPath(), Event: string(ev.Kind), Time: ev.Time})
+}
+
+// RootsChanged takes a change of the roots served (a host's roots narrowed
+// them, a config reload changed the operator's): the watches whose target
+// the roots served now do not hold (its root is gone, or lies outside the
+// subtrees a host's roots scope it to) end, and their ids are returned.
+// It must not be called from a watch's notify.
+func (c *Corridor) RootsChanged() (ended []string) {
+	set := c.roots()
+	c.watches.mu.Lock()
+	defer c.watches.mu.Unlock()
+	for id, sub := range c.watches.subs {
+		t, ok := c.watches.targets[id]
+		if sub == nil || !ok || set.Allows(t.Path.Root, t.Path.Rel) {
+			continue
+		}
+		sub.Close()
+		delete(c.watches.subs, id)
+		delete(c.watches.targets, id)
+		ended = append(ended, id)
+	}
+	return ended
 }
 
 // Unwatch ends a watch; an id of no watch is INVALID_PARAMS.
