@@ -233,9 +233,18 @@ type initializeParams struct {
 	} `json:"capabilities"`
 }
 
+// ReasonAlreadyInitialized is the refusal (data.reason) of an initialize
+// in a session that has had one.
+const ReasonAlreadyInitialized = "the session is initialized already; a second initialize changes nothing"
+
 // initialize negotiates the version, takes the host's clientInfo as its
-// identity, and records the session's start.
+// identity, and records the session's start. A second initialize is
+// refused and recorded (INVALID_PARAMS, ReasonAlreadyInitialized): the
+// session goes on under its first identity, version and capabilities.
 func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, error) {
+	if s.isInitialized() {
+		return nil, s.refuseSecondInitialize(ctx)
+	}
 	var p initializeParams
 	if err := json.Unmarshal(params, &p); err != nil || p.ClientInfo.Name == "" {
 		e := errcode.New(errcode.InvalidParams, "initialize needs params with clientInfo.name")
@@ -248,24 +257,30 @@ func (s *Session) initialize(ctx context.Context, params json.RawMessage) (any, 
 		}
 	}
 	s.mu.Lock()
-	first := !s.initialized
-	s.initialized, s.clientName, s.clientVersion, s.protocolVersion = true, p.ClientInfo.Name, p.ClientInfo.Version, version
-	if first {
-		s.hostElicits = consent.HostElicitsForms(params)
+	if s.initialized { // another initialize came first
+		s.mu.Unlock()
+		return nil, s.refuseSecondInitialize(ctx)
 	}
+	s.initialized, s.clientName, s.clientVersion, s.protocolVersion = true, p.ClientInfo.Name, p.ClientInfo.Version, version
+	s.hostElicits = consent.HostElicitsForms(params)
 	elicits := s.hostElicits
 	s.mu.Unlock()
-	if first {
-		declaresRoots := capabilityDeclared(p.Capabilities.Roots)
-		s.startHostRoots(declaresRoots)
-		s.log.Info("the host", "name", p.ClientInfo.Name, "declaresRoots", declaresRoots, "consentFormsInItsUI", elicits)
-		s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionStart, "fsbroker serve")
-	}
+	declaresRoots := capabilityDeclared(p.Capabilities.Roots)
+	s.startHostRoots(declaresRoots)
+	s.log.Info("the host", "name", p.ClientInfo.Name, "declaresRoots", declaresRoots, "consentFormsInItsUI", elicits)
+	s.cfg.Corridor.RecordSession(ctx, s.caller(""), audit.KindSessionStart, "fsbroker serve")
 	return map[string]any{
 		"protocolVersion": version,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}, "resources": s.resourcesCapability()},
 		"serverInfo":      map[string]any{"name": "fsbroker", "version": s.cfg.Version},
 	}, nil
+}
+
+// refuseSecondInitialize records and refuses an initialize in a session
+// that has had one.
+func (s *Session) refuseSecondInitialize(ctx context.Context) error {
+	s.log.Warn("refused a second initialize: the session keeps its identity and version")
+	return s.refuse(ctx, s.caller(""), "initialize", "", errcode.New(errcode.InvalidParams, ReasonAlreadyInitialized))
 }
 
 // callTool runs one tools/call: a malformed envelope, an unknown tool or
