@@ -23,7 +23,10 @@ import (
 // initialize, on a revision that has it (2025-06-18, 2025-11-25); otherwise
 // the error wraps consent.ErrNoElicitation and nobody is asked. An error
 // answer, an answer that cannot be read, or none before ctx ends is an
-// error: nothing is approved.
+// error: nothing is approved. When ctx ends first (the provider's time
+// limit, or the tool call's end) the host gets notifications/cancelled for
+// the question (jsonrpc.WithCancelNotification), and a late answer is
+// dropped.
 func (s *Session) ElicitForm(ctx context.Context, message string, requestedSchema json.RawMessage) (consent.ElicitResult, error) {
 	s.mu.Lock()
 	forms, version := s.hostElicits, s.protocolVersion

@@ -130,7 +130,8 @@ func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.host.ready = make(chan struct{})
 	cfg.Corridor.NarrowRoots(s.narrowRoots) // the host's roots only narrow
-	opts := append([]jsonrpc.Option{jsonrpc.WithLogger(cfg.Log), jsonrpc.WithIDPrefix("fsbroker-")}, cfg.ConnOptions...)
+	opts := append([]jsonrpc.Option{jsonrpc.WithLogger(cfg.Log), jsonrpc.WithIDPrefix("fsbroker-"),
+		jsonrpc.WithCancelNotification("notifications/cancelled", cancelledParams)}, cfg.ConnOptions...)
 	s.conn = jsonrpc.NewConn(stream, s.handleRequest, s.handleNotification, opts...)
 	return s, nil
 }
@@ -159,6 +160,18 @@ func (s *Session) Run(ctx context.Context) error {
 		s.cfg.Corridor.RecordSession(ctx, *start, audit.KindSessionEnd, detail)
 	}
 	return err
+}
+
+// cancelledParams are the params of the notifications/cancelled the session
+// sends the host for a request of its own it no longer awaits: a consent
+// question (elicitation/create) past its time limit or whose tool call
+// ended, a roots/list past its time limit.
+func cancelledParams(id jsonrpc.ID, cause error) any {
+	reason := "fsbroker: the request was cancelled"
+	if errors.Is(cause, context.DeadlineExceeded) {
+		reason = "fsbroker: no answer within the time limit"
+	}
+	return map[string]any{"requestId": id, "reason": reason}
 }
 
 // caller is the host as the corridor knows it, calling tool.

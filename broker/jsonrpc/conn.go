@@ -91,6 +91,16 @@ func WithShutdownTimeout(d time.Duration) Option {
 // so that they are recognisable and never collide with another party's ids.
 func WithIDPrefix(p string) Option { return func(c *Conn) { c.idPrefix = p } }
 
+// WithCancelNotification makes Call tell the peer when it stops waiting for
+// the reply to one of its requests because the call's context ended (a time
+// limit, a cancellation): it sends the notification method with
+// params(id, ctx's error), where the request went (RoutedStream). MCP's is
+// notifications/cancelled {requestId, reason}. A reply that comes after is
+// dropped, as any reply to no pending request is.
+func WithCancelNotification(method string, params func(id ID, cause error) any) Option {
+	return func(c *Conn) { c.cancelMethod, c.cancelParams = method, params }
+}
+
 // Conn is one JSON-RPC connection over a Stream. It serves the peer's requests
 // with a RequestHandler and lets this side send its own requests (Call) and
 // notifications (Notify).
@@ -105,7 +115,9 @@ type Conn struct {
 	maxQueuedBytes  int64
 	shutdownTimeout time.Duration
 	idPrefix        string
-	handOverAfter   time.Duration // inlineHandOver; tests set it longer
+	cancelMethod    string                       // WithCancelNotification
+	cancelParams    func(id ID, cause error) any // WithCancelNotification
+	handOverAfter   time.Duration                // inlineHandOver; tests set it longer
 
 	nextID atomic.Uint64
 
@@ -679,15 +691,37 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		}
 		return nil
 	case <-ctx.Done():
-		c.forget(id)
+		if c.forget(id) && c.cancelMethod != "" {
+			c.notifyCancelled(ctx, id)
+		}
 		return fmt.Errorf("call %s: %w", method, ctx.Err())
 	}
 }
 
-func (c *Conn) forget(id ID) {
+// forget stops waiting for the reply to id, and reports whether it was
+// still awaited.
+func (c *Conn) forget(id ID) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, pending := c.pending[id]
 	delete(c.pending, id)
-	c.mu.Unlock()
+	return pending
+}
+
+// notifyCancelled tells the peer that the request id, sent by a Call under
+// ctx, is no longer awaited (WithCancelNotification).
+func (c *Conn) notifyCancelled(ctx context.Context, id ID) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	data, err := json.Marshal(request{JSONRPC: Version, Method: c.cancelMethod, Params: c.cancelParams(id, ctx.Err())})
+	if err != nil {
+		c.log.Error("cannot encode the cancellation of a request", "method", c.cancelMethod, "error", err)
+		return
+	}
+	_ = c.write(data, handledRequest(ctx), false)
 }
 
 // Notify sends a notification.
