@@ -401,20 +401,8 @@ func (c *Corridor) consentRoots(ctx context.Context) []consent.Root {
 // pre-approval no block takes away) end, and their ids are returned.
 func (c *Corridor) GrantsChanged(caller Caller) (ended []string) {
 	now := time.Now()
-	c.watches.mu.Lock()
-	defer c.watches.mu.Unlock()
-	for id, sub := range c.watches.subs {
-		t, ok := c.watches.targets[id]
-		if sub == nil || !ok {
-			continue
-		}
-		if covered, err := c.consentCovers(caller, t, grants.Read, now); covered && err == nil {
-			continue
-		}
-		sub.Close()
-		delete(c.watches.subs, id)
-		delete(c.watches.targets, id)
-		ended = append(ended, id)
-	}
-	return ended
+	return c.endWatches(func(t executor.Target) bool {
+		covered, err := c.consentCovers(caller, t, grants.Read, now)
+		return covered && err == nil
+	})
 }

@@ -163,11 +163,17 @@ func (c *Corridor) deliver(caller Caller, id string, ev watch.Event, notify func
 // It must not be called from a watch's notify.
 func (c *Corridor) RootsChanged() (ended []string) {
 	set := c.roots()
+	return c.endWatches(func(t executor.Target) bool { return set.Allows(t.Path.Root, t.Path.Rel) })
+}
+
+// endWatches ends the watches whose target keep refuses, and returns their
+// ids.
+func (c *Corridor) endWatches(keep func(executor.Target) bool) (ended []string) {
 	c.watches.mu.Lock()
 	defer c.watches.mu.Unlock()
 	for id, sub := range c.watches.subs {
 		t, ok := c.watches.targets[id]
-		if sub == nil || !ok || set.Allows(t.Path.Root, t.Path.Rel) {
+		if sub == nil || !ok || keep(t) {
 			continue
 		}
 		sub.Close()
