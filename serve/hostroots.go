@@ -26,21 +26,27 @@ const DefaultHostRootsTimeout = 10 * time.Second
 // and the host's (roots.Intersect), and nothing until the host's first
 // answer.
 type hostRoots struct {
-	// current is the host's roots as last answered: nil when the host did
-	// not declare the capability (nothing narrowed), empty until its first
-	// answer and after an answer that cannot be used (nothing accessible).
-	current atomic.Pointer[roots.HostRoots]
-	// view caches the intersection for one operator set and one host set.
-	view atomic.Pointer[rootsView]
+	// served is the set served for the operator's set of the moment: the
+	// host's roots (nil when the host did not declare the capability:
+	// nothing narrowed; empty until its first answer and after an answer
+	// that cannot be used: nothing accessible) and their intersection with
+	// that operator set, computed when an answer applies and once more
+	// when the operator's set changes (a config reload), never by each
+	// request. Nil until the first request.
+	served atomic.Pointer[rootsView]
+	// viewMu serializes the computations of served, so that concurrent
+	// requests compute a view once.
+	viewMu sync.Mutex
 	// ready is closed once the first answer applied, or at initialize when
 	// the host declared no roots.
 	ready     chan struct{}
 	readyOnce sync.Once
 
 	mu       sync.Mutex
-	declared bool   // the host's initialize declared roots
-	asked    uint64 // roots/list requests sent
-	applied  uint64 // the newest one whose answer applied
+	declared bool // the host's initialize declared roots
+	started  bool // the first roots/list was sent
+	asking   bool // a roots/list awaits its answer (at most one does)
+	again    bool // a list_changed came meanwhile: ask once more after it
 }
 
 // rootsView is the set served for one operator set and one host set.
@@ -55,18 +61,46 @@ func (h *hostRoots) markReady() { h.readyOnce.Do(func() { close(h.ready) }) }
 
 // narrowRoots is the set the session serves for the operator's set op: op
 // itself when the host declared no roots, else its intersection with the
-// host's (computed once per pair of sets).
+// host's, as computed when the host's answer applied. A set op the view was
+// not computed for (the operator's roots changed since) gets its view
+// computed once (viewFor).
 func (s *Session) narrowRoots(op *roots.Set) *roots.Set {
-	h := s.host.current.Load()
-	if h == nil {
-		return op
-	}
-	if v := s.host.view.Load(); v != nil && v.operator == op && v.host == h {
+	if v := s.host.served.Load(); v != nil && v.operator == op {
 		return v.view
 	}
-	v := roots.Intersect(op, h)
-	s.host.view.Store(&rootsView{operator: op, host: h, view: v})
-	return v
+	return s.viewFor(op)
+}
+
+// viewFor computes the view of the host's roots for the operator set op,
+// once: it is stored when op is the operator's set now (a config reload
+// changed it), and the subscriptions are asked to end the watches the new
+// view leaves out (subscriptions.poke). A request that read the set before
+// a reload gets its view without storing it.
+func (s *Session) viewFor(op *roots.Set) *roots.Set {
+	s.host.viewMu.Lock()
+	defer s.host.viewMu.Unlock()
+	var host *roots.HostRoots
+	if v := s.host.served.Load(); v != nil {
+		if v.operator == op {
+			return v.view
+		}
+		host = v.host
+	}
+	view := roots.Intersect(op, host)
+	if op == s.cfg.Roots() {
+		s.host.served.Store(&rootsView{operator: op, host: host, view: view})
+		s.resources.subs.poke()
+	}
+	return view
+}
+
+// applyHostRoots makes h the host's roots, with their view of the
+// operator's roots now.
+func (s *Session) applyHostRoots(h *roots.HostRoots) {
+	s.host.viewMu.Lock()
+	defer s.host.viewMu.Unlock()
+	op := s.cfg.Roots()
+	s.host.served.Store(&rootsView{operator: op, host: h, view: roots.Intersect(op, h)})
 }
 
 // roots returns the roots the session serves now.
@@ -83,36 +117,55 @@ func (s *Session) startHostRoots(declared bool) {
 	s.host.mu.Lock()
 	s.host.declared = true
 	s.host.mu.Unlock()
-	s.host.current.Store(&roots.HostRoots{})
+	s.applyHostRoots(&roots.HostRoots{})
 }
 
 // askHostRoots sends roots/list to the host, when it declared roots: after
 // its notifications/initialized (once), and on each
-// notifications/roots/list_changed. The answer is awaited on a goroutine of
-// its own (the read loop must go on to read it).
+// notifications/roots/list_changed. At most one roots/list awaits its
+// answer: a list_changed that comes meanwhile is noted, and the host is
+// asked once more when that answer (or its time limit) came, however many
+// came, so that the answer applied last is to a question asked after the
+// last change. The answers are awaited on a goroutine of their own (the
+// read loop must go on to read them).
 func (s *Session) askHostRoots(method string) {
 	s.host.mu.Lock()
-	if !s.host.declared || method == "notifications/initialized" && s.host.asked > 0 {
+	if !s.host.declared || method == "notifications/initialized" && s.host.started {
 		s.host.mu.Unlock()
 		if method == "notifications/roots/list_changed" {
 			s.log.Debug("ignoring the host's roots list_changed: it declared no roots capability")
 		}
 		return
 	}
-	s.host.asked++
-	gen := s.host.asked
+	s.host.started = true
+	if s.host.asking {
+		s.host.again = true
+		s.host.mu.Unlock()
+		return
+	}
+	s.host.asking = true
 	s.host.mu.Unlock()
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()
-		s.fetchHostRoots(gen)
+		for {
+			s.fetchHostRoots()
+			s.host.mu.Lock()
+			again := s.host.again && s.ctx.Err() == nil
+			s.host.again, s.host.asking = false, again
+			s.host.mu.Unlock()
+			if !again {
+				return
+			}
+		}
 	}()
 }
 
-// fetchHostRoots asks the host for its roots (the gen-th roots/list) and
-// applies its answer. An error answer, one that cannot be read, none within
-// the time limit, or an empty or disjoint list leaves nothing accessible.
-func (s *Session) fetchHostRoots(gen uint64) {
+// fetchHostRoots asks the host for its roots (roots/list) and applies its
+// answer, then ends the subscriptions' watches outside the roots it leaves.
+// An error answer, one that cannot be read, none within the time limit, or
+// an empty or disjoint list leaves nothing accessible.
+func (s *Session) fetchHostRoots() {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.HostRootsTimeout)
 	defer cancel()
 	next := &roots.HostRoots{}
@@ -122,16 +175,9 @@ func (s *Session) fetchHostRoots(gen uint64) {
 	} else {
 		next = s.hostRootsOf(result)
 	}
-	s.host.mu.Lock()
-	if gen <= s.host.applied {
-		s.host.mu.Unlock()
-		s.log.Debug("ignoring an answer to an older roots/list")
-		return
-	}
-	s.host.applied = gen
-	s.host.current.Store(next)
-	s.host.mu.Unlock()
+	s.applyHostRoots(next)
 	s.host.markReady()
+	s.endWatchesOutsideRoots()
 	dirs := s.roots().Dirs()
 	s.log.Info("the host's roots apply", "hostRoots", next.Len(), "accessible", len(dirs))
 	if len(dirs) == 0 {

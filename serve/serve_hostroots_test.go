@@ -110,17 +110,27 @@ func (rt rootsTree) start(t *testing.T, init string, r *scriptedRoots, flags ...
 
 // allowedDirs is what list_allowed_directories lists.
 func allowedDirs(p *referenceClient) []string {
-	lines := strings.Split(resultText(p.call("list_allowed_directories", map[string]any{})), "\n")
-	return lines[1:]
+	return allowedLines(p.call("list_allowed_directories", map[string]any{}))
+}
+
+// allowedLines are the directories of a list_allowed_directories result.
+func allowedLines(res map[string]any) []string {
+	return strings.Split(resultText(res), "\n")[1:]
 }
 
 // requireAllowed requires that list_allowed_directories lists dirs, waiting
 // (bounded) for an answer of the host's to apply.
 func requireAllowed(t *testing.T, p *referenceClient, dirs ...string) {
 	t.Helper()
+	awaitAllowed(t, func() []string { return allowedDirs(p) }, dirs...)
+}
+
+// awaitAllowed waits (bounded) until list lists dirs.
+func awaitAllowed(t *testing.T, list func() []string, dirs ...string) {
+	t.Helper()
 	var got []string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if got = allowedDirs(p); slices.Equal(got, dirs) || len(dirs) == 0 && slices.Equal(got, []string{""}) {
+		if got = list(); slices.Equal(got, dirs) || len(dirs) == 0 && slices.Equal(got, []string{""}) {
 			return
 		}
 	}
@@ -249,6 +259,26 @@ func TestServeWithoutRootsCapability(t *testing.T) {
 	}
 }
 
+// writeRootsConfig replaces the config file with one listing dirs as roots
+// (writable or not), in one rename, as the config watch expects an edit.
+func writeRootsConfig(t *testing.T, config string, writable bool, dirs ...string) {
+	t.Helper()
+	text := "roots:\n"
+	for _, d := range dirs {
+		text += "  - path: " + d + "\n"
+		if writable {
+			text += "    writable: true\n"
+		}
+	}
+	tmp := config + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, config); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestServeHostRootsAfterAConfigReload: the operator's roots come from a
 // config file that changes while the session runs; the host's roots still
 // narrow the reloaded set: a root the operator adds shows only as far as
@@ -257,19 +287,7 @@ func TestServeWithoutRootsCapability(t *testing.T) {
 func TestServeHostRootsAfterAConfigReload(t *testing.T) {
 	rt := newRootsTree(t)
 	config := filepath.Join(filepath.Dir(rt.state), "fsbroker.yaml")
-	writeConfig := func(dirs ...string) {
-		text := "roots:\n"
-		for _, d := range dirs {
-			text += "  - path: " + d + "\n    writable: true\n"
-		}
-		tmp := config + ".tmp"
-		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, config); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeConfig := func(dirs ...string) { writeRootsConfig(t, config, true, dirs...) }
 	writeConfig(rt.ws)
 	r := &scriptedRoots{}
 	r.answer(rootsResult(filepath.Join(rt.ws, "a"), rt.hostonly), nil)

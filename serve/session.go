@@ -129,6 +129,7 @@ func NewSession(stream jsonrpc.Stream, cfg Config) (*Session, error) {
 	s := &Session{cfg: cfg, log: cfg.Log, id: hex.EncodeToString(idBytes[:]), sealer: sealer}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.host.ready = make(chan struct{})
+	s.resources.subs.wake = make(chan struct{}, 1)
 	cfg.Corridor.NarrowRoots(s.narrowRoots) // the host's roots only narrow
 	opts := append([]jsonrpc.Option{jsonrpc.WithLogger(cfg.Log), jsonrpc.WithIDPrefix("fsbroker-"),
 		jsonrpc.WithCancelNotification("notifications/cancelled", cancelledParams)}, cfg.ConnOptions...)

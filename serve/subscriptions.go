@@ -18,11 +18,15 @@ import (
 // notifications they owe the host.
 //
 // The corridor decides on every change before it reaches changed (no event
-// names a path the host could not list); the sender then sends
-// notifications/resources/updated from its own goroutine, never from the
-// watch hub's, after asking the corridor to end the watches the host's
-// grants no longer cover (Corridor.GrantsChanged, as a revocation does in
-// the client role): a change under a revoked grant is never announced.
+// names a path the host could not list, nor one outside the roots served
+// now); the sender then sends notifications/resources/updated from its own
+// goroutine, never from the watch hub's, after asking the corridor to end
+// the watches the host's grants no longer cover (Corridor.GrantsChanged, as
+// a revocation does in the client role) and those outside the roots served
+// now (Corridor.RootsChanged): a change under a revoked grant, or outside
+// the roots, is never announced. A new answer of the host's to roots/list
+// ends the watches it leaves out at once (endWatchesOutsideRoots); a config
+// reload does when the session first sees the new set (poke).
 type subscriptions struct {
 	// mu serializes subscribing, unsubscribing and the sender's revocation
 	// check, and guards watches.
@@ -38,7 +42,17 @@ type subscriptions struct {
 	pending []string
 
 	senderOnce sync.Once
-	wake       chan struct{}
+	// wake wakes the sender (made with the session, one token buffered).
+	wake chan struct{}
+}
+
+// poke wakes the sender with no change to announce, so that it ends the
+// watches outside the roots served now; it never blocks.
+func (ss *subscriptions) poke() {
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
 }
 
 // changed notes a change of the subscription to uri (from the watch hub's
@@ -49,20 +63,14 @@ func (ss *subscriptions) changed(uri string) {
 		ss.pending = append(ss.pending, uri)
 	}
 	ss.pendingMu.Unlock()
-	select {
-	case ss.wake <- struct{}{}:
-	default:
-	}
+	ss.poke()
 }
 
 // startSender starts the session's sender once: it runs until the
 // connection ends.
 func (s *Session) startSender() {
 	ss := &s.resources.subs
-	ss.senderOnce.Do(func() {
-		ss.wake = make(chan struct{}, 1)
-		go s.sendResourceUpdates(ss.wake)
-	})
+	ss.senderOnce.Do(func() { go s.sendResourceUpdates(ss.wake) })
 }
 
 // sendResourceUpdates announces the changes of live subscriptions, until
@@ -83,20 +91,14 @@ func (s *Session) sendResourceUpdates(wake <-chan struct{}) {
 }
 
 // liveChanges takes the pending changes and returns the uris of those whose
-// subscription is live once the watches the host's grants no longer cover
-// have ended.
+// subscription is live once the watches the host's grants no longer cover,
+// and those outside the roots served now, have ended.
 func (s *Session) liveChanges() []string {
 	ss := &s.resources.subs
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ended := s.cfg.Corridor.GrantsChanged(s.caller(MethodResourcesSubscribe)); len(ended) > 0 {
-		for uri, id := range ss.watches {
-			if slices.Contains(ended, id) {
-				ss.watches[uri] = ""
-			}
-		}
-		s.log.Info("consent revoked: resource subscriptions ended", "watches", strings.Join(ended, ","))
-	}
+	s.subscriptionsEnded(s.cfg.Corridor.GrantsChanged(s.caller(MethodResourcesSubscribe)), "consent revoked: resource subscriptions ended")
+	s.subscriptionsEnded(s.cfg.Corridor.RootsChanged(), rootsLeftOut)
 	ss.pendingMu.Lock()
 	pending := ss.pending
 	ss.pending = nil
@@ -108,6 +110,34 @@ func (s *Session) liveChanges() []string {
 		}
 	}
 	return live
+}
+
+// rootsLeftOut is the log line of subscriptions ended because the roots
+// served no longer hold their files.
+const rootsLeftOut = "outside the roots served now: resource subscriptions ended"
+
+// subscriptionsEnded marks the subscriptions whose watches (by id) the
+// corridor ended, and logs why; the subscriptions' mu is held.
+func (s *Session) subscriptionsEnded(ids []string, why string) {
+	if len(ids) == 0 {
+		return
+	}
+	ss := &s.resources.subs
+	for uri, id := range ss.watches {
+		if slices.Contains(ids, id) {
+			ss.watches[uri] = ""
+		}
+	}
+	s.log.Info(why, "watches", strings.Join(ids, ","))
+}
+
+// endWatchesOutsideRoots ends the subscriptions whose files the roots
+// served now do not hold (after the host's roots changed).
+func (s *Session) endWatchesOutsideRoots() {
+	ss := &s.resources.subs
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s.subscriptionsEnded(s.cfg.Corridor.RootsChanged(), rootsLeftOut)
 }
 
 // subscribeResource answers resources/subscribe for uri (filePath, as the
