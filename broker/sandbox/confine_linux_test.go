@@ -14,6 +14,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,6 +110,9 @@ func TestSandboxConfinesAServerThatOpensFilesItself(t *testing.T) {
 	rules := ServerRules(Config{}, []Root{{Path: l.RO}, {Path: l.RW, Writable: true}})
 	cmd, child := confined(t, rules, l.Home, probeBin, sandboxtest.Arg(t, probes))
 	sandboxtest.Check(t, "confined", probes, want, runProbe(t, cmd))
+	if got := l.Received(t); len(got) != 0 {
+		t.Errorf("confined, the datagram socket outside got %q from the server", got)
+	}
 	if _, err := os.Stat(filepath.Join(l.RW, "b", "f")); err != nil {
 		t.Errorf("the rename in the writable root did not happen: %v", err)
 	}
@@ -122,6 +126,46 @@ func TestSandboxConfinesAServerThatOpensFilesItself(t *testing.T) {
 	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
 	control.Env = append(os.Environ(), "HOME="+l.Home, "TMPDIR="+t.TempDir())
 	sandboxtest.Check(t, "unconfined", probes, nil, runProbe(t, control))
+	if got := l.Received(t); len(got) != 3 {
+		t.Errorf("unconfined, the datagram socket outside got %q, want the three datagrams of the pairs", got)
+	}
+}
+
+// The UNIX socket filter refuses a pair of datagram sockets (SOCK_DGRAM,
+// and SOCK_RAW, which AF_UNIX makes a datagram socket; with or without
+// SOCK_NONBLOCK and SOCK_CLOEXEC), whose end can send to any datagram
+// socket at a path (journald's, /dev/log, NOTIFY_SOCKET): EACCES, and the
+// socket outside gets nothing. Stream and seqpacket pairs are made, and a
+// send addressed to that socket does not leave them: a stream end refuses
+// an address (EISCONN), a seqpacket end ignores it and sends to its peer
+// (checked with the real kernel here, confined and not). Unconfined (the
+// control), the datagram pairs reach the socket outside.
+func TestSandboxUnixSocketpairs(t *testing.T) {
+	needLandlock(t)
+	l := sandboxtest.NewLayout(t)
+	var probes []sandboxtest.Probe
+	for _, typ := range []string{"stream", "stream-flags", "seqpacket", "seqpacket-flags", "dgram", "dgram-flags", "raw", "raw-flags"} {
+		probes = append(probes, sandboxtest.Probe{Name: typ, Op: "pair-send", Path: l.DgramSocket, To: typ})
+	}
+	kept := map[string]string{"stream": "EISCONN", "stream-flags": "EISCONN", "seqpacket": "peer", "seqpacket-flags": "peer"}
+	want := maps.Clone(kept)
+	for _, typ := range []string{"dgram", "dgram-flags", "raw", "raw-flags"} {
+		want[typ] = "EACCES"
+	}
+	cmd, _ := confined(t, ServerRules(Config{}, nil), l.Home, probeBin, sandboxtest.Arg(t, probes))
+	sandboxtest.Check(t, "confined", probes, want, runProbe(t, cmd))
+	if got := l.Received(t); len(got) != 0 {
+		t.Errorf("confined, the datagram socket outside got %q", got)
+	}
+
+	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
+	for _, typ := range []string{"dgram", "dgram-flags", "raw", "raw-flags"} {
+		want[typ] = "ok"
+	}
+	sandboxtest.Check(t, "unconfined", probes, want, runProbe(t, control))
+	if got := l.Received(t); len(got) != 4 {
+		t.Errorf("unconfined, the datagram socket outside got %q, want the four datagrams of the datagram pairs", got)
+	}
 }
 
 // The runtimes servers are written for start under the default rules with

@@ -152,9 +152,11 @@ type UnixSockets string
 const (
 	// UnixSocketsDeny (the default): socket(AF_UNIX, ...) fails with EACCES,
 	// so the server connects to no UNIX socket, by path or abstract name,
-	// and listens on none; socketpair(2) still works (the pipes between a
-	// runtime's own processes, as node and python make them). io_uring is
-	// refused too (ENOSYS), since a ring creates sockets without socket(2).
+	// and listens on none; socketpair(2) of datagram sockets fails with
+	// EACCES too (an end sends to any datagram socket at a path), while
+	// stream and seqpacket pairs still work (the pipes between a runtime's
+	// own processes, as node and python make them). io_uring is refused too
+	// (ENOSYS), since a ring creates sockets without socket(2).
 	UnixSocketsDeny UnixSockets = "deny"
 	// UnixSocketsAllow: the server may create UNIX sockets; connecting by
 	// path is then refused by Landlock only from ABI 9 (outside the server's

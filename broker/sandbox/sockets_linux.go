@@ -35,20 +35,31 @@ const x32SyscallBit = 0x40000000
 
 // unixSocketFilter is the seccomp program of UnixSocketsDeny for the audit
 // architecture arch: socket(2) with the domain AF_UNIX fails with EACCES
-// (socketpair(2), and sockets of every other domain, are not touched);
-// io_uring_setup(2) fails with ENOSYS, as on a kernel built without
-// io_uring (a ring can create sockets without calling socket(2)); a call of
-// another architecture's ABI (a 32-bit program, or x32 on amd64, whose
+// (sockets of every other domain are not touched); socketpair(2) with
+// AF_UNIX fails with EACCES unless its type (without SOCK_NONBLOCK and
+// SOCK_CLOEXEC) is SOCK_STREAM or SOCK_SEQPACKET, whose ends refuse or
+// ignore a destination address: an end of a datagram pair (SOCK_DGRAM, or
+// SOCK_RAW, which AF_UNIX makes a datagram socket) sends with sendto(2) to
+// any datagram socket at a path, a send that Landlock checks only from ABI
+// 9; io_uring_setup(2) fails with ENOSYS, as on a kernel built without
+// io_uring (a ring can create sockets without calling socket(2)); a call
+// of another architecture's ABI (a 32-bit program, or x32 on amd64, whose
 // socketcall(2) the filter could not read) ends the process.
 func unixSocketFilter(arch uint32, x32 bool) []unix.SockFilter {
 	const (
 		ldW  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
 		nr   = 0  // offsetof(struct seccomp_data, nr)
 		aarc = 4  // offsetof(struct seccomp_data, arch)
 		arg0 = 16 // offsetof(struct seccomp_data, args[0]), its low 32 bits on a little-endian machine
+		arg1 = 24 // offsetof(struct seccomp_data, args[1]), the same
+		// sockType is the type's part of socketpair's second argument, the
+		// rest being SOCK_NONBLOCK and SOCK_CLOEXEC (the kernel's
+		// SOCK_TYPE_MASK).
+		sockType = 0xf
 	)
 	var (
 		allow  = uint32(unix.SECCOMP_RET_ALLOW)
@@ -65,21 +76,37 @@ func unixSocketFilter(arch uint32, x32 bool) []unix.SockFilter {
 	if x32 {
 		p = append(p, unix.SockFilter{Code: jge, K: x32SyscallBit, Jt: 0, Jf: 1}, unix.SockFilter{Code: ret, K: kill})
 	}
+	// Each block below ends in returns of its own, so that every jump stays
+	// inside its block or skips a whole block.
 	return append(p,
 		unix.SockFilter{Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 0, Jf: 1},
 		unix.SockFilter{Code: ret, K: enosys},
-		unix.SockFilter{Code: jeq, K: unix.SYS_SOCKET, Jt: 1, Jf: 0},
-		unix.SockFilter{Code: ret, K: allow},
+
+		unix.SockFilter{Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 4}, // not socket(2): to the socketpair block
 		unix.SockFilter{Code: ldW, K: arg0},
 		unix.SockFilter{Code: jeq, K: unix.AF_UNIX, Jt: 0, Jf: 1},
 		unix.SockFilter{Code: ret, K: eacces},
+		unix.SockFilter{Code: ret, K: allow},
+
+		unix.SockFilter{Code: jeq, K: unix.SYS_SOCKETPAIR, Jt: 0, Jf: 8}, // not socketpair(2): to the last allow
+		unix.SockFilter{Code: ldW, K: arg0},
+		unix.SockFilter{Code: jeq, K: unix.AF_UNIX, Jt: 0, Jf: 5}, // another domain: allow
+		unix.SockFilter{Code: ldW, K: arg1},
+		unix.SockFilter{Code: and, K: sockType},
+		unix.SockFilter{Code: jeq, K: unix.SOCK_STREAM, Jt: 2, Jf: 0},
+		unix.SockFilter{Code: jeq, K: unix.SOCK_SEQPACKET, Jt: 1, Jf: 0},
+		unix.SockFilter{Code: ret, K: eacces},
+		unix.SockFilter{Code: ret, K: allow},
+
 		unix.SockFilter{Code: ret, K: allow},
 	)
 }
 
 // denyUnixSockets installs the filter of UnixSocketsDeny on every thread of
 // the calling process (and what it executes from now on): it can no longer
-// create a UNIX socket, so it connects to none, by path or abstract name.
+// create a UNIX socket, so it connects to none, by path or abstract name,
+// nor a pair of datagram sockets, so it sends to none; it may still make a
+// connected pair of stream or seqpacket sockets, which reach nothing else.
 // no_new_privs is set first, as seccomp requires of an unprivileged process.
 func denyUnixSockets() error {
 	arch, ok := auditArches[runtime.GOARCH]

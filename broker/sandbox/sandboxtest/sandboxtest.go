@@ -50,13 +50,18 @@ type Probe struct {
 // Layout is a set of directories like an operator's: a read-only root
 // (holding a link to a secret outside), a writable root with two
 // directories, and what lies outside the roots: a secret, a home, a state
-// and an audit directory, a file name in the system's /tmp, and two UNIX
-// sockets listening (the test's, as the session bus or an SSH agent would
-// be): one at a path outside the roots, one in the abstract namespace.
+// and an audit directory, a file name in the system's /tmp, and three UNIX
+// sockets (the test's, as the session bus, an SSH agent or the system log
+// would be): two listening, one at a path outside the roots and one in the
+// abstract namespace, and a datagram socket at a path outside the roots.
 type Layout struct {
 	RO, RW, Outside, Home, State, Audit string
 	Secret, Link, TmpFile               string
 	Socket, AbstractSocket              string // a path; a name in the abstract namespace (without its leading NUL)
+	// DgramSocket is the path of a datagram socket outside the roots, as
+	// /dev/log or journald's socket; Received reads what it got.
+	DgramSocket string
+	dgram       *net.UnixConn
 }
 
 // NewLayout makes a layout in t's temporary directories.
@@ -99,7 +104,30 @@ func NewLayout(t testing.TB) Layout {
 		}
 		t.Cleanup(func() { ln.Close() })
 	}
+	l.DgramSocket = filepath.Join(sockDir, "log.sock")
+	if l.dgram, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: l.DgramSocket, Net: "unixgram"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.dgram.Close() })
 	return l
+}
+
+// Received returns the datagrams the socket at DgramSocket has got so far
+// (waiting for none).
+func (l Layout) Received(t testing.TB) []string {
+	t.Helper()
+	var got []string
+	buf := make([]byte, 1<<16)
+	for {
+		if err := l.dgram.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := l.dgram.Read(buf)
+		if err != nil {
+			return got
+		}
+		got = append(got, string(buf[:n]))
+	}
 }
 
 // Probes are the attacks and the controls, with what a confined server
@@ -130,6 +158,11 @@ func (l Layout) Probes() ([]Probe, map[string]string) {
 		{Probe{"connect-unix-path", "unix-connect", l.Socket, ""}, "EACCES"},
 		{Probe{"connect-unix-abstract", "unix-abstract", l.AbstractSocket, ""}, "EACCES"},
 		{Probe{"socketpair", "socketpair", "", ""}, "ok"},
+		// A datagram pair's end sends to any datagram socket at a path, which
+		// Landlock checks only from ABI 9; SOCK_RAW is SOCK_DGRAM to AF_UNIX.
+		{Probe{"pair-dgram-sendto", "pair-send", l.DgramSocket, "dgram"}, "EACCES"},
+		{Probe{"pair-dgram-flags-sendto", "pair-send", l.DgramSocket, "dgram-flags"}, "EACCES"},
+		{Probe{"pair-raw-sendto", "pair-send", l.DgramSocket, "raw"}, "EACCES"},
 	}
 	probes := make([]Probe, len(list))
 	want := map[string]string{}

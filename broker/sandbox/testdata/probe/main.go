@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 )
 
@@ -25,8 +26,12 @@ type probe struct {
 	// file), mkdir, rename (Path to To), exec (run Path), tmpwrite (a file
 	// in $TMPDIR, Path unused), unix-connect (connect to the UNIX socket at
 	// Path), unix-abstract (connect to the abstract UNIX socket named Path)
-	// socketpair (a pair of connected UNIX sockets, Path unused) or
-	// x32-socket (socket(2) of a UNIX socket through amd64's x32 ABI).
+	// socketpair (a pair of connected UNIX sockets, Path unused),
+	// pair-send (a pair of UNIX sockets of the type To names: stream,
+	// seqpacket, dgram, raw, or one of them with "-flags" for
+	// SOCK_NONBLOCK|SOCK_CLOEXEC; then a datagram sent from one end to the
+	// socket at Path with sendto(2)) or x32-socket (socket(2) of a UNIX
+	// socket through amd64's x32 ABI).
 	Op   string `json:"op"`
 	Path string `json:"path"`
 	To   string `json:"to,omitempty"`
@@ -94,6 +99,8 @@ func run(p probe) error {
 		syscall.Close(fds[0])
 		syscall.Close(fds[1])
 		return nil
+	case "pair-send":
+		return pairSend(p.Path, p.To)
 	case "tmpwrite":
 		f, err := os.CreateTemp("", "probe-")
 		if err != nil {
@@ -111,10 +118,49 @@ func run(p probe) error {
 	return fmt.Errorf("unknown op %q", p.Op)
 }
 
+// errToPeer is pair-send's outcome when the datagram addressed to a path
+// went to the pair's other end instead (the kernel ignored the address).
+var errToPeer = errors.New("sent to the peer, not to the address")
+
+// pairSend makes a pair of UNIX sockets of the type typ names and sends a
+// datagram from one end to the socket at path: nil when it left the pair
+// (a socket at path got it), errToPeer when the other end got it, else the
+// error of socketpair(2) or sendto(2).
+func pairSend(path, typ string) error {
+	types := map[string]int{"stream": syscall.SOCK_STREAM, "seqpacket": syscall.SOCK_SEQPACKET,
+		"dgram": syscall.SOCK_DGRAM, "raw": syscall.SOCK_RAW}
+	name, flags := typ, 0
+	if base, ok := strings.CutSuffix(typ, "-flags"); ok {
+		name, flags = base, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC
+	}
+	t, ok := types[name]
+	if !ok {
+		return fmt.Errorf("unknown socket type %q", typ)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, t|flags, 0)
+	if err != nil {
+		return os.NewSyscallError("socketpair", err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	if err := syscall.Sendto(fds[0], []byte("sent by the probe"), 0, &syscall.SockaddrUnix{Name: path}); err != nil {
+		return os.NewSyscallError("sendto", err)
+	}
+	buf := make([]byte, 64)
+	if n, _, err := syscall.Recvfrom(fds[1], buf, syscall.MSG_DONTWAIT); err == nil && n > 0 {
+		return errToPeer
+	}
+	return nil
+}
+
 func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.Is(err, errToPeer):
+		return "peer"
+	case errors.Is(err, syscall.EISCONN):
+		return "EISCONN"
 	case errors.Is(err, syscall.EACCES):
 		return "EACCES"
 	case errors.Is(err, syscall.EPERM):
