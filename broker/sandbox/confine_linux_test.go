@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/fsbroker/fsbroker/broker/sandbox/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 var probeBin string // the fake server, a static Go binary
@@ -33,6 +34,13 @@ func TestMain(m *testing.M) {
 		err := RunHelper(os.Args[2:])
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(126)
+	}
+	if base := os.Getenv(mountsChildEnv); base != "" {
+		if err := runMountsChild(base); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(testMain(m))
 }
@@ -168,6 +176,51 @@ func TestSandboxUnixSocketpairs(t *testing.T) {
 	}
 }
 
+// The helper passes the server the three descriptors it was started with
+// (stdin, stdout, stderr) and nothing else: a descriptor the broker's host
+// left open without close-on-exec, here an open file outside the rules and
+// an end of a datagram socket pair (which would send to any datagram socket
+// at a path), is closed before the server runs. The server (a real child)
+// lists /proc/self/fd; unconfined (the control) it holds both.
+func TestSandboxHelperPassesOnNoInheritedDescriptor(t *testing.T) {
+	needLandlock(t)
+	l := sandboxtest.NewLayout(t)
+	marker := filepath.Join(l.Outside, "inherited-marker")
+	if err := os.WriteFile(marker, []byte("left open by the host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inherited := func(t *testing.T) []*os.File {
+		f, err := os.Open(marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := []*os.File{f, os.NewFile(uintptr(fds[0]), "dgram-0"), os.NewFile(uintptr(fds[1]), "dgram-1")}
+		t.Cleanup(func() {
+			for _, f := range files {
+				f.Close()
+			}
+		})
+		return files
+	}
+	probes := []sandboxtest.Probe{{Name: "fds", Op: "fds"}}
+
+	cmd, _ := confined(t, ServerRules(Config{}, nil), l.Home, probeBin, sandboxtest.Arg(t, probes))
+	cmd.ExtraFiles = inherited(t)
+	if got := runProbe(t, cmd)["fds"]; strings.Contains(got, marker) || strings.Contains(got, "socket:") {
+		t.Errorf("confined, the server holds descriptors it inherited: %s", got)
+	}
+
+	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
+	control.ExtraFiles = inherited(t)
+	if got := runProbe(t, control)["fds"]; !strings.Contains(got, marker) || !strings.Contains(got, "socket:") {
+		t.Errorf("unconfined, the server does not hold the descriptors it was given: %s", got)
+	}
+}
+
 // The runtimes servers are written for start under the default rules with
 // no configuration: python3 and node (from the system's directories), and
 // a static Go binary anywhere (its own file is added); each reads a root,
@@ -293,5 +346,37 @@ func TestSandboxUnixSocketFilterEndsAnotherABI(t *testing.T) {
 	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
 	if got := runProbe(t, control)["x32-socket"]; got == "" {
 		t.Error("unconfined, the x32 socket call did not return")
+	}
+}
+
+// Where close_range(2) cannot mark descriptors close-on-exec (a kernel
+// before 5.11), markCloseOnExec marks each one /proc/self/fd lists: a
+// descriptor opened here without close-on-exec is marked, stdin is not.
+func TestMarkCloseOnExec(t *testing.T) {
+	fd, err := syscall.Open(filepath.Join(t.TempDir(), "f"), syscall.O_RDWR|syscall.O_CREAT, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	flags := func(fd int) int {
+		t.Helper()
+		f, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	if flags(fd)&unix.FD_CLOEXEC != 0 {
+		t.Fatal("the descriptor is close-on-exec before the test")
+	}
+	stdin := flags(0)
+	if err := markCloseOnExec(); err != nil {
+		t.Fatal(err)
+	}
+	if flags(fd)&unix.FD_CLOEXEC == 0 {
+		t.Errorf("descriptor %d is not close-on-exec", fd)
+	}
+	if flags(0) != stdin {
+		t.Errorf("stdin's flags changed")
 	}
 }

@@ -18,6 +18,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -210,19 +211,43 @@ func ServerRules(cfg Config, roots []Root) Rules {
 type Overlap struct {
 	ReadOnly string // the read-only root
 	Writable string // the writable root, or sandbox.write path, it lies in
+	// Via is how the read-only root is reached from the writable path when
+	// its path does not lie in it: "DIR, the same directory" (a directory
+	// on the root's path that is the writable directory under another
+	// name: a bind mount), or "the mount at DIR" (a mount under the
+	// writable path that shows the root, a directory of it or one that
+	// holds it). Empty when the root's path lies in the writable one.
+	Via string
 }
 
-// String says what the overlap is, naming both paths.
+// String says what the overlap is, naming both paths, and how when the
+// read-only root's path does not lie in the writable one.
 func (o Overlap) String() string {
-	return fmt.Sprintf("the read-only root %s lies in the writable %s", o.ReadOnly, o.Writable)
+	s := fmt.Sprintf("the read-only root %s lies in the writable %s", o.ReadOnly, o.Writable)
+	if o.Via != "" {
+		s += " through " + o.Via
+	}
+	return s
 }
 
-// ReadOnlyInWritable returns every read-only root of roots that lies in, or
-// is, a path [ServerRules] makes writable (a writable root, or one of the
-// config's Write paths): a confined server can write there, whatever the
-// root's mode. Paths are compared whole segment by segment, after resolving
-// symbolic links where they exist (Landlock follows them to the directory
-// it restricts).
+// ReadOnlyInWritable returns every read-only root of roots that a path
+// [ServerRules] makes writable (a writable root, or one of the config's
+// Write paths) reaches: a confined server can write there, whatever the
+// root's mode, because Landlock grants a right to every file below the
+// directory it is given for, by whatever path it is reached. A writable
+// path reaches a read-only root when
+//   - the root's path lies in it, or is it (paths compared whole segment
+//     by segment, after resolving symbolic links where they exist:
+//     Landlock follows them to the directory it restricts);
+//   - a directory on the root's path is the writable directory itself,
+//     by device and inode (a bind mount gives it another name);
+//   - a mount under the writable path (from /proc/self/mountinfo, on
+//     Linux) shows a directory of the same file system that holds the
+//     root or lies in it (a bind mount of the root, of a directory of it
+//     or of one above it).
+//
+// Not detected: a hard link under a writable path to a file of the root
+// (each file would have to be compared), and mounts made after the check.
 func ReadOnlyInWritable(cfg Config, roots []Root) []Overlap {
 	var writable []string
 	for _, r := range roots {
@@ -232,18 +257,53 @@ func ReadOnlyInWritable(cfg Config, roots []Root) []Overlap {
 	}
 	writable = append(writable, cfg.Write...)
 	var out []Overlap
+	mounts := readMounts()
 	for _, r := range roots {
 		if r.Writable {
 			continue
 		}
 		ro := resolved(r.Path)
 		for _, w := range writable {
-			if within(ro, resolved(w)) {
-				out = append(out, Overlap{ReadOnly: r.Path, Writable: w})
+			if via, ok := reaches(resolved(w), ro, mounts); ok {
+				out = append(out, Overlap{ReadOnly: r.Path, Writable: w, Via: via})
 			}
 		}
 	}
 	return out
+}
+
+// reaches reports whether the writable directory w reaches the read-only
+// root ro (both resolved), and how when ro's path does not lie in w (see
+// [Overlap.Via]).
+func reaches(w, ro string, mounts mountTable) (via string, ok bool) {
+	if within(ro, w) {
+		return "", true
+	}
+	if d := sameDirOnPath(ro, w); d != "" {
+		return d + ", the same directory", true
+	}
+	if m := mounts.showing(ro, w); m != "" {
+		return "the mount at " + m, true
+	}
+	return "", false
+}
+
+// sameDirOnPath returns the directory on p's path (p itself, or one of
+// its ancestors) that is dir, by device and inode, or "" when there is
+// none (or dir does not exist).
+func sameDirOnPath(p, dir string) string {
+	di, err := os.Stat(dir)
+	if err != nil {
+		return ""
+	}
+	for d := p; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && os.SameFile(fi, di) {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
 }
 
 // resolved is p absolute and clean, its symbolic links resolved where it

@@ -72,7 +72,7 @@ func TestReadOnlyInWritable(t *testing.T) {
 		{Path: filepath.Join(base, "cache", "ro")},
 		{Path: filepath.Join(base, "elsewhere")},
 	})
-	want := []Overlap{{filepath.Join(base, "w", "docs"), w}, {link, w}, {filepath.Join(base, "cache", "ro"), filepath.Join(base, "cache")}}
+	want := []Overlap{{filepath.Join(base, "w", "docs"), w, ""}, {link, w, ""}, {filepath.Join(base, "cache", "ro"), filepath.Join(base, "cache"), ""}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("overlaps:\n%v\nwant:\n%v", got, want)
 	}

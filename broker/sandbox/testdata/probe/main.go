@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -30,8 +31,10 @@ type probe struct {
 	// pair-send (a pair of UNIX sockets of the type To names: stream,
 	// seqpacket, dgram, raw, or one of them with "-flags" for
 	// SOCK_NONBLOCK|SOCK_CLOEXEC; then a datagram sent from one end to the
-	// socket at Path with sendto(2)) or x32-socket (socket(2) of a UNIX
-	// socket through amd64's x32 ABI).
+	// socket at Path with sendto(2)), x32-socket (socket(2) of a UNIX
+	// socket through amd64's x32 ABI) or fds (the descriptors above 2 this
+	// process holds, from /proc/self/fd, other than the Go runtime's own:
+	// an error naming each).
 	Op   string `json:"op"`
 	Path string `json:"path"`
 	To   string `json:"to,omitempty"`
@@ -101,6 +104,8 @@ func run(p probe) error {
 		return nil
 	case "pair-send":
 		return pairSend(p.Path, p.To)
+	case "fds":
+		return heldDescriptors()
 	case "tmpwrite":
 		f, err := os.CreateTemp("", "probe-")
 		if err != nil {
@@ -149,6 +154,38 @@ func pairSend(path, typ string) error {
 	buf := make([]byte, 64)
 	if n, _, err := syscall.Recvfrom(fds[1], buf, syscall.MSG_DONTWAIT); err == nil && n > 0 {
 		return errToPeer
+	}
+	return nil
+}
+
+// heldDescriptors lists the descriptors above 2 this process holds (from
+// /proc/self/fd, by what they lead to), leaving out the directory being read
+// and anonymous inodes (the Go runtime's poller: its epoll and eventfd
+// descriptors): an error naming each, nil when there is none.
+func heldDescriptors() error {
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	var held []string
+	for _, name := range names {
+		fd, err := strconv.Atoi(name)
+		if err != nil || fd <= 2 || uintptr(fd) == dir.Fd() {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + name)
+		if err != nil || strings.HasPrefix(target, "anon_inode:") {
+			continue
+		}
+		held = append(held, name+" -> "+target)
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("holds %s", strings.Join(held, ", "))
 	}
 	return nil
 }
