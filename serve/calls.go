@@ -214,13 +214,29 @@ func consented[T any](ctx context.Context, s *Session, caller corridor.Caller, a
 	}
 	answer, cerr := s.cfg.Corridor.Consent(ctx, caller, corridor.ConsentRequest{
 		Message: "The MCP host " + caller.Name + " asks to " + access + " through the " + caller.Tool + " tool.",
-		Paths:   paths, Access: access})
+		Paths:   paths, Access: access, Resolve: consentResolve(caller.Tool)})
 	if cerr == nil && answer.Granted {
 		if res, err = op(); !refusedForConsent(err) {
 			return res, err
 		}
 	}
 	return res, noConsentRefusal(err, access, answer.Removed)
+}
+
+// consentResolve is how the corridor operation behind tool resolves its
+// paths, for the consent question to name what it acts on: move_file
+// (Rename) and create_directory (Create) act on a link in the last segment
+// itself; the tools that read or write a file's content (Read, Write)
+// follow it to a file; the others (List, Stat, Watch) follow it to
+// whatever it leads to.
+func consentResolve(tool string) corridor.ConsentResolve {
+	switch tool {
+	case ToolMoveFile, ToolCreateDirectory:
+		return corridor.ConsentNoFollow
+	case ToolReadTextFile, ToolReadFile, ToolReadMediaFile, ToolReadMultipleFiles, ToolWriteFile, ToolEditFile, MethodResourcesRead:
+		return corridor.ConsentFollowToFile
+	}
+	return corridor.ConsentFollow
 }
 
 // refusedForConsent reports whether err is the corridor's refusal of a

@@ -214,12 +214,39 @@ func grantCounts(set *roots.Set, g grants.Grant) bool {
 	return ok && g.Root.Same(grants.RootOf(r))
 }
 
+// ConsentResolve is how a consent request's paths are resolved to the
+// paths put to the provider: as the operation the consent is for resolves
+// them (ops.go), so that the question and the grant name what it acts on.
+type ConsentResolve int
+
+const (
+	// ConsentFollow follows symbolic links inside the root, the last
+	// segment's too, as files/consent always has, and as a read, a write, a
+	// listing, a description and a watch do.
+	ConsentFollow ConsentResolve = iota
+	// ConsentFollowToFile is ConsentFollow for an operation on a file's
+	// content (a read or a write of a file): a path that resolves to a
+	// directory is not put to the provider (ReasonConsentDirectory), since
+	// the operation cannot act on one, and a link to "." or ".." would ask
+	// for the directory it leads to, a whole root included.
+	ConsentFollowToFile
+	// ConsentNoFollow does not follow a link in the last segment, as
+	// create, delete and rename do (they act on the link itself): the
+	// question names the link, never where it leads.
+	ConsentNoFollow
+)
+
+// ReasonConsentDirectory is why a path of a ConsentFollowToFile request
+// that resolves to a directory is not put to the provider.
+const ReasonConsentDirectory = "the path leads to a directory, and the tool reads or writes a file"
+
 // Consent answers a files/consent request of caller: the requested paths
 // inside the roots that the policy lets be granted are put to the consent
-// provider; what it approves becomes grants. The consent record is written
-// before any grant is stored (failing closed like every other record). A
-// path outside every root is never approvable; an invalid one refuses the
-// request.
+// provider; what it approves becomes grants. Each path is resolved as
+// r.Resolve says (links followed for files/consent). The consent record is
+// written before any grant is stored (failing closed like every other
+// record). A path outside every root is never approvable; an invalid one
+// refuses the request.
 func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest) (ConsentResult, error) {
 	// The operation's deadline bounds the provider's wait too (a person who
 	// does not answer).
@@ -243,7 +270,7 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 		removed []consent.Removed // for the provider to show: never approvable, and why
 	)
 	for _, raw := range r.Paths {
-		t, err := c.canonicalize(ctx, raw, true)
+		t, err := c.canonicalize(ctx, raw, r.Resolve != ConsentNoFollow)
 		if err != nil {
 			if errcode.Of(err) == errcode.InvalidPath {
 				return ConsentResult{}, err
@@ -253,6 +280,10 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 			continue
 		}
 		mp := t.Path.MountPath()
+		if r.Resolve == ConsentFollowToFile && t.Exists && t.Info.Type == "directory" {
+			removed = append(removed, consent.Removed{Path: mp, Reason: ReasonConsentDirectory})
+			continue
+		}
 		if _, dup := targets[mp]; dup {
 			continue
 		}

@@ -195,6 +195,10 @@ type ConsentRequest struct {
 	// makes them from Paths and Access, for a front end with no such
 	// request of its own.
 	Params []byte
+	// Resolve is how the operation the consent is for resolves its paths
+	// (ConsentFollow, the zero value, for files/consent), so that the
+	// provider is asked about, and grants name, what it acts on.
+	Resolve ConsentResolve
 }
 
 // ConsentResult is what was approved (mount-relative paths).
