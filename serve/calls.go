@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 
@@ -53,15 +54,19 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 		}
 		return TextResult(text), nil
 	case ReadMultipleArgs:
+		// The files together are held to the whole-file limit: a file over
+		// what those before it left is refused in its place.
 		reads := make([]FileRead, len(a.Paths))
+		left := s.wholeFileLimit()
 		for n, p := range a.Paths {
 			reads[n].Path = p
 			one, _ := json.Marshal(map[string]string{"path": p})
-			data, err := s.readWhole(ctx, caller, p, one)
+			data, _, err := s.readWithTag(ctx, caller, p, one, left)
 			if err != nil {
 				reads[n].Err = refusalText(err)
 				continue
 			}
+			left -= int64(len(data))
 			reads[n].Content = DecodeText(data)
 		}
 		return TextResult(MultipleFilesText(reads)), nil
@@ -164,7 +169,7 @@ func (s *Session) runPathTool(ctx context.Context, caller corridor.Caller, a Pat
 // returned, and unless dryRun the new text written if the file is still the
 // one read (its etag).
 func (s *Session) edit(ctx context.Context, caller corridor.Caller, a EditArgs, params []byte) (ToolResult, error) {
-	data, etag, err := s.readWithTag(ctx, caller, a.Path, params)
+	data, etag, err := s.readWithTag(ctx, caller, a.Path, params, s.wholeFileLimit())
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -189,11 +194,17 @@ func (s *Session) edit(ctx context.Context, caller corridor.Caller, a EditArgs, 
 }
 
 // readWhole reads the whole file at p through the corridor, in chunks of
-// the read limit.
+// the read limit, up to the whole-file limit (wholeFileLimit).
 func (s *Session) readWhole(ctx context.Context, caller corridor.Caller, p string, params []byte) ([]byte, error) {
-	data, _, err := s.readWithTag(ctx, caller, p, params)
+	data, _, err := s.readWithTag(ctx, caller, p, params, s.wholeFileLimit())
 	return data, err
 }
+
+// wholeFileLimit is the most bytes one call reads whole (a file, or the
+// files of read_multiple_files together): the corridor's write limit, so
+// that what a tool reads whole it could write back whole (edit_file does),
+// and a large file in a root never takes the process's memory.
+func (s *Session) wholeFileLimit() int64 { return s.cfg.Corridor.Limits().MaxWriteBytes }
 
 // consented runs op, and when the corridor refused it because no grant
 // covers its paths, asks the consent provider for them (Corridor.Consent,
@@ -265,41 +276,67 @@ func noConsentRefusal(err error, access string, removed []consent.Removed) error
 	return out
 }
 
-// readWithTag is readWhole that also returns the file's etag; a file
-// replaced between two chunks is a CONCURRENCY_CONFLICT.
-func (s *Session) readWithTag(ctx context.Context, caller corridor.Caller, p string, params []byte) ([]byte, string, error) {
+// readWithTag is readWhole, up to limit bytes, that also returns the file's
+// etag; a file replaced between two chunks is a CONCURRENCY_CONFLICT.
+func (s *Session) readWithTag(ctx context.Context, caller corridor.Caller, p string, params []byte, limit int64) ([]byte, string, error) {
 	type read struct {
 		data []byte
 		etag string
 	}
 	r, err := consented(ctx, s, caller, "read", []string{p}, func() (read, error) {
-		data, etag, err := s.readChunks(ctx, caller, p, params)
+		data, etag, err := s.readChunks(ctx, caller, p, params, limit)
 		return read{data, etag}, err
 	})
 	return r.data, r.etag, err
 }
 
-// readChunks reads the file at p whole, a chunk of the read limit at a time.
-func (s *Session) readChunks(ctx context.Context, caller corridor.Caller, p string, params []byte) ([]byte, string, error) {
+// readChunks reads the file at p whole, a chunk of the read limit at a
+// time, and never past limit: a file whose size (as the first chunk, or a
+// later one, reports it) is over limit is QUOTA_EXCEEDED, recorded in the
+// trail, before more is read. After the first chunk, each asks for what
+// remains of the file, up to the read limit; the first asks for the read
+// limit, the file's size being unknown before it.
+func (s *Session) readChunks(ctx context.Context, caller corridor.Caller, p string, params []byte, limit int64) ([]byte, string, error) {
 	var (
 		data []byte
 		etag string
 	)
+	length := min(s.cfg.MaxReadBytes, limit)
 	for {
 		r, err := s.cfg.Corridor.Read(ctx, caller, corridor.ReadRequest{Path: p, Offset: int64(len(data)),
-			Length: s.cfg.MaxReadBytes, Params: params})
+			Length: length, Params: params})
 		if err != nil {
 			return nil, "", err
 		}
+		if r.Size > limit {
+			return nil, "", s.cfg.Corridor.Refuse(ctx, caller, caller.Tool, p, "", s.overWholeFileLimit(r.Size, limit))
+		}
 		if etag != "" && r.ETag != etag {
 			return nil, "", errcode.New(errcode.ConcurrencyConflict, "the file changed while it was read")
+		}
+		if data == nil {
+			data = make([]byte, 0, r.Size)
 		}
 		etag = r.ETag
 		data = append(data, r.Data...)
 		if r.EOF || len(r.Data) == 0 {
 			return data, etag, nil
 		}
+		length = min(s.cfg.MaxReadBytes, max(r.Size-int64(len(data)), 1))
 	}
+}
+
+// overWholeFileLimit is the refusal of a whole-file read of a file of size
+// bytes, over limit (the whole-file limit, or what the files read before
+// it in the same call left of it).
+func (s *Session) overWholeFileLimit(size, limit int64) error {
+	whole := s.wholeFileLimit()
+	if limit < whole {
+		return errcode.New(errcode.QuotaExceeded, fmt.Sprintf("a file of %d bytes is over the %d bytes left of the "+
+			"limit of %d bytes on what one call reads whole (the write limit)", size, limit, whole))
+	}
+	return errcode.New(errcode.QuotaExceeded, fmt.Sprintf("a file of %d bytes is over the limit of %d bytes on "+
+		"what one call reads whole (the write limit)", size, whole))
 }
 
 // listAll lists the directory p through the corridor, every page, and

@@ -239,6 +239,9 @@ func (c *Corridor) Files() bool { return c.exec != nil }
 // Watches reports whether the corridor serves watches (it has a hub).
 func (c *Corridor) Watches() bool { return c.exec != nil && c.hub != nil }
 
+// Limits returns the limits the corridor enforces (WithLimits).
+func (c *Corridor) Limits() Limits { return c.limits }
+
 // Stats counts what the session holds now.
 type Stats struct {
 	// StagedWrites counts the staged writes waiting for their next chunk.

@@ -164,7 +164,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 	fs.IntVar(&o.maxMessageBytes, "max-message-bytes", o.maxMessageBytes, "largest accepted message, in `BYTES`")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", o.maxInFlight, "requests handled at once (`N`)")
 	fs.Int64Var(&o.maxReadBytes, "max-read-bytes", o.maxReadBytes, "largest length one files/read may ask for, in `BYTES`")
-	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, in `BYTES`")
+	fs.Int64Var(&o.maxWriteBytes, "max-write-bytes", o.maxWriteBytes, "largest content of one files/write, and the most serve reads whole in one call, in `BYTES`")
 	fs.IntVar(&o.maxWatches, "max-watches", broker.DefaultMaxWatches, "watches one server may hold (`N`)")
 	fs.Float64Var(&o.rateLimit, "rate-limit", broker.DefaultRate, "requests per second one server may make (`N`; 0: no limit); ping is never limited")
 	fs.IntVar(&o.rateBurst, "rate-burst", broker.DefaultBurst, "requests one server may make at once above the rate (`N`)")
