@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,13 +152,13 @@ func TestSandboxConfinesAServerThatOpensFilesItself(t *testing.T) {
 func TestSandboxUnixSocketpairs(t *testing.T) {
 	needLandlock(t)
 	l := sandboxtest.NewLayout(t)
+	datagram := []string{"dgram", "dgram-flags", "raw", "raw-flags"}
+	want := map[string]string{"stream": "EISCONN", "stream-flags": "EISCONN", "seqpacket": "peer", "seqpacket-flags": "peer"}
 	var probes []sandboxtest.Probe
-	for _, typ := range []string{"stream", "stream-flags", "seqpacket", "seqpacket-flags", "dgram", "dgram-flags", "raw", "raw-flags"} {
+	for _, typ := range append(slices.Sorted(maps.Keys(want)), datagram...) {
 		probes = append(probes, sandboxtest.Probe{Name: typ, Op: "pair-send", Path: l.DgramSocket, To: typ})
 	}
-	kept := map[string]string{"stream": "EISCONN", "stream-flags": "EISCONN", "seqpacket": "peer", "seqpacket-flags": "peer"}
-	want := maps.Clone(kept)
-	for _, typ := range []string{"dgram", "dgram-flags", "raw", "raw-flags"} {
+	for _, typ := range datagram {
 		want[typ] = "EACCES"
 	}
 	cmd, _ := confined(t, ServerRules(Config{}, nil), l.Home, probeBin, sandboxtest.Arg(t, probes))
@@ -166,11 +167,10 @@ func TestSandboxUnixSocketpairs(t *testing.T) {
 		t.Errorf("confined, the datagram socket outside got %q", got)
 	}
 
-	control := exec.Command(probeBin, sandboxtest.Arg(t, probes))
-	for _, typ := range []string{"dgram", "dgram-flags", "raw", "raw-flags"} {
+	for _, typ := range datagram {
 		want[typ] = "ok"
 	}
-	sandboxtest.Check(t, "unconfined", probes, want, runProbe(t, control))
+	sandboxtest.Check(t, "unconfined", probes, want, runProbe(t, exec.Command(probeBin, sandboxtest.Arg(t, probes))))
 	if got := l.Received(t); len(got) != 4 {
 		t.Errorf("unconfined, the datagram socket outside got %q, want the four datagrams of the datagram pairs", got)
 	}
