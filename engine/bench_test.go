@@ -177,6 +177,13 @@ func benchInput(b testing.TB, n int) map[string]any {
 // GC assists are in). The cost of reading the clocks is measured first and subtracted.
 func percentiles(b *testing.B, op func()) {
 	b.Helper()
+	percentilesPrepared(b, nil, op)
+}
+
+// percentilesPrepared is percentiles with prepare(i) called before the i-th call of op, outside
+// the times measured (nil: nothing to prepare).
+func percentilesPrepared(b *testing.B, prepare func(i int), op func()) {
+	b.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	_, haveCPU := threadCPUTime()
@@ -190,6 +197,9 @@ func percentiles(b *testing.B, op func()) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
+		if prepare != nil {
+			prepare(i)
+		}
 		var c0 time.Duration
 		if haveCPU {
 			c0, _ = threadCPUTime()
