@@ -26,12 +26,12 @@ type Decider struct {
 
 var _ decision.Decider = Decider{}
 
-// Decide implements decision.Decider with a cached decision (DecideCached, keyed on the input
-// without its time). The engine fails closed on its own (a denial with a generic reason); the
-// error behind it goes to the log.
+// Decide implements decision.Decider with a cached decision (as DecideCached: reused for the
+// same input but its time). The input is built as OPA values with its session part converted
+// once per change (decideInput). The engine fails closed on its own (a denial with a generic
+// reason); the error behind it goes to the log.
 func (d Decider) Decide(ctx context.Context, in *decision.Input) decision.Verdict {
-	doc, key := encodeInput(in)
-	dec, err := d.Engine.DecideCached(ctx, key, doc)
+	dec, err := d.Engine.decideInput(ctx, in)
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide; denying", "method", in.Method, "error", err)
 	}

@@ -113,6 +113,8 @@ type Engine struct {
 	// server; guarded by reloadMu.
 	remoteDigest string
 	watching     atomic.Int32 // running Watch loops whose watches are set up
+	// sessions are the converted session parts of the broker's inputs (Decider.Decide).
+	sessions sessionParts
 }
 
 // New loads src with the library (policies.Library, each package of it unless src defines that
@@ -361,6 +363,8 @@ func inputValue(input any) (ast.Value, error) {
 	switch x := input.(type) {
 	case nil:
 		return nil, errors.New("no input")
+	case ast.Object:
+		return x, nil
 	case map[string]any:
 		return ast.LazyObject(x), nil
 	case json.RawMessage:

@@ -430,10 +430,21 @@ func timeMember(doc []byte) (start, valStart, end int, found, ok bool) {
 
 // validJSONValue reports whether b is exactly one JSON value (white space around it allowed).
 func validJSONValue(b []byte) bool {
+	_, err := parseJSONValue(b)
+	return err == nil
+}
+
+// parseJSONValue parses b, exactly one JSON value of any kind (white space around it allowed),
+// as parseJSONObject parses a document.
+func parseJSONValue(b []byte) (ast.Value, error) {
 	p := jsonParser{s: string(b)}
-	if _, err := p.value(0); err != nil {
-		return false
+	v, err := p.value(0)
+	if err != nil {
+		return nil, err
 	}
 	p.skipSpace()
-	return p.pos == len(p.s)
+	if p.pos != len(p.s) {
+		return nil, p.errorf("invalid character %q after top-level value", p.s[p.pos])
+	}
+	return v, nil
 }
