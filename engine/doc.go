@@ -54,8 +54,8 @@
 // uses. What the SDK would add, bundles from a bundle service and decision-log upload, is a
 // follow-up (OPA's bundle downloader and bundle package work without the SDK).
 //
-// The engine's own share is small: a map input is wrapped with ast.LazyObject (only what the
-// policy reads is converted); JSON input (the broker's batches, fsbroker eval) is parsed straight
+// The engine's own share is small: a map input (tests) is converted whole; JSON input (the
+// broker's batches, fsbroker eval) is parsed straight
 // into AST values in one pass (parseJSONObject: no intermediate map[string]any, terms allocated
 // in slabs, strings without escapes sliced from one copy of the document, the input schema's
 // property names shared), which is 2.5x faster than OPA's decoding and conversion and agrees

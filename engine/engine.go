@@ -245,8 +245,8 @@ var neverCancelled = topdown.NewCancel()
 //
 // Cancellation goes through context.AfterFunc instead of the goroutine OPA otherwise starts for
 // every evaluation to watch ctx: nothing at all for a context that cannot be cancelled, a
-// callback for one that can. A panic in evaluation (OPA converts map inputs lazily, and an
-// unconvertible value panics there) is returned as an error, so the caller still fails closed.
+// callback for one that can. A panic in evaluation is returned as an error, so the caller still
+// fails closed.
 func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts ...rego.EvalOption) (rs rego.ResultSet, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -355,10 +355,10 @@ func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery,
 	return paths, nil
 }
 
-// inputValue converts an input document to an AST object. A map is wrapped, not converted:
-// only the parts the policy reads are converted, when it reads them (most policies read a small
-// part of the input). The map must not change while it is being decided on. JSON (the broker's
-// input) is parsed straight into AST values (see parseJSONObject).
+// inputValue converts an input document to an AST object, with the engine's facts added
+// (addFacts). JSON (the broker's batches, fsbroker eval) is parsed straight into AST values (see
+// parseJSONObject); a map (tests) is converted whole. An ast.Object is taken as it is: the
+// broker's own decision input is built with its facts (requestValue).
 func inputValue(input any) (ast.Value, error) {
 	switch x := input.(type) {
 	case nil:
@@ -366,11 +366,15 @@ func inputValue(input any) (ast.Value, error) {
 	case ast.Object:
 		return x, nil
 	case map[string]any:
-		return ast.LazyObject(x), nil
+		v, err := ast.InterfaceToValue(x)
+		if err != nil {
+			return nil, err
+		}
+		return addFacts(v.(ast.Object)), nil
 	case json.RawMessage:
-		return parseJSONObject(bytes.TrimSpace(x))
+		return parsedWithFacts(bytes.TrimSpace(x))
 	case []byte:
-		return parseJSONObject(bytes.TrimSpace(x))
+		return parsedWithFacts(bytes.TrimSpace(x))
 	}
 	v, err := ast.InterfaceToValue(input)
 	if err != nil {
@@ -380,6 +384,15 @@ func inputValue(input any) (ast.Value, error) {
 		return nil, fmt.Errorf("input is %s, want an object", ast.ValueName(v))
 	}
 	return v, nil
+}
+
+// parsedWithFacts is parseJSONObject with the engine's facts added.
+func parsedWithFacts(doc []byte) (ast.Value, error) {
+	v, err := parseJSONObject(doc)
+	if err != nil {
+		return nil, err
+	}
+	return addFacts(v.(ast.Object)), nil
 }
 
 // resultValue is the value of a single-expression query, and false when it is undefined.

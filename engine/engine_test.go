@@ -172,13 +172,13 @@ func TestDecideFailsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Maps are converted lazily, during evaluation: the failure surfaces there.
+		// Maps are converted before evaluation (the engine adds its facts): the failure is
+		// the input's, whether it is nested or not.
 		in := testInput(t, "read", "proj/a.txt", false, grant("read", "proj"))
 		in["path"] = map[string]any{"hidden": false, "mountPath": make(chan int)}
 		d, err := e.Decide(context.Background(), in)
-		failClosed(t, d, err, reasonEvalFailed)
+		failClosed(t, d, err, reasonBadInput)
 		t.Logf("error: %v", err)
-		// An eager conversion fails before evaluation.
 		d, err = e.Decide(context.Background(), map[string]chan int{"x": nil})
 		failClosed(t, d, err, reasonBadInput)
 	})

@@ -43,6 +43,7 @@ type sessionPart struct {
 	grants   []decision.InputGrant // nil for a JSON null
 
 	serverTerm, sessionTerm, frontEndTerm, grantsTerm *ast.Term
+	grantsByPathTerm                                  *ast.Term // the grants' index (facts.go); nil for null grants
 }
 
 // sessionGen numbers the sessionParts of the process.
@@ -129,6 +130,7 @@ func newSessionPart(in *decision.Input) *sessionPart {
 			stringMember("expires", g.Expires))
 	}
 	p.grantsTerm = ast.ArrayTerm(grants...)
+	p.grantsByPathTerm = grantIndex(p.grantsTerm.Value.(*ast.Array))
 	return p
 }
 
@@ -161,7 +163,8 @@ func requestKey(b []byte, p *sessionPart, in *decision.Input) []byte {
 }
 
 // requestValue builds in's whole input as an OPA object with its session part p: the value
-// parseJSONObject gives encodeInput's document (TestRequestValueMatchesParse). ok is false for
+// parseJSONObject gives encodeInput's document, with the engine's facts (facts.go) added
+// (TestRequestValueMatchesParse). ok is false for
 // an input it does not build (entries, which the broker never sends to Decide, or params that
 // are not JSON), which the caller then encodes and parses as before.
 func requestValue(p *sessionPart, in *decision.Input) (_ ast.Value, ok bool) {
@@ -200,18 +203,23 @@ func requestValue(p *sessionPart, in *decision.Input) (_ ast.Value, ok bool) {
 		[2]*ast.Term{inputKey("time"), objectTerm(
 			stringMember("rfc3339", in.Time.RFC3339),
 			intMember("unixNano", in.Time.UnixNano))})
+	if p.grantsByPathTerm != nil {
+		pairs = append(pairs, [2]*ast.Term{inputKey(factGrantsByPath), p.grantsByPathTerm})
+	}
 	return ast.NewObject(pairs...), true
 }
 
-// pathTerm is one path of the input.
+// pathTerm is one path of the input, with its facts (facts.go).
 func pathTerm(p *decision.InputPath) *ast.Term {
+	mountPath := jsonString(p.MountPath)
 	return objectTerm(
+		[2]*ast.Term{inputKey(factAncestors), ancestorsTerm(mountPath)},
 		stringMember("requested", p.Requested),
 		stringMember("canonical", p.Canonical),
 		stringMember("root", p.Root),
 		stringMember("mount", p.Mount),
 		stringMember("relative", p.Relative),
-		stringMember("mountPath", p.MountPath),
+		[2]*ast.Term{inputKey("mountPath"), ast.StringTerm(mountPath)},
 		boolMember("writable", p.Writable),
 		boolMember("exists", p.Exists),
 		stringMember("type", p.Type),

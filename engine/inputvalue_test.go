@@ -46,7 +46,7 @@ func requestValueCases(t *testing.T) []decision.Input {
 func TestRequestValueMatchesParse(t *testing.T) {
 	for i, in := range requestValueCases(t) {
 		doc, _ := encodeInput(&in)
-		want, err := parseJSONObject(doc)
+		want, err := parsedWithFacts(doc)
 		if err != nil {
 			t.Fatalf("input %d: parse %s: %v", i, doc, err)
 		}
@@ -212,7 +212,7 @@ func FuzzRequestValue(f *testing.F) {
 			Path: &decision.InputPath{Relative: rel, MountPath: grant + "/" + rel, Size: n}, Time: decision.InputTime{RFC3339: server, UnixNano: n}}
 		got, ok := requestValue(newSessionPart(&in), &in)
 		doc, _ := encodeInput(&in)
-		want, err := parseJSONObject(doc)
+		want, err := parsedWithFacts(doc)
 		switch {
 		case !ok && string(doc) != "null":
 			t.Fatalf("not built, though encodeInput made %s", doc)

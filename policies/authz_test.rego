@@ -230,7 +230,7 @@ undefined_function(_) := x if {
 # data.fsbroker.lib's do.
 test_reusable_helpers_under_their_names if {
 	doc := rename(rw("a"), rw("b"), write_all)
-	authz.request_paths == {"path": rw("a"), "newPath": rw("b")} with input as doc
+	authz.request_paths == {"path": with_facts(rw("a")), "newPath": with_facts(rw("b"))} with input as doc
 	authz.request_paths == lib.request_paths with input as doc
 	authz.read_operations == lib.read_operations
 	authz.change_operations == lib.change_operations

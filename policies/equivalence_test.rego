@@ -65,3 +65,27 @@ test_rename_both_sides_secret if {
 		"secrets: path matches the protected name pattern \".env\"",
 	]
 }
+
+# lib.covered answers alike with the engine's facts (the grants looked up by
+# path, from the path and its ancestors) and without them (every grant
+# compared with the path), for paths and grant paths of every shape: nested,
+# a mount, a string prefix that is not a directory, trailing and doubled
+# slashes, an expired grant, the other access.
+test_covered_alike_with_and_without_facts if {
+	answers := [[indexed, walked] |
+		some rel in ["", "a", "src", "src/main.go", "src/pkg/x/y.go", "srcx/a", "s", "src/main.golang", ".git/HEAD"]
+		some grant_path in ["proj", "proj/", "proj/src", "proj/src/", "proj/src//", "proj/s", "proj/src/main.go", "proj/src/pkg", "", "/", "other", "proj//src", "proj/srcx"]
+		some access in ["read", "write"]
+		some expires in ["", "2025-06-01T11:59:59Z"]
+		doc := read(ro(rel), 1, [expiring(access, grant_path, expires)])
+		indexed := covered_answer(doc.path, {"read"}) with input as doc
+		walked := covered_answer(object.remove(doc.path, ["ancestors"]), {"read"}) with input as object.remove(doc, ["grantsByPath"])
+	]
+	every answer in answers {
+		answer[0] == answer[1]
+	}
+	count({answer | some answer in answers; answer[0]}) > 0
+	count({answer | some answer in answers; not answer[0]}) > 0
+}
+
+covered_answer(p, accesses) := true if lib.covered(p, accesses) else := false

@@ -32,6 +32,20 @@ in_root(root, mount, rel, writable) := {
 	"hidden": hidden(rel),
 }
 
+# with_facts(p): p as the engine hands input.path and input.newPath to the
+# policy: with its ancestors, its mountPath cut before each of its slashes.
+with_facts(p) := object.union(p, {"ancestors": [substring(p.mountPath, 0, i) | some i in indexof_n(p.mountPath, "/")]})
+
+# grants_by_path(grants): the fact the engine adds to every input: the grants
+# by path, each path without one trailing slash.
+grants_by_path(grants) := {path: [g | some g in grants; trim_suffix(g.path, "/") == path] |
+	some grant in grants
+	path := trim_suffix(grant.path, "/")
+}
+
+# with_grants(doc, grants): doc with these grants (and their index).
+with_grants(doc, grants) := object.union(doc, {"grants": grants, "grantsByPath": grants_by_path(grants)})
+
 mount_path(mount, "") := mount
 
 mount_path(mount, rel) := concat("/", [mount, rel]) if rel != ""
@@ -74,6 +88,7 @@ base_input := {
 	"params": {},
 	"bytes": 0,
 	"grants": [],
+	"grantsByPath": {},
 	"usage": {"bytesWrittenToday": 0, "watches": 0},
 	"time": {"rfc3339": now, "unixNano": now_unix_nano},
 }
@@ -91,15 +106,14 @@ method_of := {
 }
 
 # req(operation, path, grants): a request on one path.
-req(operation, path, grants) := object.union(base_input, {
+req(operation, path, grants) := with_grants(object.union(base_input, {
 	"method": method_of[operation],
 	"operation": operation,
-	"path": path,
-	"grants": grants,
-})
+	"path": with_facts(path),
+}), grants)
 
 # rename(from, to, grants): the decision on the source of files/rename.
-rename(from, to, grants) := object.union(req("rename", from, grants), {"newPath": to})
+rename(from, to, grants) := object.union(req("rename", from, grants), {"newPath": with_facts(to)})
 
 # rename_target(to, grants): the decision on its target, a write.
 rename_target(to, grants) := object.union(req("write", to, grants), {"method": "files/rename"})
@@ -130,12 +144,11 @@ as_dir(p) := object.union(p, {"type": "directory"})
 roots_list := object.union(base_input, {"method": "roots/list", "operation": "list"})
 
 # visible_query(entries): which of entries may be shown (files/list).
-visible_query(entries) := object.union(base_input, {
+visible_query(entries) := with_grants(object.union(base_input, {
 	"method": "files/list",
 	"operation": "visible",
 	"entries": entries,
-	"grants": [grant("read", "proj")],
-})
+}), [grant("read", "proj")])
 
 # A read grant and a write grant on the whole of proj.
 read_all := [grant("read", "proj")]

@@ -182,6 +182,11 @@ func walkSchema(t *testing.T, file, at string, node map[string]any) {
 		}
 	case file == PolicyInputFile && at == "/properties/params":
 		// The request's params as sent: their shapes are the method schemas'.
+	case file == PolicyInputFile && at == "/properties/grantsByPath":
+		// Keyed by granted path: every value is an array of $defs/grant, which is walked there.
+		if items := node["additionalProperties"].(map[string]any)["items"]; items.(map[string]any)["$ref"] != "#/$defs/grant" {
+			t.Errorf("%s#%s: values are not arrays of grants", file, at)
+		}
 	case file == "config.json" && strings.HasPrefix(at, "/properties/opa/properties/"):
 		// OPA's own configuration members, checked by OPA's parser when the broker starts.
 	case isObject:

@@ -29,7 +29,8 @@
 #   change_operations       {"write", "create", "delete", "rename"}
 #   request_paths           role -> path of the request: "path", "newPath"
 #   covered(p, accesses)    a live grant of input.grants with one of accesses
-#                           covers the path p (an input.path or an entry)
+#                           covers the path p (an input.path or an entry): a
+#                           grant on it or on a directory above it
 #   grant_live(g)           the grant g has not expired at input.time
 #   secret_path(rel)        the relative path rel is a secret (below)
 #   secret_rules(rel)       the secret rules that match rel, for a reason
@@ -71,15 +72,42 @@ request_paths["newPath"] := input.newPath
 
 # --- consent grants ---
 
-# covered(p, accesses): a live grant with one of accesses covers p. (Any grant
-# covers reading; only a write grant covers changes.)
+# covered(p, accesses): a live grant with one of accesses covers p: a grant on
+# p's mountPath or on a directory above it. (Any grant covers reading; only a
+# write grant covers changes.) The grants are looked up by path in
+# input.grantsByPath, the index of input.grants the engine adds to every input,
+# from p.mountPath and p.ancestors (the directories above it, which the engine
+# adds to input.path and input.newPath), so a request costs a lookup per
+# directory level, whatever the number of grants.
 covered(p, accesses) if {
+	some g in input.grantsByPath[p.mountPath]
+	g.access in accesses
+	grant_live(g)
+}
+
+covered(p, accesses) if {
+	some dir in p.ancestors
+	some g in input.grantsByPath[dir]
+	g.access in accesses
+	grant_live(g)
+}
+
+# Without those facts (an entry of input.entries, or an input built without
+# them, as a test may build one), every grant is compared with the path.
+covered(p, accesses) if {
+	not grants_indexed(p)
 	path := concat("", [p.mountPath, "/"])
 	startswith(path, input.grants[i].path) # cheap and necessary: it rules out most grants
 	g := input.grants[i]
 	startswith(path, concat("", [trim_suffix(g.path, "/"), "/"])) # dir_prefix(g.path), written out
 	g.access in accesses
 	grant_live(g)
+}
+
+# grants_indexed(p): the facts covered looks grants up by are there for p.
+grants_indexed(p) if {
+	p.ancestors
+	input.grantsByPath
 }
 
 # grant_live(g): g never expires, or expires no earlier than now.

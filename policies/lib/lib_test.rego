@@ -19,8 +19,8 @@ test_lib_covers_at_a_segment_boundary if {
 }
 
 test_lib_request_paths if {
-	lib.request_paths == {"path": ro("a")} with input as read(ro("a"), 1, [])
-	lib.request_paths == {"path": rw("a"), "newPath": rw("b")} with input as rename(rw("a"), rw("b"), [])
+	lib.request_paths == {"path": with_facts(ro("a"))} with input as read(ro("a"), 1, [])
+	lib.request_paths == {"path": with_facts(rw("a")), "newPath": with_facts(rw("b"))} with input as rename(rw("a"), rw("b"), [])
 	count(lib.request_paths) == 0 with input as roots_list
 }
 
