@@ -591,7 +591,7 @@ func BenchmarkDecideParts(b *testing.B) {
 			b.Run(name+"/"+s.name+"/eval", func(b *testing.B) {
 				percentiles(b, func() {
 					rs, err := eval(ctx, set.decision, v)
-					if d, err := decisionFromResult(set.revision, rs, err); err != nil || !d.Allow {
+					if d, err := set.decisionOf(rs, err); err != nil || !d.Allow {
 						b.Fatalf("eval = %#v, %v", d, err)
 					}
 				})

@@ -50,9 +50,11 @@ type policySet struct {
 	consentRef string
 	hasConsent bool
 	cache      *decisionCache // nil unless the set is cacheable
-	batches    *batchCache    // Visible and Consentable results; nil unless the set is cacheable
-	modules    int
-	tests      int
+	// obligations keeps the last obligations its decisions gave, converted (parseDecision).
+	obligations obligationsMemo
+	batches     *batchCache // Visible and Consentable results; nil unless the set is cacheable
+	modules     int
+	tests       int
 }
 
 // loadOptions are what building a policy set depends on besides its source.

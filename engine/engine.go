@@ -217,6 +217,7 @@ func (e *Engine) Revision() string {
 // {allow: bool, code?: string, reasons?: set or array of strings, obligations?: object} with
 // no other key, it returns a denial with code PERMISSION_DENIED and a generic reason, together
 // with the error for the caller to log. A policy denial without a code gets PERMISSION_DENIED.
+// The Decision's Obligations may be shared with other decisions of the set: do not modify them.
 func (e *Engine) Decide(ctx context.Context, input any) (Decision, error) {
 	return e.decideWith(ctx, e.current(), input)
 }
@@ -234,7 +235,7 @@ func (e *Engine) decideWith(ctx context.Context, set *policySet, input any) (Dec
 		return deny(set.revision, reasonBadInput), fmt.Errorf("engine: decision input: %w", err)
 	}
 	rs, err := eval(ctx, set.decision, v)
-	return decisionFromResult(set.revision, rs, err)
+	return set.decisionOf(rs, err)
 }
 
 // neverCancelled is the cancellation of every evaluation under a context that cannot be
@@ -263,8 +264,9 @@ func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts 
 	return pq.Eval(ctx, opts...)
 }
 
-// decisionFromResult turns an evaluation of the decision query into a Decision, failing closed.
-func decisionFromResult(revision string, rs rego.ResultSet, err error) (Decision, error) {
+// decisionOf turns an evaluation of set's decision query into a Decision, failing closed.
+func (set *policySet) decisionOf(rs rego.ResultSet, err error) (Decision, error) {
+	revision := set.revision
 	if err != nil {
 		return deny(revision, reasonEvalFailed),
 			fmt.Errorf("engine: evaluate %s (revision %s): %w", decisionQuery, revision, err)
@@ -274,7 +276,7 @@ func decisionFromResult(revision string, rs rego.ResultSet, err error) (Decision
 		return deny(revision, reasonUndefined),
 			fmt.Errorf("engine: %s (revision %s): %w", decisionQuery, revision, errUndefined)
 	}
-	d, err := parseDecision(val)
+	d, err := parseDecision(val, &set.obligations)
 	if err != nil {
 		return deny(revision, reasonWrongShape),
 			fmt.Errorf("engine: %s (revision %s): %w", decisionQuery, revision, err)
@@ -404,8 +406,9 @@ func resultValue(rs rego.ResultSet) (ast.Value, bool) {
 	return v, ok
 }
 
-// parseDecision checks the shape of a decision and converts it.
-func parseDecision(v ast.Value) (Decision, error) {
+// parseDecision checks the shape of a decision and converts it; memo keeps the last obligations
+// converted.
+func parseDecision(v ast.Value, memo *obligationsMemo) (Decision, error) {
 	obj, ok := v.(ast.Object)
 	if !ok {
 		return Decision{}, fmt.Errorf("the decision is %s, want an object", ast.ValueName(v))
@@ -444,11 +447,11 @@ func parseDecision(v ast.Value) (Decision, error) {
 			if o.Len() == 0 {
 				return nil
 			}
-			j, err := ast.JSON(o)
+			m, err := memo.convert(o)
 			if err != nil {
 				return fmt.Errorf("decision.obligations: %w", err)
 			}
-			d.Obligations, _ = detach(j).(map[string]any)
+			d.Obligations = m
 		default:
 			return fmt.Errorf("the decision has an unknown key %.64q", string(key))
 		}
@@ -507,6 +510,33 @@ func stringList(v ast.Value) ([]string, error) {
 		out[i], all = all[:len(s)], all[len(s):]
 	}
 	return out, nil
+}
+
+// obligationsMemo keeps the Go form of the last obligations a policy set's decisions gave:
+// the built-in set gives every read the same ({"maxReadBytes": ...}), and converting them was
+// most of what reading a decision cost. Decisions share it (see Decide).
+type obligationsMemo struct {
+	last atomic.Pointer[convertedObligations]
+}
+
+// convertedObligations are obligations and their Go form.
+type convertedObligations struct {
+	value ast.Object
+	m     map[string]any
+}
+
+// convert returns o as Go values, which hold nothing of the input document (detach).
+func (memo *obligationsMemo) convert(o ast.Object) (map[string]any, error) {
+	if last := memo.last.Load(); last != nil && last.value.Compare(o) == 0 {
+		return last.m, nil
+	}
+	j, err := ast.JSON(o)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := detach(j).(map[string]any)
+	memo.last.Store(&convertedObligations{value: o, m: m})
+	return m, nil
 }
 
 // detach copies every string in a JSON value (ast.JSON's output: maps, slices, strings and

@@ -36,7 +36,7 @@ func (e *Engine) Explain(ctx context.Context, input any) (Decision, []string, er
 	}
 	tr := &ruleTracer{seen: map[string]bool{}}
 	rs, err := eval(ctx, set.decision, v, rego.EvalQueryTracer(tr))
-	d, err := decisionFromResult(set.revision, rs, err)
+	d, err := set.decisionOf(rs, err)
 	return d, tr.lines, err
 }
 

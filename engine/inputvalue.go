@@ -44,6 +44,8 @@ type sessionPart struct {
 
 	serverTerm, sessionTerm, frontEndTerm, grantsTerm *ast.Term
 	grantsByPathTerm                                  *ast.Term // the grants' index (facts.go); nil for null grants
+
+	usage atomic.Pointer[usageValue] // the last usage term made for the session
 }
 
 // sessionGen numbers the sessionParts of the process.
@@ -98,20 +100,21 @@ func (p *sessionPart) matches(in *decision.Input) bool {
 
 // newSessionPart converts in's per-session part.
 func newSessionPart(in *decision.Input) *sessionPart {
+	n := names()
 	p := &sessionPart{gen: sessionGen.Add(1), server: in.Server, session: in.Session}
 	p.serverTerm = objectTerm(
-		stringMember("id", in.Server.ID),
-		stringMember("name", in.Server.Name),
-		stringMember("version", in.Server.Version),
-		boolMember("pinned", in.Server.Pinned))
+		member(n.id, stringTerm(in.Server.ID)),
+		member(n.name, stringTerm(in.Server.Name)),
+		member(n.version, stringTerm(in.Server.Version)),
+		member(n.pinned, ast.InternedTerm(in.Server.Pinned)))
 	p.sessionTerm = objectTerm(
-		stringMember("id", in.Session.ID),
-		stringMember("protocolVersion", in.Session.ProtocolVersion),
-		stringMember("transport", in.Session.Transport))
+		member(n.id, stringTerm(in.Session.ID)),
+		member(n.protocolVersion, stringTerm(in.Session.ProtocolVersion)),
+		member(n.transport, stringTerm(in.Session.Transport)))
 	if in.FrontEnd != nil {
 		fe := *in.FrontEnd
 		p.frontEnd = &fe
-		p.frontEndTerm = objectTerm(stringMember("name", fe.Name), stringMember("tool", fe.Tool))
+		p.frontEndTerm = objectTerm(member(n.name, stringTerm(fe.Name)), member(n.tool, stringTerm(fe.Tool)))
 	}
 	if in.Grants == nil {
 		p.grantsTerm = ast.NullTerm()
@@ -124,14 +127,32 @@ func newSessionPart(in *decision.Input) *sessionPart {
 	grants := make([]*ast.Term, len(p.grants))
 	for i, g := range p.grants {
 		grants[i] = objectTerm(
-			stringMember("access", g.Access),
-			stringMember("path", g.Path),
-			stringMember("granted", g.Granted),
-			stringMember("expires", g.Expires))
+			member(n.access, stringTerm(g.Access)),
+			member(n.path, stringTerm(g.Path)),
+			member(n.granted, stringTerm(g.Granted)),
+			member(n.expires, stringTerm(g.Expires)))
 	}
 	p.grantsTerm = ast.ArrayTerm(grants...)
 	p.grantsByPathTerm = grantIndex(p.grantsTerm.Value.(*ast.Array))
 	return p
+}
+
+// usageTerm is input.usage for u: the one last made for p's session when u is the same (the
+// counters change with writes and watches only), else a new one, kept for the next.
+func (p *sessionPart) usageTerm(u decision.InputUsage) *ast.Term {
+	if last := p.usage.Load(); last != nil && last.usage == u {
+		return last.term
+	}
+	n := names()
+	t := objectTerm(member(n.bytesWrittenToday, intTerm(u.BytesWrittenToday)), member(n.watches, intTerm(int64(u.Watches))))
+	p.usage.Store(&usageValue{usage: u, term: t})
+	return t
+}
+
+// usageValue is a usage and its term.
+type usageValue struct {
+	usage decision.InputUsage
+	term  *ast.Term
 }
 
 // requestKey appends the decision cache's key of in, whose session part is p, to b: p's
@@ -164,68 +185,66 @@ func requestKey(b []byte, p *sessionPart, in *decision.Input) []byte {
 
 // requestValue builds in's whole input as an OPA object with its session part p: the value
 // parseJSONObject gives encodeInput's document, with the engine's facts (facts.go) added
-// (TestRequestValueMatchesParse). ok is false for
-// an input it does not build (entries, which the broker never sends to Decide, or params that
-// are not JSON), which the caller then encodes and parses as before.
+// (TestRequestValueMatchesParse). ok is false for an input it does not build (entries, which
+// the broker never sends to Decide, or params that are not JSON), which the caller then encodes
+// and parses as before.
 func requestValue(p *sessionPart, in *decision.Input) (_ ast.Value, ok bool) {
 	if len(in.Entries) > 0 || (len(in.Params) > 0 && !json.Valid(in.Params)) {
 		return nil, false
 	}
-	pairs := make([][2]*ast.Term, 0, 14)
+	n := names()
+	pairs := make([][2]*ast.Term, 0, 15)
 	pairs = append(pairs,
-		intMember("version", int64(in.Version)),
-		stringMember("method", in.Method),
-		stringMember("operation", in.Operation),
-		[2]*ast.Term{inputKey("server"), p.serverTerm},
-		[2]*ast.Term{inputKey("session"), p.sessionTerm})
+		member(n.version, intTerm(int64(in.Version))),
+		member(n.method, stringTerm(in.Method)),
+		member(n.operation, stringTerm(in.Operation)),
+		member(n.server, p.serverTerm),
+		member(n.session, p.sessionTerm))
 	if p.frontEndTerm != nil {
-		pairs = append(pairs, [2]*ast.Term{inputKey("frontEnd"), p.frontEndTerm})
+		pairs = append(pairs, member(n.frontEnd, p.frontEndTerm))
 	}
 	if in.Path != nil {
-		pairs = append(pairs, [2]*ast.Term{inputKey("path"), pathTerm(in.Path)})
+		pairs = append(pairs, member(n.path, pathTerm(in.Path)))
 	}
 	if in.NewPath != nil {
-		pairs = append(pairs, [2]*ast.Term{inputKey("newPath"), pathTerm(in.NewPath)})
+		pairs = append(pairs, member(n.newPath, pathTerm(in.NewPath)))
 	}
 	if len(in.Params) > 0 {
 		params, err := parseJSONValue(in.Params)
 		if err != nil {
 			return nil, false
 		}
-		pairs = append(pairs, [2]*ast.Term{inputKey("params"), ast.NewTerm(params)})
+		pairs = append(pairs, member(n.params, ast.NewTerm(params)))
 	}
 	pairs = append(pairs,
-		intMember("bytes", in.Bytes),
-		[2]*ast.Term{inputKey("grants"), p.grantsTerm},
-		[2]*ast.Term{inputKey("usage"), objectTerm(
-			intMember("bytesWrittenToday", in.Usage.BytesWrittenToday),
-			intMember("watches", int64(in.Usage.Watches)))},
-		[2]*ast.Term{inputKey("time"), objectTerm(
-			stringMember("rfc3339", in.Time.RFC3339),
-			intMember("unixNano", in.Time.UnixNano))})
+		member(n.bytes, intTerm(in.Bytes)),
+		member(n.grants, p.grantsTerm),
+		member(n.usage, p.usageTerm(in.Usage)),
+		member(n.time, objectTerm(member(n.rfc3339, stringTerm(in.Time.RFC3339)), member(n.unixNano, intTerm(in.Time.UnixNano)))))
 	if p.grantsByPathTerm != nil {
-		pairs = append(pairs, [2]*ast.Term{inputKey(factGrantsByPath), p.grantsByPathTerm})
+		pairs = append(pairs, member(n.grantsByPath, p.grantsByPathTerm))
 	}
 	return ast.NewObject(pairs...), true
 }
 
 // pathTerm is one path of the input, with its facts (facts.go).
 func pathTerm(p *decision.InputPath) *ast.Term {
+	n := names()
 	mountPath := jsonString(p.MountPath)
 	return objectTerm(
-		[2]*ast.Term{inputKey(factAncestors), ancestorsTerm(mountPath)},
-		stringMember("requested", p.Requested),
-		stringMember("canonical", p.Canonical),
-		stringMember("root", p.Root),
-		stringMember("mount", p.Mount),
-		stringMember("relative", p.Relative),
-		[2]*ast.Term{inputKey("mountPath"), ast.StringTerm(mountPath)},
-		boolMember("writable", p.Writable),
-		boolMember("exists", p.Exists),
-		stringMember("type", p.Type),
-		intMember("size", p.Size),
-		[2]*ast.Term{inputKey("nlink"), numberTerm(strconv.FormatUint(p.Nlink, 10))},
-		boolMember("hidden", p.Hidden))
+		member(n.ancestors, ancestorsTerm(mountPath)),
+		member(n.requested, stringTerm(p.Requested)),
+		member(n.canonical, stringTerm(p.Canonical)),
+		member(n.root, stringTerm(p.Root)),
+		member(n.mount, stringTerm(p.Mount)),
+		member(n.relative, stringTerm(p.Relative)),
+		member(n.mountPath, ast.StringTerm(mountPath)),
+		member(n.writable, ast.InternedTerm(p.Writable)),
+		member(n.exists, ast.InternedTerm(p.Exists)),
+		member(n.typ, stringTerm(p.Type)),
+		member(n.size, intTerm(p.Size)),
+		member(n.nlink, numberTerm(strconv.FormatUint(p.Nlink, 10))),
+		member(n.hidden, ast.InternedTerm(p.Hidden)))
 }
 
 // objectTerm is an object of pairs.
@@ -239,9 +258,43 @@ func inputKey(name string) *ast.Term {
 	return ast.StringTerm(name)
 }
 
-func stringMember(name, s string) [2]*ast.Term {
-	return [2]*ast.Term{inputKey(name), ast.StringTerm(jsonString(s))}
+// memberNames are the terms of the member names requestValue writes (inputKey's), looked up
+// once rather than once per member and decision.
+type memberNames struct {
+	version, method, operation, server, session, frontEnd, path, newPath, params, bytes, grants,
+	grantsByPath, usage, time, requested, canonical, root, mount, relative, mountPath, writable,
+	exists, typ, size, nlink, hidden, ancestors, bytesWrittenToday, watches, rfc3339, unixNano,
+	id, name, pinned, protocolVersion, transport, tool, access, granted, expires *ast.Term
 }
+
+// names are the member names' terms.
+var names = sync.OnceValue(func() *memberNames {
+	return &memberNames{
+		version: inputKey("version"), method: inputKey("method"), operation: inputKey("operation"),
+		server: inputKey("server"), session: inputKey("session"), frontEnd: inputKey("frontEnd"),
+		path: inputKey("path"), newPath: inputKey("newPath"), params: inputKey("params"),
+		bytes: inputKey("bytes"), grants: inputKey("grants"), grantsByPath: inputKey(factGrantsByPath),
+		usage: inputKey("usage"), time: inputKey("time"), requested: inputKey("requested"),
+		canonical: inputKey("canonical"), root: inputKey("root"), mount: inputKey("mount"),
+		relative: inputKey("relative"), mountPath: inputKey("mountPath"), writable: inputKey("writable"),
+		exists: inputKey("exists"), typ: inputKey("type"), size: inputKey("size"), nlink: inputKey("nlink"),
+		hidden: inputKey("hidden"), ancestors: inputKey(factAncestors),
+		bytesWrittenToday: inputKey("bytesWrittenToday"), watches: inputKey("watches"),
+		rfc3339: inputKey("rfc3339"), unixNano: inputKey("unixNano"), id: inputKey("id"),
+		name: inputKey("name"), pinned: inputKey("pinned"), protocolVersion: inputKey("protocolVersion"),
+		transport: inputKey("transport"), tool: inputKey("tool"), access: inputKey("access"),
+		granted: inputKey("granted"), expires: inputKey("expires"),
+	}
+})
+
+// member is a pair of key and value.
+func member(key, value *ast.Term) [2]*ast.Term { return [2]*ast.Term{key, value} }
+
+// stringTerm is s as a string term, as the input's JSON parses to (jsonString).
+func stringTerm(s string) *ast.Term { return ast.StringTerm(jsonString(s)) }
+
+// intTerm is n as a number term, as the input's JSON parses to.
+func intTerm(n int64) *ast.Term { return numberTerm(strconv.FormatInt(n, 10)) }
 
 // jsonString is s as it comes out of encoding it to JSON and back: each byte of it that is not
 // part of valid UTF-8 becomes U+FFFD (a file name on Linux can be any bytes).
@@ -261,14 +314,6 @@ func jsonString(s string) string {
 		i += size
 	}
 	return b.String()
-}
-
-func boolMember(name string, v bool) [2]*ast.Term {
-	return [2]*ast.Term{inputKey(name), ast.InternedTerm(v)}
-}
-
-func intMember(name string, n int64) [2]*ast.Term {
-	return [2]*ast.Term{inputKey(name), numberTerm(strconv.FormatInt(n, 10))}
 }
 
 // numberTerm is the number whose JSON text is text, as parseJSONObject makes it.

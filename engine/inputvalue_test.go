@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -223,4 +224,22 @@ func FuzzRequestValue(f *testing.F) {
 			t.Fatalf("\n got %v\nwant %v", got, want)
 		}
 	})
+}
+
+// TestObligationsFollowTheDecision: each decision has the obligations its evaluation gave,
+// though their Go form is kept from one decision to the next: a policy whose obligations follow
+// the input gives each input its own, alternating or not.
+func TestObligationsFollowTheDecision(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"p.rego": `package fsbroker.authz
+
+decision := {"allow": true, "obligations": {"maxReadBytes": input.bytes}}
+`}, WithRunTests(false))
+	for _, n := range []int{1, 1, 2, 1, 3, 3} {
+		in := testInput(t, "read", "proj/a.txt", false)
+		in["bytes"] = n
+		d, err := e.Decide(context.Background(), in)
+		if err != nil || d.Obligations["maxReadBytes"] != json.Number(strconv.Itoa(n)) {
+			t.Errorf("bytes %d: obligations %v, %v", n, d.Obligations, err)
+		}
+	}
 }
