@@ -71,16 +71,17 @@
 //
 // The decision budget (p50 <= 15 us, p99 <= 60 us) is met by the engine with a policy that
 // evaluates a few rules, not by the realistic benchmark policy nor by the default set: OPA's
-// evaluator spends about 1 us per expression evaluated on these machines, and an allowed read
-// evaluates about 60 expressions of the default set, each rule already reduced to what its
-// semantics need. BenchmarkDecideParts splits a decision with 2 grants (about 85-91 us): parsing
-// the broker's JSON about 8 us (21 us with 20 grants), OPA's fixed cost per evaluation with a
-// trivial policy about 6.3 us, the default set's rules the remaining 67-75 us. Leaving out one
-// check at a time saves 15-19 us (confinement), 15-20 us (secrets), 17-20 us (the covering
-// grant) and 13-16 us (the read quota with the maxReadBytes obligation); every deny rule
-// together 41-45 us. The set's data documents are held as AST values, not converted again on
-// every read. GC makes the p99: with GOGC=400 the realistic p99 halves while the p50 does not
-// move.
+// evaluator spends about 0.7-2 us per expression evaluated on these machines (a read of data the
+// dearest), and an allowed read evaluates about 60 expressions of the default set, each rule
+// already reduced to what its semantics need. BenchmarkDecideFirstTouch measures the broker's
+// decision stage on paths never decided before: about 63 us p50 with 2 or 20 grants (was 108 us
+// with 20), of which building the input, the cache's key and reading the decision take about
+// 7 us and OPA's evaluation the rest. Leaving out one check at a time saves 12.8 us (secrets),
+// 10.5 us (confinement), 7 us (the covering grant), 6 us (the maxReadBytes obligation and its
+// limit) and 2 us (the read quota); OPA's query with the set's decision, allow and deny and
+// nothing in them costs 11.5 us (docs/performance.md, "First touch"). The set's data documents
+// are held as AST values, not converted again on every read. GC makes the p99: with GOGC=400
+// the realistic p99 halves while the p50 does not move.
 //
 // [Engine.DecideCached] meets it for repeated requests: a set whose decisions depend only on
 // its input and data (checked at load: no nondeterministic or clock-reading built-in, no read of
