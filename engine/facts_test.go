@@ -68,6 +68,7 @@ func TestFactsAreTheTestHelpers(t *testing.T) {
 	}
 }
 
+// mustJSON is v as JSON.
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)

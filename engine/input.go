@@ -54,14 +54,7 @@ func appendUntimed(b []byte, in *decision.Input) (_ []byte, err error) {
 		b = jsonx.AppendStringMember(b, "tool", in.FrontEnd.Tool)
 		b = append(b, '}')
 	}
-	if in.Path != nil {
-		b = append(b, `,"path":`...)
-		b = appendInputPath(b, in.Path)
-	}
-	if in.NewPath != nil {
-		b = append(b, `,"newPath":`...)
-		b = appendInputPath(b, in.NewPath)
-	}
+	b = appendPaths(b, in)
 	if len(in.Entries) > 0 {
 		b = append(b, `,"entries":[`...)
 		for i := range in.Entries {
@@ -112,6 +105,19 @@ func appendTime(b []byte, t decision.InputTime) []byte {
 	b = append(b, `,"unixNano":`...)
 	b = strconv.AppendInt(b, t.UnixNano, 10)
 	return append(b, '}', '}')
+}
+
+// appendPaths appends in's members path and newPath, those it has, as json.Marshal writes them.
+func appendPaths(b []byte, in *decision.Input) []byte {
+	if in.Path != nil {
+		b = append(b, `,"path":`...)
+		b = appendInputPath(b, in.Path)
+	}
+	if in.NewPath != nil {
+		b = append(b, `,"newPath":`...)
+		b = appendInputPath(b, in.NewPath)
+	}
+	return b
 }
 
 // appendInputPath appends p's JSON encoding to b, as json.Marshal writes it.

@@ -172,15 +172,7 @@ func requestKey(b []byte, p *sessionPart, in *decision.Input) []byte {
 	b = strconv.AppendInt(b, in.Usage.BytesWrittenToday, 10)
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(in.Usage.Watches), 10)
-	if in.Path != nil {
-		b = append(b, `,"path":`...)
-		b = appendInputPath(b, in.Path)
-	}
-	if in.NewPath != nil {
-		b = append(b, `,"newPath":`...)
-		b = appendInputPath(b, in.NewPath)
-	}
-	return b
+	return appendPaths(b, in)
 }
 
 // requestValue builds in's whole input as an OPA object with its session part p: the value
