@@ -3,7 +3,7 @@
 
 // Package consent holds the consent providers: what answers a server's
 // files/consent request (PROTOCOL.md section 5) and what the --consent flag
-// chooses (section 7): auto, deny, prompt, elicit or command:PROG.
+// chooses (section 7): auto, deny, prompt, elicit, console or command:PROG.
 //
 // A Provider gets a Request (who asks, the server's message, the paths, read
 // or write) and returns a Decision: the subset of the requested paths that
@@ -78,6 +78,42 @@
 // without elicitation), Ask fails with ErrNoElicitation and nothing is
 // approved: the caller logs it. The time limit (WithTimeout) ends the
 // question, and the host is told it is cancelled.
+//
+// # console
+//
+// console asks the person at fsbroker console (PROTOCOL.md section 11), a
+// process of its own that serves a web page and may serve every broker
+// process of a state directory. NewConsole takes the state directory; the
+// channel is its Queue, the directory <state-dir>/consent:
+//
+//	request-<id>.json   a question, written by the waiting broker (QueuedRequest)
+//	answer-<id>.json    its answer: the approved paths, written by the console
+//
+// id is 128 random bits in hex, fresh for each question. Each file is
+// created once, complete, and never replaced (internal/atomicfile's Create:
+// a temporary file linked to its name), so no reader sees it half written
+// and whoever creates the answer first decides: the console's Answer fails
+// with ErrAnswered when an answer exists. The broker looks for its answer
+// every 100 ms; at its time limit (WithTimeout, DefaultTimeout) it
+// withdraws the question by writing an answer itself (withdrawn: nothing
+// approved), unless the person's answer came first, which then stands. It
+// removes both files once it has its decision. So a console that is not
+// running, or nobody at it, means the time limit, then nothing approved,
+// and an answer to a question that is no longer waiting (never asked,
+// withdrawn, or already decided) fails (ErrNoRequest, ErrAnswered). The
+// console watches the directory (fsnotify, Queue.Watch) and shows each
+// request as it arrives; Pending lists those still waiting, Sweep removes
+// what a broker killed while waiting left.
+//
+// Nothing but the directory's permissions keeps another process from
+// writing a request or an answer there: OpenQueue (and the provider, at
+// start and while it waits) refuses a state directory that group or others
+// may write, and a queue directory that is not a directory of this user's
+// with mode 0700 or narrower, and an answer file that is not a regular
+// file of this user's. A process of the same user can write there, as it
+// can write the grants themselves. A request file someone else wrote shows
+// on the page, but its answer reaches no broker (nobody waits on its id),
+// and grants are only ever stored by the broker that asked.
 //
 // # command:PROG
 //

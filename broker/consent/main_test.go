@@ -22,7 +22,7 @@ import (
 // as its controlling terminal (or none), and it calls the prompt provider
 // for real.
 func TestMain(m *testing.M) {
-	os.Exit(helperproc.Run(m, helperproc.Roles{"prompt": promptRole}))
+	os.Exit(helperproc.Run(m, helperproc.Roles{"prompt": promptRole, "console": consoleRole}))
 }
 
 // helperJob is what a helper reads on stdin.

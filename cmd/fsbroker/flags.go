@@ -136,7 +136,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		registerHTTPFlags(fs, o)
 	}
 
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve) or command:PROG; default prompt where a terminal exists, else deny (serve: elicit when the host declares elicitation, else that default)")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve), console (the person at fsbroker console on the state directory) or command:PROG; default prompt where a terminal exists, else deny (serve: elicit when the host declares elicitation, else that default)")
 	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
 	setFlagGroup(fs, flagsConsent, "consent", "server-id")
 
@@ -385,6 +385,10 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 		consentProvider = consent.Default(consent.WithHeldOutput(logOutput))
 		if o.command == "serve" { // the host's own UI when it can show forms
 			consentProvider = consent.NewElicitOr(consentProvider)
+		}
+	} else if o.consentSpec == consent.NameConsole { // the queue of fsbroker console, in the state directory
+		if consentProvider, err = consent.NewConsole(o.stateDir); err != nil {
+			return nil, runtime.Config{}, configErrorf("--consent console: %v", err)
 		}
 	} else if consentProvider, err = consent.Parse(o.consentSpec, consent.WithHeldOutput(logOutput)); err != nil {
 		return nil, runtime.Config{}, configErrorf("--consent %q: %v", o.consentSpec, err)
