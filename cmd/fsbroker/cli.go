@@ -111,7 +111,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	inGroup(groupServe, newStdioCommand(), newConnectCommand(), newWrapCommand(), newServeCommand())
 	inGroup(groupPolicy, newPolicyCommand(), newEvalCommand())
-	inGroup(groupTrail, newGrantsCommand(), newAuditCommand())
+	inGroup(groupTrail, newGrantsCommand(), newAuditCommand(), newConsoleCommand())
 	inGroup(groupOther, newDemoCommand(), newConformanceCommand(), newVersionCommand(), newCompletionCommand())
 	root.AddCommand(newExampleServerCommand(), newManCommand(), newSandboxHelperCommand())
 	root.SetHelpCommand(newHelpCommand())

@@ -327,7 +327,7 @@ func grantsRevoke(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 		if err != nil {
 			return err
 		}
-		blocks := blocksOf(f, current, "fsbroker grants revoke by "+operator())
+		blocks := blocksOf(f, current, revokeTool+" by "+operator())
 		var s *grants.Store
 		if len(blocks) > 0 {
 			// A block needs the grants directory: made in an existing state directory only, so
@@ -346,24 +346,10 @@ func grantsRevoke(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 			return &exitCodeError{code: exitFailure}
 		}
 		defer s.Close()
-		var (
-			added, kept []grants.Block
-			errs        []error
-		)
-		for _, b := range blocks {
-			stored, isNew, err := s.Block(b)
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case isNew:
-				added = append(added, stored)
-			default:
-				kept = append(kept, stored)
-			}
-		}
-		revoked, revokeErr := revokeBoth(s, f)
-		if errors.Is(revokeErr, grants.ErrInvalid) {
-			return &configError{msg: revokeErr.Error()}
+		r := revoke(s, f, blocks)
+		revoked, added, kept := r.revoked, r.added, r.kept
+		if errors.Is(r.revokeErr, grants.ErrInvalid) {
+			return &configError{msg: r.revokeErr.Error()}
 		}
 		if len(revoked) > 0 {
 			fmt.Fprintf(stdout, "revoked %d grant(s):\n", len(revoked))
@@ -382,13 +368,13 @@ func grantsRevoke(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 				}
 			}
 		}
-		if recs := append(revocationRecords(revoked), blockRecords("grants/revoke", false, added)...); len(recs) > 0 {
+		if recs := r.records(revokeTool); len(recs) > 0 {
 			if err := recordGrantChanges(&tf, recs); err != nil {
 				fmt.Fprintln(stderr, "fsbroker: the grants are revoked and the blocks in place, but the audit trail does not show it:", err)
 				return &exitCodeError{code: exitFailure}
 			}
 		}
-		if err := errors.Join(append(errs, revokeErr)...); err != nil {
+		if err := errors.Join(append(r.blockErrs, r.revokeErr)...); err != nil {
 			return grantsReadFailure(stderr, err)
 		}
 		broader := f.Path != "" && explainBroader(s, f, stderr)
@@ -401,6 +387,45 @@ func grantsRevoke(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 		}
 		return nil
 	}
+}
+
+// The tools that change grants, as their records and blocks name them.
+const (
+	revokeTool  = "fsbroker grants revoke"
+	restoreTool = "fsbroker grants restore"
+)
+
+// revocation is what revoke did.
+type revocation struct {
+	revoked     []grants.Grant
+	added, kept []grants.Block // blocks made, and blocks that were there already
+	blockErrs   []error
+	revokeErr   error
+}
+
+// revoke makes blocks, then revokes the grants f matches: so that at no moment does the
+// server hold more than before. It is grants revoke's change, and fsbroker console's revoke
+// button's; the records are the caller's to write (records).
+func revoke(s *grants.Store, f grants.RevokeFilter, blocks []grants.Block) revocation {
+	var r revocation
+	for _, b := range blocks {
+		stored, isNew, err := s.Block(b)
+		switch {
+		case err != nil:
+			r.blockErrs = append(r.blockErrs, err)
+		case isNew:
+			r.added = append(r.added, stored)
+		default:
+			r.kept = append(r.kept, stored)
+		}
+	}
+	r.revoked, r.revokeErr = revokeBoth(s, f)
+	return r
+}
+
+// records are the audit records of what the revocation changed, made with tool.
+func (r *revocation) records(tool string) []audit.Record {
+	return append(revocationRecords(r.revoked, tool), blockRecords("grants/revoke", false, r.added, tool)...)
 }
 
 // blocksOf returns the blocks a revocation with f makes: none for --id (it names one grant);
@@ -478,7 +503,7 @@ func grantsRestore(fs *pflag.FlagSet) func(ctx context.Context, args []string, s
 			if err := printBlocks(stdout, restored); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
-			if err := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored)); err != nil {
+			if err := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored, restoreTool)); err != nil {
 				fmt.Fprintln(stderr, "fsbroker: the blocks are lifted, but the audit trail does not show it:", err)
 				return &exitCodeError{code: exitFailure}
 			}
@@ -780,14 +805,14 @@ func printListJSON(w io.Writer, gs []grants.Grant, pre []preapproval, bs []grant
 	return err
 }
 
-// revocationRecords are the records of revoked grants: one grant record each, with no path
-// (the trail may redact paths, and the grant record written when consent was given holds
-// it): the grant id links the two.
-func revocationRecords(revoked []grants.Grant) []audit.Record {
+// revocationRecords are the records of grants revoked with tool: one grant record each, with
+// no path (the trail may redact paths, and the grant record written when consent was given
+// holds it): the grant id links the two.
+func revocationRecords(revoked []grants.Grant, tool string) []audit.Record {
 	var recs []audit.Record
 	for _, g := range revoked {
 		server, pinned := broker.IdentityOf(g.Server)
-		detail := "revoked " + g.ID + " with fsbroker grants revoke"
+		detail := "revoked " + g.ID + " with " + tool
 		if !pinned {
 			detail += " (a declared name's grant)"
 		}
@@ -801,8 +826,8 @@ func revocationRecords(revoked []grants.Grant) []audit.Record {
 // (grants/restore, allow true): one grant record each, naming the block's id, its server
 // (none for a block of every server) and who did it; like a revocation's, the record holds no
 // path (the trail may redact paths): the block's id links it to the block, which grants list
-// shows while it stands.
-func blockRecords(method string, lifted bool, bs []grants.Block) []audit.Record {
+// shows while it stands. tool is what lifted them.
+func blockRecords(method string, lifted bool, bs []grants.Block, tool string) []audit.Record {
 	var recs []audit.Record
 	for _, b := range bs {
 		server, pinned := broker.IdentityOf(b.Server)
@@ -819,7 +844,7 @@ func blockRecords(method string, lifted bool, bs []grants.Block) []audit.Record 
 		}
 		verb, by := "blocked", b.By
 		if lifted {
-			verb, by = "lifted the block", "fsbroker grants restore by "+operator()
+			verb, by = "lifted the block", tool+" by "+operator()
 		}
 		recs = append(recs, audit.Record{Kind: audit.KindGrant, Server: server, Method: method,
 			Allow: audit.Bool(lifted), Detail: audit.TruncateDetail(fmt.Sprintf("%s %s: pre-approved access of %s to %s, with %s",
