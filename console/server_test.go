@@ -86,9 +86,11 @@ func newTestConsole(t *testing.T) *testConsole {
 	return tc
 }
 
-// client is an HTTP client that does not follow redirects.
+// client is an HTTP client that does not follow redirects, and gives up
+// after 10 s (an event stream served without the token would never end).
 func client() *http.Client {
-	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // do sends a request and returns the response, its body read.

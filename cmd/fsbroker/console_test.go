@@ -490,7 +490,12 @@ func TestConsoleTrailSearchFindsRedactedPaths(t *testing.T) {
 func TestConsoleRefusesWhatIsNotPrivate(t *testing.T) {
 	state := filepath.Join(realDir(t, t.TempDir()), "state")
 	for _, listen := range []string{"0.0.0.0:0", "192.0.2.10:8443"} {
-		_, stderr, code := runFsbroker(t, nil, "console", "--state-dir", state, "--listen", listen)
+		// Bounded: a console that took the address would serve until stopped.
+		ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+		cmd := exec.CommandContext(ctx, brokerBin, "console", "--state-dir", state, "--listen", listen)
+		cmd.Env = brokerEnv()
+		_, stderr, code := runExec(t, cmd)
+		cancel()
 		if code != exitUsage || !strings.Contains(stderr, "--tls-cert") || !strings.Contains(stderr, "--tls-key") {
 			t.Errorf("--listen %s without TLS: exit %d, stderr %q; want 2 naming --tls-cert and --tls-key", listen, code, stderr)
 		}
