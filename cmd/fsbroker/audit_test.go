@@ -689,7 +689,7 @@ func TestAuditHelp(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"help"}, 0, []string{"\n  audit    check and read the audit trail"}},
+		{[]string{"help"}, 0, []string{"\n  audit ", " check and read the audit trail"}}, // the column's width follows the longest name
 		{[]string{"help", "audit"}, 0, []string{"verify", "query", "tail", "export", "hash"}},
 		{[]string{"audit", "--help"}, 0, []string{"verify", "query"}},
 		{[]string{"help", "audit", "query"}, 0, []string{"does not verify", "audit verify", "-since", "-path-digest", "--since 24h", "--decision deny"}},
