@@ -88,23 +88,30 @@ func queueFiles(t *testing.T, q *Queue) []string {
 	return names
 }
 
-// TestConsoleAnswerReachesTheWaitingBroker: a request put in the queue is
-// shown as it was asked, an answer approving some of its paths is what the
-// waiting provider returns, and both files are gone afterwards.
-func TestConsoleAnswerReachesTheWaitingBroker(t *testing.T) {
+// consoleOn returns a fresh state directory, a console provider on it
+// (with opts) and its queue, as the console opens it.
+func consoleOn(t *testing.T, opts ...Option) (string, *Console, *Queue) {
+	t.Helper()
 	state := t.TempDir()
-	c, err := NewConsole(state)
+	c, err := NewConsole(state, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := sampleRequest()
-	req.Removed = []Removed{{Path: "proj/.env", Reason: "secrets"}}
-	done := asking(t.Context(), c, req)
-
 	q, err := OpenQueue(state)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return state, c, q
+}
+
+// TestConsoleAnswerReachesTheWaitingBroker: a request put in the queue is
+// shown as it was asked, an answer approving some of its paths is what the
+// waiting provider returns, and both files are gone afterwards.
+func TestConsoleAnswerReachesTheWaitingBroker(t *testing.T) {
+	_, c, q := consoleOn(t)
+	req := sampleRequest()
+	req.Removed = []Removed{{Path: "proj/.env", Reason: "secrets"}}
+	done := asking(t.Context(), c, req)
 	pending := awaitPending(t, q, 1)[0]
 	if !slices.Equal(pending.Request.Paths, req.Paths) || pending.Request.Server != req.Server ||
 		pending.Request.Message != req.Message || len(pending.Request.Removed) != 1 || pending.PID != os.Getpid() {
@@ -130,15 +137,7 @@ func TestConsoleAnswerReachesTheWaitingBroker(t *testing.T) {
 // the log, the request gone from the queue, and an answer that comes later
 // refused as for no request.
 func TestConsoleNoAnswerApprovesNothing(t *testing.T) {
-	state := t.TempDir()
-	c, err := NewConsole(state, WithTimeout(300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := OpenQueue(state)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, q := consoleOn(t, WithTimeout(300*time.Millisecond))
 	done := asking(t.Context(), c, sampleRequest())
 	id := awaitPending(t, q, 1)[0].ID
 	r := result(t, done)
@@ -158,15 +157,7 @@ func TestConsoleNoAnswerApprovesNothing(t *testing.T) {
 // answer, and an answer after the deadline are all refused, and the
 // broker gets the first answer only.
 func TestConsoleAnswerForNoWaitingRequest(t *testing.T) {
-	state := t.TempDir()
-	c, err := NewConsole(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := OpenQueue(state)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, q := consoleOn(t)
 	for _, id := range []string{newRequestID(), "", "../../grants/x", strings.Repeat("A", 32)} {
 		if _, err := q.Answer(id, nil, time.Now()); !errors.Is(err, ErrNoRequest) {
 			t.Errorf("answer to %q: %v, want ErrNoRequest", id, err)

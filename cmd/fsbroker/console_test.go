@@ -6,9 +6,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -480,6 +482,44 @@ func TestConsoleTrailSearchFindsRedactedPaths(t *testing.T) {
 	// Without digest, the path itself is in no record.
 	if _, body := c.get(hc, "/trail?"+url.Values{"search": {"1"}, "path": {target}}.Encode()); !strings.Contains(body, "0 record(s) match") {
 		t.Errorf("a search by the plain path found records of a redacted trail")
+	}
+}
+
+// TestConsoleServesTLSBeyondLoopback: with --tls-cert and --tls-key, a
+// non-loopback --listen (every address) is served over TLS only: the
+// address printed is https, the page answers there with the certificate,
+// under its names, and plain HTTP gets no page.
+func TestConsoleServesTLSBeyondLoopback(t *testing.T) {
+	cert, key, pool := testCertificate(t)
+	state := filepath.Join(realDir(t, t.TempDir()), "state")
+	c := startConsole(t, "--state-dir", state, "--listen", "0.0.0.0:0", "--tls-cert", cert, "--tls-key", key)
+	if !strings.HasPrefix(c.url, "https://127.0.0.1:") {
+		t.Fatalf("the address printed is %s, want https on 127.0.0.1", c.url)
+	}
+	hc := &http.Client{Timeout: waitLimit, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		Jar: &cookieJar{}}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.base, "https://"))
+	for _, base := range []string{c.base, "https://localhost:" + port} {
+		resp, err := hc.Get(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		resp, err = hc.Get(base + "/grants")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.TLS == nil {
+			t.Errorf("GET %s/grants over TLS with the cookie: %s", base, resp.Status)
+		}
+	}
+	plain := &http.Client{Timeout: waitLimit}
+	if resp, err := plain.Get("http://127.0.0.1:" + port + "/consent"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP: %s, want the TLS server's 400", resp.Status)
+		}
 	}
 }
 
