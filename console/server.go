@@ -95,9 +95,9 @@ type Server struct {
 	pages     *template.Template
 	hub       *hub
 	feed      *feed
-	verifyMu  sync.Mutex // one verification at a time
-	verified  *verification
-	verifying sync.Mutex // guards verified
+	verifyMu   sync.Mutex // one verification at a time
+	verified   *verification
+	verifiedMu sync.Mutex // guards verified
 }
 
 // New returns the console for cfg, served at bound (the listener's

@@ -94,18 +94,18 @@ func (s *Server) verify() verification {
 		}
 		v.Segments = append(v.Segments, st)
 	}
-	s.verifying.Lock()
+	s.verifiedMu.Lock()
 	s.verified = &v
-	s.verifying.Unlock()
+	s.verifiedMu.Unlock()
 	return v
 }
 
 // lastVerification is the kept verification, made again when older than
 // verifyMaxAge.
 func (s *Server) lastVerification() verification {
-	s.verifying.Lock()
+	s.verifiedMu.Lock()
 	v := s.verified
-	s.verifying.Unlock()
+	s.verifiedMu.Unlock()
 	if v == nil || time.Since(v.At) > verifyMaxAge {
 		return s.verify()
 	}

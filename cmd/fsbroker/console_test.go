@@ -328,6 +328,7 @@ func (b *browser) checkConsole(t *testing.T) {
 // answers 401 to a request without the token. With
 // FSBROKER_UPDATE_SCREENSHOTS=1 it writes docs/console/*.png.
 func TestConsoleEndToEnd(t *testing.T) {
+	b := newBrowser(t)
 	w := newConsentWorld(t)
 	c := startConsole(t, "--state-dir", w.state, "--root", w.proj, "--root", w.rw+":rw")
 	if code, _ := c.get(&http.Client{}, "/consent"); code != http.StatusUnauthorized {
@@ -335,7 +336,6 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	p := startBroker(t, "", w.args("console")...)
 	p.handshake("2025-11-25")
-	b := newBrowser(t)
 
 	b.do(t, "open the console", chromedp.Navigate(c.url), chromedp.WaitVisible(chromedp.CSS("#consent-list p.empty")))
 	if u, _ := chromedp.Run(b.ctx, chromedp.Location()); strings.Contains(u, "token") {
