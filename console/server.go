@@ -83,18 +83,18 @@ type Change struct {
 // Server is the console: an http.Handler, and what keeps its views up to
 // date (Run).
 type Server struct {
-	cfg       Config
-	log       hclog.Logger
-	token     string
-	cookie    string
-	scheme    string
-	hosts     map[string]bool // Host headers served: host:port, lower case
-	origins   map[string]bool // Origin headers taken on a POST
-	url       string
-	mux       *http.ServeMux
-	pages     *template.Template
-	hub       *hub
-	feed      *feed
+	cfg        Config
+	log        hclog.Logger
+	token      string
+	cookie     string
+	scheme     string
+	hosts      map[string]bool // Host headers served: host:port, lower case
+	origins    map[string]bool // Origin headers taken on a POST
+	url        string
+	mux        *http.ServeMux
+	pages      *template.Template
+	hub        *hub
+	feed       *feed
 	verifyMu   sync.Mutex // one verification at a time
 	verified   *verification
 	verifiedMu sync.Mutex // guards verified
