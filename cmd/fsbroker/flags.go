@@ -136,7 +136,7 @@ func registerSessionFlags(fs *pflag.FlagSet, cmd string) *options {
 		registerHTTPFlags(fs, o)
 	}
 
-	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve), console (the person at fsbroker console on the state directory) or command:PROG; default prompt where a terminal exists, else deny (serve: elicit when the host declares elicitation, else that default)")
+	fs.StringVar(&o.consentSpec, "consent", "", "who answers files/consent (`MODE`): auto (approves every approvable path a server asks for; nothing in advance: pre-approval is roots[].consent: preapproved in the config file), deny, prompt (the terminal), elicit (the MCP host's own UI: wrap and serve), console (the person at fsbroker console on the state directory) or command:PROG; default prompt where a terminal exists, else deny (serve on stdio: elicit when the host declares elicitation, else that default; serve --http: deny)")
 	fs.StringVar(&o.serverID, "server-id", "", "pin the server's identity to `ID` for grants, quotas, per-server policy and the audit trail (default: the name the server declares, which any server can claim)")
 	setFlagGroup(fs, flagsConsent, "consent", "server-id")
 
@@ -381,7 +381,11 @@ func configure(o *options, stderr io.Writer, checks ...func(*setup) error) (*set
 		}
 	}
 	var consentProvider consent.Provider
-	if o.consentSpec == "" {
+	if o.consentSpec == "" && o.command == "serve" && o.servesHTTP() {
+		// Over HTTP nobody is asked unless the operator says how: the
+		// client that asks could answer its own question (elicit).
+		consentProvider = consent.Deny{}
+	} else if o.consentSpec == "" {
 		consentProvider = consent.Default(consent.WithHeldOutput(logOutput))
 		if o.command == "serve" { // the host's own UI when it can show forms
 			consentProvider = consent.NewElicitOr(consentProvider)
@@ -516,6 +520,9 @@ func (s *setup) ownPaths() []runtime.OwnPath {
 	}
 	if o.configPath != "" {
 		out = append(out, runtime.OwnPath{Setting: "--config", Path: o.configPath, Fix: "keep the config file elsewhere"})
+	}
+	if o.http.tokenFile != "" {
+		out = append(out, runtime.OwnPath{Setting: "--http-token-file", Path: o.http.tokenFile, Fix: "keep the token file elsewhere"})
 	}
 	return out
 }

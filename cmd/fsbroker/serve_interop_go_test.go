@@ -114,26 +114,12 @@ func TestServeInteropGoSDKElicit(t *testing.T) {
 	for _, run := range serveInteropElicitRuns("go") {
 		var asked atomic.Int32
 		client := mcp.NewClient(&mcp.Implementation{Name: run.client, Version: "1.0.0"}, &mcp.ClientOptions{
-			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				asked.Add(1)
 				if !run.accept {
 					return &mcp.ElicitResult{Action: "decline"}, nil
 				}
-				var schema struct {
-					Properties map[string]struct {
-						Type string `json:"type"`
-					} `json:"properties"`
-				}
-				if err := remarshal(req.Params.RequestedSchema, &schema); err != nil {
-					return nil, err
-				}
-				content := map[string]any{}
-				for name, field := range schema.Properties {
-					if field.Type == "boolean" {
-						content[name] = true
-					}
-				}
-				return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+				return acceptEveryField(ctx, req)
 			},
 		})
 		for _, r := range tr.hostRoots() {

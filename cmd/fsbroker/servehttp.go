@@ -5,18 +5,28 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
+	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 	"github.com/fsbroker/fsbroker/broker/transport/streamable"
+	"github.com/fsbroker/fsbroker/internal/atomicfile"
 	"github.com/fsbroker/fsbroker/serve"
 )
 
@@ -27,6 +37,7 @@ type httpOptions struct {
 	tlsKey      string
 	maxSessions int
 	idleTimeout time.Duration
+	tokenFile   string // --http-token-file ("": the default, httpTokenName in the state directory)
 }
 
 // flagsHTTP is the title of the --http flags in help.
@@ -35,6 +46,13 @@ const flagsHTTP = "Streamable HTTP"
 // defaultHTTPHost is the host --http listens on when ADDR names none (:PORT).
 const defaultHTTPHost = "127.0.0.1"
 
+// httpTokenName is the token file's name in the state directory, when
+// --http-token-file does not name one.
+const httpTokenName = "http-token"
+
+// maxTokenFileBytes bounds what is read of a token file.
+const maxTokenFileBytes = 4096
+
 // registerHTTPFlags registers serve's --http flags on fs.
 func registerHTTPFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.http.addr, "http", "", "serve MCP's Streamable HTTP on `ADDR` (HOST:PORT; :PORT is 127.0.0.1:PORT) at the endpoint /mcp, instead of stdio; a HOST other than a loopback address or localhost needs --tls-cert and --tls-key")
@@ -42,8 +60,13 @@ func registerHTTPFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.http.tlsKey, "tls-key", "", "the PEM `FILE` of the --tls-cert certificate's private key")
 	fs.IntVar(&o.http.maxSessions, "http-max-sessions", streamable.DefaultMaxSessions, "HTTP sessions open at once (`N`); an initialize beyond gets 503")
 	durationVar(fs, &o.http.idleTimeout, "http-idle-timeout", streamable.DefaultIdleTimeout, "end an HTTP session that has had no request in progress and no event stream open for this long")
-	setFlagGroup(fs, flagsHTTP, "http", "tls-cert", "tls-key", "http-max-sessions", "http-idle-timeout")
+	fs.StringVar(&o.http.tokenFile, "http-token-file", "", "the bearer token every HTTP request must carry (Authorization: Bearer TOKEN) is in this `FILE` (mode 0600; at least 32 characters); "+
+		"when it does not exist, a random one is written to it; default <state-dir>/"+httpTokenName)
+	setFlagGroup(fs, flagsHTTP, "http", "tls-cert", "tls-key", "http-max-sessions", "http-idle-timeout", "http-token-file")
 }
+
+// httpFlags are the flags that apply to --http only.
+var httpFlags = []string{"tls-cert", "tls-key", "http-max-sessions", "http-idle-timeout", "http-token-file"}
 
 // httpEndpoint is where and how serve --http listens.
 type httpEndpoint struct {
@@ -59,7 +82,7 @@ type httpEndpoint struct {
 func (o *options) endpoint() (httpEndpoint, error) {
 	h := o.http
 	if h.addr == "" {
-		for _, f := range []string{"tls-cert", "tls-key", "http-max-sessions", "http-idle-timeout"} {
+		for _, f := range httpFlags {
 			if o.set[f] {
 				return httpEndpoint{}, configErrorf("--%s applies to --http ADDR, which is not given", f)
 			}
@@ -135,19 +158,34 @@ func serveConfig(s *setup, transport string) serve.Config {
 // every session answers what is in flight and ends (session_end in the
 // trail), and the server stops.
 func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
-	var ep httpEndpoint
+	var (
+		ep               httpEndpoint
+		token, tokenFile string
+		tokenCreated     bool
+	)
 	s, err := prepareServe(o, stderr, func(*setup) error {
 		var err error
-		ep, err = o.endpoint() // the certificate is read before the broker is confined
+		// The certificate and the token are read before the broker is
+		// confined.
+		if ep, err = o.endpoint(); err != nil {
+			return err
+		}
+		token, tokenFile, tokenCreated, err = o.httpToken()
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	identity := s.rt.PinnedID()
+	if identity == "" {
+		identity = tokenIdentity(token)
+	}
 	srv, err := streamable.NewServer(streamable.Config{
+		Token: token,
 		NewSession: func(stream jsonrpc.RoutedStream) (func(context.Context) error, error) {
 			cfg := serveConfig(s, "http")
+			cfg.PinnedID = identity // the token's: a declared clientInfo.name selects nothing
 			sess, err := serve.NewSession(stream, cfg)
 			if err != nil {
 				cfg.Corridor.Close()
@@ -185,11 +223,17 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 	} else {
 		go func() { served <- hs.Serve(ln) }()
 	}
+	if tokenCreated {
+		s.log.Info("wrote a new bearer token for HTTP clients", "tokenFile", tokenFile)
+	}
+	s.log.Info("HTTP clients must send Authorization: Bearer with the token in the token file; each is served as the token's identity",
+		"tokenFile", tokenFile, "identity", identity)
+	logHTTPConsent(s, identity)
 	s.log.Info("serving the filesystem tools over Streamable HTTP", "url", scheme+"://"+ln.Addr().String()+streamable.EndpointPath,
 		"roots", s.rt.Roots().Len())
 	if !ep.loopback {
-		s.log.Warn("listening beyond this machine: fsbroker does not authenticate HTTP clients, so whoever reaches " +
-			ep.addr + " is served the roots as the host it says it is; restrict who can connect (firewall, an authenticating proxy)")
+		s.log.Warn("listening beyond this machine: whoever has the token and reaches " + ep.addr +
+			" is served the roots; keep the token file private, and restrict who can connect (firewall)")
 	}
 
 	var serveErr error
@@ -220,5 +264,96 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 // servesHTTP reports whether serve runs over HTTP: --http, or one of its
 // flags (which runServeHTTP refuses without it).
 func (o *options) servesHTTP() bool {
-	return o.http.addr != "" || o.set["tls-cert"] || o.set["tls-key"] || o.set["http-max-sessions"] || o.set["http-idle-timeout"]
+	if o.http.addr != "" {
+		return true
+	}
+	for _, f := range httpFlags {
+		if o.set[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// httpToken is the bearer token of serve --http: the token file's, or,
+// when the file does not exist, a fresh random one (streamable.NewToken)
+// written to it with mode 0600 (whole, then linked into place; another
+// process that wins the race to create it gives the token). The token
+// file must be a regular file that only its owner can read or write, and
+// hold one token (streamable.CheckToken). Errors are configErrors naming
+// the file and the fix.
+func (o *options) httpToken() (token, path string, created bool, err error) {
+	path = o.http.tokenFile
+	if path == "" {
+		path = filepath.Join(o.stateDir, httpTokenName)
+		if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
+			return "", "", false, configErrorf("--state-dir %s: %v", o.stateDir, err)
+		}
+	}
+	token = streamable.NewToken()
+	switch err := atomicfile.Create(path, []byte(token+"\n"), 0o600); {
+	case err == nil:
+		return token, path, true, nil
+	case !errors.Is(err, fs.ErrExist):
+		return "", "", false, configErrorf("--http-token-file %s: cannot write a token to it: %v", path, err)
+	}
+	token, err = readTokenFile(path)
+	if err != nil {
+		return "", "", false, configErrorf("--http-token-file %s: %v", path, err)
+	}
+	return token, path, false, nil
+}
+
+// readTokenFile reads the token in an existing token file.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	if goruntime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("others can read or write it (mode %#o): chmod 600 %s", fi.Mode().Perm(), path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes))
+	if err != nil {
+		return "", err
+	}
+	token := strings.TrimSpace(string(data))
+	if err := streamable.CheckToken(token); err != nil {
+		return "", fmt.Errorf("%v; write one with, say, openssl rand -hex 32 > %s (or remove the file, and fsbroker writes one)", err, path)
+	}
+	return token, nil
+}
+
+// tokenIdentity is the identity of the HTTP sessions when the operator
+// pinned none (--client-id): "http-" and 16 hex digits of a SHA-256 of the
+// token. It is the token's, whatever name a client declares, and stays the
+// same for as long as the token does; a new token is a new identity, with
+// none of the old one's grants.
+func tokenIdentity(token string) string {
+	sum := sha256.Sum256([]byte("fsbroker serve --http client identity\n" + token))
+	return "http-" + hex.EncodeToString(sum[:8])
+}
+
+// logHTTPConsent says at start what consent means over HTTP: the default
+// (no --consent) approves nothing that is not pre-approved or granted; elicit
+// and auto let whoever holds the token approve its own access.
+func logHTTPConsent(s *setup, identity string) {
+	switch s.opts.consentSpec {
+	case "":
+		s.log.Info("consent over HTTP: nobody is asked (no --consent): only pre-approved roots and the grants of the token's identity are served",
+			"identity", identity)
+	case consent.NameElicit:
+		s.log.Warn("--consent elicit over HTTP: each consent question goes to the HTTP client that asked for the access, " +
+			"so whoever holds the token approves its own access")
+	case consent.NameAuto:
+		s.log.Warn("--consent auto over HTTP: every approvable path an HTTP client asks for is approved")
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -42,53 +43,116 @@ import (
 // no session opened (no session_start in the trail), no file written, no
 // decision recorded.
 
-// httpBroker is a running fsbroker serve --http with a read-only root ro
-// (a.txt, .env) and a writable root rw, both pre-approved, and its trail.
+// httpBroker is fsbroker serve --http with a read-only root ro (a.txt,
+// .env) and a writable root rw, both pre-approved unless preapprove is
+// false, its state directory, its trail, and, once it runs, its URL, the
+// identity of its HTTP sessions and the bearer token of its token file.
 type httpBroker struct {
 	*proc
-	url    string
-	ro, rw string
-	trail  string
-	client *http.Client
+	url        string
+	ro, rw     string
+	state      string
+	trail      string
+	preapprove bool
+	token      string
+	id         string       // the identity of its HTTP sessions, as it logs it
+	client     *http.Client // sends the token (bearer), for the SDK client
+	plain      *http.Client // sends what raw puts in a request, no more
 }
 
-// startServeHTTP starts fsbroker serve --http ADDR (127.0.0.1:0 unless the
-// flags give --http) with the test's roots and the flags, and waits for
-// the URL it logs.
-func startServeHTTP(t *testing.T, flags ...string) *httpBroker {
+// newHTTPBroker makes the roots and the directories of an httpBroker, not
+// started.
+func newHTTPBroker(t *testing.T) *httpBroker {
 	t.Helper()
 	dir := t.TempDir()
 	b := &httpBroker{ro: realDir(t, filepath.Join(dir, "ro")), rw: realDir(t, filepath.Join(dir, "rw")),
-		trail: filepath.Join(dir, "trail"), client: &http.Client{}}
+		state: filepath.Join(dir, "state"), trail: filepath.Join(dir, "trail"), preapprove: true, plain: &http.Client{}}
 	writeFile(t, filepath.Join(b.ro, "a.txt"), "alpha\n")
 	writeFile(t, filepath.Join(b.ro, ".env"), "API_KEY=hunter2\n")
-	// withConsent writes the roots into a config file that pre-approves
-	// them, as an operator would (it does so for stdio's command line).
-	args := withConsent(t, "", []string{"stdio", "--root", b.ro, "--root", b.rw + ":rw"})
-	args[0] = "serve"
-	args = append(args, "--state-dir", filepath.Join(dir, "state"), "--audit", b.trail)
-	if !slices.Contains(flags, "--http") {
-		args = append(args, "--http", "127.0.0.1:0")
-	}
-	b.proc = startProc(t, exec.Command(brokerBin, append(args, flags...)...))
-	t.Cleanup(func() { // before proc's own cleanup, which only closes stdin
-		select {
-		case <-b.exited:
-		default:
-			b.signal(syscall.SIGTERM)
-			b.waitExit()
-		}
-	})
-	b.url = b.waitLog(regexp.MustCompile(`serving the filesystem tools over Streamable HTTP: url=(\S+)`))[1]
 	return b
 }
 
-// connect opens a session as the official Go SDK client named name. The
-// SDK's client declares the roots capability, so it names both roots (a
-// host that declares roots and lists none is served nothing).
+// startServeHTTP starts a new httpBroker with the flags.
+func startServeHTTP(t *testing.T, flags ...string) *httpBroker {
+	t.Helper()
+	b := newHTTPBroker(t)
+	b.start(t, flags...)
+	return b
+}
+
+// start starts fsbroker serve --http ADDR (127.0.0.1:0 unless the flags
+// give --http) with b's roots and the flags, waits for the URL it logs,
+// and reads the token it wrote (the default token file, in the state
+// directory, unless the flags give --http-token-file).
+func (b *httpBroker) start(t *testing.T, flags ...string) {
+	t.Helper()
+	// withConsent writes the roots into a config file that pre-approves
+	// them, as an operator would (it does so for stdio's command line),
+	// with --consent auto.
+	args := []string{"stdio", "--root", b.ro, "--root", b.rw + ":rw"}
+	if b.preapprove {
+		args = withConsent(t, "", args)
+	}
+	args[0] = "serve"
+	args = append(args, "--state-dir", b.state, "--audit", b.trail)
+	if !slices.Contains(flags, "--http") {
+		args = append(args, "--http", "127.0.0.1:0")
+	}
+	p := startProc(t, exec.Command(brokerBin, append(args, flags...)...))
+	b.proc = p
+	t.Cleanup(func() { // before proc's own cleanup, which only closes stdin
+		select {
+		case <-p.exited:
+		default:
+			p.signal(syscall.SIGTERM)
+			p.waitExit()
+		}
+	})
+	b.url = b.waitLog(regexp.MustCompile(`serving the filesystem tools over Streamable HTTP: url=(\S+)`))[1]
+	b.id = b.waitLog(regexp.MustCompile(`HTTP clients must send .* identity=(\S+)`))[1]
+	tokenFile := filepath.Join(b.state, "http-token")
+	if i := slices.Index(flags, "--http-token-file"); i >= 0 {
+		tokenFile = flags[i+1]
+	}
+	b.token = strings.TrimSpace(readFile(t, tokenFile))
+	b.client = &http.Client{Transport: bearer(b.token, nil)}
+}
+
+// bearerTransport adds Authorization: Bearer TOKEN to each request, as a
+// host configured with the header does (Claude Code's --header, VS Code's
+// headers).
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+// bearer is a bearerTransport over base (nil: http.DefaultTransport).
+func bearer(token string, base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &bearerTransport{token: token, base: base}
+}
+
+// RoundTrip sends a copy of req with the header.
+func (bt *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+bt.token)
+	return bt.base.RoundTrip(req)
+}
+
+// connect opens a session as the official Go SDK client named name, with
+// the token. The SDK's client declares the roots capability, so it names
+// both roots (a host that declares roots and lists none is served nothing).
 func (b *httpBroker) connect(t *testing.T, name string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0.0"}, nil)
+	return b.connectWith(t, name, nil)
+}
+
+// connectWith is connect with the client's options.
+func (b *httpBroker) connectWith(t *testing.T, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0.0"}, opts)
 	client.AddRoots(&mcp.Root{URI: roots.FileURI(b.ro), Name: "ro"}, &mcp.Root{URI: roots.FileURI(b.rw), Name: "rw"})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
@@ -128,8 +192,9 @@ type rawResponse struct {
 }
 
 // raw sends one HTTP request to the endpoint: method, the session id (""
-// for none) and body (POST), with extra headers as name, value pairs
-// ("Host" sets the request's host).
+// for none) and body (POST), with the token, and extra headers as name,
+// value pairs ("Host" sets the request's host; an empty value removes the
+// header, so "Authorization", "" sends no token).
 func (b *httpBroker) raw(t *testing.T, method, session, body string, headers ...string) rawResponse {
 	t.Helper()
 	req, err := http.NewRequest(method, b.url, strings.NewReader(body))
@@ -138,19 +203,23 @@ func (b *httpBroker) raw(t *testing.T, method, session, body string, headers ...
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+b.token)
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i] == "Host" {
+		switch {
+		case headers[i] == "Host":
 			req.Host = headers[i+1]
-		} else {
+		case headers[i+1] == "":
+			req.Header.Del(headers[i])
+		default:
 			req.Header.Set(headers[i], headers[i+1])
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	resp, err := b.client.Do(req.WithContext(ctx))
+	resp, err := b.plain.Do(req.WithContext(ctx))
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, b.url, err)
 	}
@@ -237,7 +306,7 @@ func TestServeHTTPWithGoSDKClient(t *testing.T) {
 				t.Fatalf("listening on %s, want %s://127.0.0.1:PORT/mcp (%v)", b.url, tc.name, err)
 			}
 			if tc.tls {
-				b.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+				b.client.Transport = bearer(b.token, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
 			}
 			cs := b.connect(t, "sdk-host")
 
@@ -265,12 +334,12 @@ func TestServeHTTPWithGoSDKClient(t *testing.T) {
 				t.Fatalf("%d decision records, want the read's, the write's and the refused read's at least", len(decisions))
 			}
 			starts := trailRecordsOf(t, b.trail, audit.KindSessionStart)
-			if len(starts) != 1 || starts[0].Server != "sdk-host" || starts[0].Transport != "http" {
-				t.Fatalf("session_start records %+v, want one of sdk-host over http", starts)
+			if len(starts) != 1 || starts[0].Server != b.id || starts[0].Transport != "http" {
+				t.Fatalf("session_start records %+v, want one of the token's identity %s over http", starts, b.id)
 			}
 			for _, r := range decisions {
-				if r.Server != "sdk-host" || r.SessionID != starts[0].SessionID {
-					t.Errorf("record %s %v: server %q session %q, want sdk-host's session %q", r.Tool, r.Paths, r.Server, r.SessionID, starts[0].SessionID)
+				if r.Server != b.id || r.SessionID != starts[0].SessionID {
+					t.Errorf("record %s %v: server %q session %q, want %s's session %q", r.Tool, r.Paths, r.Server, r.SessionID, b.id, starts[0].SessionID)
 				}
 			}
 			if recs := b.recordsNaming(t, ".env"); len(recs) == 0 || recs[0].Allow == nil || *recs[0].Allow {
@@ -321,13 +390,23 @@ func testCertificate(t *testing.T) (certFile, keyFile string, pool *x509.CertPoo
 }
 
 // TestServeHTTPRefusesUnsafeStart: an address beyond loopback without TLS,
-// half of the TLS pair, or TLS flags without --http stop fsbroker at start
-// with exit status 2 and a message naming the flags; nothing listens.
+// half of the TLS pair, TLS or token flags without --http, or a token file
+// others can read, whose token is too short, or inside a root stop
+// fsbroker at start with exit status 2 and a message naming the flags, or
+// the file and the fix; nothing listens, and no token file is written.
 func TestServeHTTPRefusesUnsafeStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	root := realDir(t, filepath.Join(dir, "root"))
 	cert, key, _ := testCertificate(t)
+	readable, short := filepath.Join(dir, "readable"), filepath.Join(dir, "short")
+	writeFile(t, readable, strings.Repeat("0123456789abcdef", 4))
+	writeFile(t, short, "hunter2\n")
+	for file, mode := range map[string]os.FileMode{readable: 0o644, short: 0o600} {
+		if err := os.Chmod(file, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		flags []string
 		names []string // what the message must name
@@ -339,6 +418,10 @@ func TestServeHTTPRefusesUnsafeStart(t *testing.T) {
 		{[]string{"--http", "127.0.0.1:0", "--tls-key", key}, []string{"--tls-cert", "--tls-key"}},
 		{[]string{"--tls-cert", cert, "--tls-key", key}, []string{"--tls-cert", "--http"}},
 		{[]string{"--http", "127.0.0.1"}, []string{"--http", "HOST:PORT"}},
+		{[]string{"--http-token-file", readable}, []string{"--http-token-file", "--http"}},
+		{[]string{"--http", "127.0.0.1:0", "--http-token-file", readable}, []string{readable, "chmod 600"}},
+		{[]string{"--http", "127.0.0.1:0", "--http-token-file", short}, []string{short, "32"}},
+		{[]string{"--http", "127.0.0.1:0", "--http-token-file", filepath.Join(root, "token")}, []string{"--http-token-file", root}},
 	} {
 		args := append([]string{"serve", "--root", root, "--state-dir", filepath.Join(dir, "state")}, tc.flags...)
 		p := startProc(t, exec.Command(brokerBin, args...))
@@ -353,6 +436,40 @@ func TestServeHTTPRefusesUnsafeStart(t *testing.T) {
 		if strings.Contains(p.log(), "serving the filesystem tools") {
 			t.Errorf("%v: fsbroker served:\n%s", tc.flags, p.log())
 		}
+	}
+	for _, file := range []string{filepath.Join(root, "token"), filepath.Join(dir, "state", "http-token")} {
+		if _, err := os.Stat(file); !os.IsNotExist(err) {
+			t.Errorf("%s was written (%v)", file, err)
+		}
+	}
+}
+
+// acceptEveryField answers an elicitation as a client that approves
+// everything: accept, with each boolean field of the form true.
+func acceptEveryField(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	var schema struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		} `json:"properties"`
+	}
+	if err := remarshal(req.Params.RequestedSchema, &schema); err != nil {
+		return nil, err
+	}
+	content := map[string]any{}
+	for name, field := range schema.Properties {
+		if field.Type == "boolean" {
+			content[name] = true
+		}
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+}
+
+// countAsked is the elicitation handler answer that counts its questions in
+// asked.
+func countAsked(asked *atomic.Int32, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	return func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked.Add(1)
+		return answer(ctx, req)
 	}
 }
 
@@ -448,9 +565,9 @@ func TestServeHTTPRefusesOversizedBody(t *testing.T) {
 	}
 }
 
-// TestServeHTTPIsolatesSessions: two hosts' sessions have their own ids,
-// identities and trail sessions; one's id does not reach the other, and
-// ending one leaves the other serving.
+// TestServeHTTPIsolatesSessions: two hosts' sessions have their own ids
+// and trail sessions (under the token's identity, both); one's id does not
+// reach the other, and ending one leaves the other serving.
 func TestServeHTTPIsolatesSessions(t *testing.T) {
 	t.Parallel()
 	b := startServeHTTP(t)
@@ -467,16 +584,16 @@ func TestServeHTTPIsolatesSessions(t *testing.T) {
 	if len(recA) == 0 || len(recC) == 0 {
 		t.Fatalf("decision records: %d for a.txt, %d for c.txt", len(recA), len(recC))
 	}
-	if recA[0].Server != "host-a" || recC[0].Server != "host-c" || recA[0].SessionID == recC[0].SessionID {
-		t.Errorf("a.txt by %s in session %s, c.txt by %s in session %s: want each host's own", recA[0].Server,
-			recA[0].SessionID, recC[0].Server, recC[0].SessionID)
+	if recA[0].Server != b.id || recC[0].Server != b.id || recA[0].SessionID == recC[0].SessionID {
+		t.Errorf("a.txt by %s in session %s, c.txt by %s in session %s: want %s in each host's own session", recA[0].Server,
+			recA[0].SessionID, recC[0].Server, recC[0].SessionID, b.id)
 	}
-	// A tools/call with host-c's id is host-c's, whatever it says.
+	// A tools/call with host-c's id is in host-c's session, whatever it says.
 	r := b.raw(t, http.MethodPost, c.ID(), writeCall(filepath.Join(b.rw, "via-c.txt"), "c"), "Mcp-Protocol-Version", "2025-11-25")
 	if r.status != http.StatusOK {
 		t.Fatalf("write with host-c's id: %d %s", r.status, r.body)
 	}
-	if recs := b.recordsNaming(t, "via-c.txt"); len(recs) == 0 || recs[0].Server != "host-c" || recs[0].SessionID != recC[0].SessionID {
+	if recs := b.recordsNaming(t, "via-c.txt"); len(recs) == 0 || recs[0].SessionID != recC[0].SessionID {
 		t.Errorf("the write with host-c's id is recorded as %+v, want host-c's session", recs)
 	}
 	idA := a.ID()
@@ -503,14 +620,21 @@ func TestServeHTTPBoundsSessions(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
+	b.awaitSession(t, "second")
+}
+
+// awaitSession sends initialize as name until a session opens, within
+// waitLimit, and returns its id.
+func (b *httpBroker) awaitSession(t *testing.T, name string) string {
+	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
-		r := b.raw(t, http.MethodPost, "", initializeBody("second"))
+		r := b.raw(t, http.MethodPost, "", initializeBody(name))
 		if r.status == http.StatusOK && r.session != "" {
-			break
+			return r.session
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no session within %s after the first ended: %d %s", waitLimit, r.status, r.body)
+			t.Fatalf("no session for %s within %s: %d %s", name, waitLimit, r.status, r.body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

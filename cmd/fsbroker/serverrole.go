@@ -27,7 +27,8 @@ notifications/roots/list_changed) only narrow the operator's: an operator root i
 stays whole, one holding a host root is narrowed to that subtree, and an answer with nothing in
 common (empty, disjoint, unreadable, an error, or none in time) leaves nothing accessible. A call
 on a path no grant covers asks for consent: through the host's own UI (elicitation/create) when
-the host declares elicitation and --consent is elicit or not given, else the configured provider.
+the host declares elicitation and --consent is elicit (or, on stdio, not given), else the
+configured provider; over --http, nobody unless --consent says who.
 fsbroker grants list and revoke see and take back these grants as any other.
 
 A path argument may be absolute (inside a root), a file:// URI, or mount-relative (the root's
@@ -43,7 +44,8 @@ const serveExample = `  # In a host's config, instead of: npx -y @modelcontextpr
   # One read-only and one writable root, the trail in its own directory
   fsbroker serve --root ~/project --root ~/scratch:rw --audit ~/fsbroker-audit
 
-  # Over Streamable HTTP at http://127.0.0.1:8931/mcp, one session per host (docs/serve.md)
+  # Over Streamable HTTP at http://127.0.0.1:8931/mcp, one session per host (docs/serve.md);
+  # hosts send Authorization: Bearer with the token fsbroker writes to <state-dir>/http-token
   fsbroker serve --root ~/project --http :8931`
 
 // newServeCommand returns `fsbroker serve`.

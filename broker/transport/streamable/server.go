@@ -19,6 +19,10 @@
 //     on every later request; an unknown or ended one gets 404, a missing one
 //     400, an MCP-Protocol-Version header naming a version the session did not
 //     negotiate 400.
+//   - Every request must carry the server's bearer token (Authorization:
+//     Bearer TOKEN, compared in constant time): without it, or with another,
+//     it gets 401 with WWW-Authenticate: Bearer before anything else of it
+//     is looked at, its body never read, no slot taken, no session opened.
 //   - Defenses: an Origin header that is not a loopback origin gets 403 (DNS
 //     rebinding; the MCP text requires the check), and so does a Host header
 //     that does not name this machine when the server listens on loopback
@@ -38,6 +42,9 @@ package streamable
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +56,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -86,6 +94,9 @@ const (
 	bodySlots = 4
 	// bodyReadTimeout bounds reading one POST body.
 	bodyReadTimeout = time.Minute
+	// refusalLogInterval spaces the log lines about requests refused for
+	// want of the token, which anyone who reaches the port can send.
+	refusalLogInterval = 10 * time.Second
 	// writeTimeout bounds writing one message to a client.
 	writeTimeout = time.Minute
 )
@@ -98,6 +109,9 @@ const (
 
 // Config is what a Server runs with.
 type Config struct {
+	// Token is the bearer token every request must carry in its
+	// Authorization header; required. See CheckToken for its syntax.
+	Token string
 	// NewSession starts a session over stream and returns the function that
 	// serves it until the stream's input ends (nil) or ctx is cancelled. It
 	// must not close the stream: the Server does once run returns.
@@ -127,6 +141,10 @@ type Server struct {
 	runCtx    context.Context // the sessions' runs; cancelled by Close
 	cancelRun context.CancelFunc
 	initSlots chan struct{} // bodies read before a session exists
+	tokenSum  [sha256.Size]byte
+
+	refused        atomic.Int64 // requests refused for want of the token
+	lastRefusalLog atomic.Int64 // when one was last logged (Unix nanoseconds)
 
 	mu       sync.Mutex
 	sessions map[string]*session // open sessions by id
@@ -139,6 +157,9 @@ type Server struct {
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.NewSession == nil || len(cfg.Versions) == 0 {
 		return nil, errors.New("streamable: a server needs NewSession and Versions")
+	}
+	if err := CheckToken(cfg.Token); err != nil {
+		return nil, fmt.Errorf("streamable: %w", err)
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = jsonrpc.DefaultMaxMessageBytes
@@ -156,7 +177,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Log = hclog.NewNullLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, log: cfg.Log, runCtx: ctx, cancelRun: cancel,
+	return &Server{cfg: cfg, log: cfg.Log, runCtx: ctx, cancelRun: cancel, tokenSum: sha256.Sum256([]byte(cfg.Token)),
 		initSlots: make(chan struct{}, bodySlots), sessions: map[string]*session{}}, nil
 }
 
@@ -191,14 +212,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if !s.authenticated(w, r) {
+		return
+	}
 	if s.cfg.LoopbackOnly && !IsLoopbackHost(hostOnly(r.Host)) {
 		// DNS rebinding: a name that resolves to 127.0.0.1 is still not this
 		// machine's name.
-		writeError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Host "+r.Host+" is not this machine")
+		refuseUnread(w, http.StatusForbidden, "Host "+r.Host+" is not this machine")
 		return
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !IsLoopbackOrigin(origin) {
-		writeError(w, http.StatusForbidden, "", jsonrpc.CodeInvalidRequest, "Origin "+origin+" is not allowed")
+		refuseUnread(w, http.StatusForbidden, "Origin "+origin+" is not allowed")
 		return
 	}
 	switch r.Method {
@@ -215,6 +239,87 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeError(w, http.StatusMethodNotAllowed, "", jsonrpc.CodeInvalidRequest, "method "+r.Method+" not allowed")
 	}
+}
+
+// authenticated reports whether r carries the server's bearer token, and
+// otherwise answers it 401 (RFC 6750: WWW-Authenticate: Bearer, with
+// error="invalid_token" when a token was given), without reading its body.
+// The token is compared as a SHA-256 digest in constant time, so the time
+// taken says nothing of how much of it matched, nor of its length.
+func (s *Server) authenticated(w http.ResponseWriter, r *http.Request) bool {
+	values := r.Header.Values("Authorization")
+	var given string
+	if len(values) == 1 {
+		if scheme, token, ok := strings.Cut(values[0], " "); ok && strings.EqualFold(scheme, "Bearer") {
+			given = strings.TrimLeft(token, " ")
+		}
+	}
+	sum := sha256.Sum256([]byte(given))
+	if given != "" && subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1 {
+		return true
+	}
+	challenge := `Bearer realm="fsbroker"`
+	if len(values) > 0 {
+		challenge += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	refuseUnread(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer TOKEN, with the token in fsbroker serve --http's token file")
+	s.logRefusal(r, len(values) > 0)
+	return false
+}
+
+// logRefusal logs a request refused for want of the token, at most once per
+// refusalLogInterval (with the count so far), so that a flood of them does
+// not flood the log.
+func (s *Server) logRefusal(r *http.Request, tokenGiven bool) {
+	n := s.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := s.lastRefusalLog.Load()
+	if now-last < int64(refusalLogInterval) || !s.lastRefusalLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("refused an HTTP request without the bearer token", "remote", r.RemoteAddr,
+		"method", r.Method, "tokenGiven", tokenGiven, "refusedSoFar", n)
+}
+
+// Token syntax: RFC 6750's b64token, at least MinTokenLength characters.
+const (
+	// MinTokenLength is the shortest token a Server takes: 32 characters
+	// hold 128 bits or more in hex, base32 or base64.
+	MinTokenLength = 32
+	// maxTokenLength bounds a token, far below the header size limit.
+	maxTokenLength = 1024
+)
+
+// CheckToken reports whether token can be a Server's bearer token: at least
+// MinTokenLength and at most 1024 characters of RFC 6750's b64token (letters,
+// digits, "-", ".", "_", "~", "+", "/", then "=" padding only at the end).
+// It cannot measure randomness: a token must come from a random source
+// (NewToken).
+func CheckToken(token string) error {
+	if len(token) < MinTokenLength || len(token) > maxTokenLength {
+		return fmt.Errorf("a bearer token has %d to %d characters, not %d", MinTokenLength, maxTokenLength, len(token))
+	}
+	body := strings.TrimRight(token, "=")
+	if body == "" {
+		return errors.New("a bearer token is not only padding")
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("-._~+/", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("a bearer token holds letters, digits and - . _ ~ + / (then = padding), not %q", c)
+	}
+	return nil
+}
+
+// NewToken returns a fresh bearer token: 32 bytes (256 bits) from
+// crypto/rand, base64url without padding (43 characters).
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it crashes the program instead)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // post takes one JSON-RPC message.
@@ -525,6 +630,17 @@ func errorBody(id jsonrpc.ID, code int, message string) []byte {
 		Error   *jsonrpc.Error `json:"error"`
 	}{jsonrpc.Version, id, &jsonrpc.Error{Code: code, Message: message}})
 	return b
+}
+
+// refuseUnread answers a request whose body is not read with status and a
+// JSON-RPC error body, and closes the connection after, its body still
+// unread: a client whose body never comes holds nothing of the server's.
+// (net/http would otherwise read what remains of the body, without a time
+// limit, to reuse the connection; the read deadline ends that read.)
+func refuseUnread(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Connection", "close")
+	writeError(w, status, "", jsonrpc.CodeInvalidRequest, message)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // writeError answers with an HTTP status and a JSON-RPC error body.

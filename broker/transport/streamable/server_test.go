@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,11 +31,24 @@ import (
 // waitLimit bounds each wait for something that should happen promptly.
 const waitLimit = 20 * time.Second
 
-// startEndpoint serves the test server on 127.0.0.1:0 and returns its URL.
-func startEndpoint(t *testing.T) string {
+// testEndpoint is a test server on 127.0.0.1:0: its URL, its token, and
+// how many sessions it has opened.
+type testEndpoint struct {
+	url    string
+	token  string
+	srv    *Server
+	opened atomic.Int64
+}
+
+// startEndpoint serves the test server on 127.0.0.1:0 with its own token;
+// configure, when given, changes its Config first.
+func startEndpoint(t *testing.T, configure ...func(*Config)) *testEndpoint {
 	t.Helper()
-	srv, err := NewServer(Config{
+	ep := &testEndpoint{token: NewToken()}
+	cfg := Config{
+		Token: ep.token,
 		NewSession: func(stream jsonrpc.RoutedStream) (func(context.Context) error, error) {
+			ep.opened.Add(1)
 			var conn *jsonrpc.Conn
 			conn = jsonrpc.NewConn(stream, func(ctx context.Context, req *jsonrpc.Message) (any, error) {
 				return testServerHandle(ctx, conn, req)
@@ -43,10 +57,15 @@ func startEndpoint(t *testing.T) string {
 		},
 		Versions:     []string{"2025-11-25", "2025-06-18"},
 		LoopbackOnly: true,
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ep.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +80,8 @@ func startEndpoint(t *testing.T) string {
 		}
 		_ = hs.Close()
 	})
-	return "http://" + ln.Addr().String() + EndpointPath
+	ep.url = "http://" + ln.Addr().String() + EndpointPath
+	return ep
 }
 
 // testServerHandle answers the test server's requests.
@@ -105,11 +125,29 @@ func testServerHandle(ctx context.Context, conn *jsonrpc.Conn, req *jsonrpc.Mess
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
 }
 
-// rawClient speaks to the endpoint with plain HTTP requests.
+// rawClient speaks to the endpoint with plain HTTP requests, with its
+// token.
 type rawClient struct {
 	t       *testing.T
 	url     string
+	token   string
 	session string
+}
+
+// newRawClient is a rawClient of ep.
+func newRawClient(t *testing.T, ep *testEndpoint) *rawClient {
+	return &rawClient{t: t, url: ep.url, token: ep.token}
+}
+
+// bearerTransport adds Authorization: Bearer TOKEN to each request, as a
+// host configured with the header does.
+type bearerTransport struct{ token string }
+
+// RoundTrip sends a copy of req with the header.
+func (bt bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+bt.token)
+	return http.DefaultTransport.RoundTrip(req)
 }
 
 // post sends body with the given Accept and returns the response (the
@@ -131,6 +169,7 @@ func (c *rawClient) send(accept, body string) (*http.Response, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	if c.session != "" {
 		req.Header.Set(headerSessionID, c.session)
 		req.Header.Set(headerProtocolVersion, "2025-11-25")
@@ -169,6 +208,7 @@ func (c *rawClient) listen() *events {
 		c.t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set(headerSessionID, c.session)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -271,7 +311,7 @@ func (c *rawClient) answerElicitation(m map[string]any, action string) {
 // event stream: first the request, then, once the client answered it, the
 // reply; then the stream ends. Nothing goes to the standalone stream.
 func TestHTTPRequestDuringACallTravelsOnItsPOST(t *testing.T) {
-	c := &rawClient{t: t, url: startEndpoint(t)}
+	c := newRawClient(t, startEndpoint(t))
 	c.initialize()
 	standalone := c.listen()
 	resp := c.post("application/json, text/event-stream", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{}}}`)
@@ -296,7 +336,7 @@ func TestHTTPRequestDuringACallTravelsOnItsPOST(t *testing.T) {
 // only JSON on its POST gets the session's request on the standalone event
 // stream, and the reply as application/json.
 func TestHTTPJSONOnlyClientGetsRequestsOnTheEventStream(t *testing.T) {
-	c := &rawClient{t: t, url: startEndpoint(t)}
+	c := newRawClient(t, startEndpoint(t))
 	c.initialize()
 	standalone := c.listen()
 	type response struct {
@@ -333,7 +373,7 @@ func TestHTTPJSONOnlyClientGetsRequestsOnTheEventStream(t *testing.T) {
 // sent outside any request goes to the standalone stream, and the call's
 // reply, with nothing else for its POST, is plain JSON.
 func TestHTTPNotificationOutsideACallTravelsOnTheEventStream(t *testing.T) {
-	c := &rawClient{t: t, url: startEndpoint(t)}
+	c := newRawClient(t, startEndpoint(t))
 	c.initialize()
 	standalone := c.listen()
 	resp := c.post("application/json, text/event-stream", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"announce","arguments":{}}}`)
@@ -350,7 +390,7 @@ func TestHTTPNotificationOutsideACallTravelsOnTheEventStream(t *testing.T) {
 // its reply is refused with 400 and never reaches the session; the first
 // one's reply still comes on its own POST.
 func TestHTTPRefusesADuplicateRequestID(t *testing.T) {
-	c := &rawClient{t: t, url: startEndpoint(t)}
+	c := newRawClient(t, startEndpoint(t))
 	c.initialize()
 	first := c.post("application/json, text/event-stream", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ask","arguments":{}}}`)
 	defer first.Body.Close()
@@ -372,7 +412,7 @@ func TestHTTPRefusesADuplicateRequestID(t *testing.T) {
 // with no standalone stream at all, gets the session's elicitation/create on
 // its tool call's POST and answers it from its own handler.
 func TestHTTPGoSDKClientAnswersElicitationOnThePOST(t *testing.T) {
-	url := startEndpoint(t)
+	ep := startEndpoint(t)
 	asked := make(chan string, 1)
 	client := mcp.NewClient(&mcp.Implementation{Name: "sdk-host", Version: "1"}, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -382,7 +422,8 @@ func TestHTTPGoSDKClientAnswersElicitationOnThePOST(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.url, DisableStandaloneSSE: true, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport{ep.token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
