@@ -59,7 +59,7 @@ func registerHTTPFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.http.tlsCert, "tls-cert", "", "serve --http over TLS with the certificate (and chain) in this PEM `FILE`")
 	fs.StringVar(&o.http.tlsKey, "tls-key", "", "the PEM `FILE` of the --tls-cert certificate's private key")
 	fs.IntVar(&o.http.maxSessions, "http-max-sessions", streamable.DefaultMaxSessions, "HTTP sessions open at once (`N`); an initialize beyond gets 503")
-	durationVar(fs, &o.http.idleTimeout, "http-idle-timeout", streamable.DefaultIdleTimeout, "end an HTTP session that has had no request in progress and no event stream open for this long")
+	durationVar(fs, &o.http.idleTimeout, "http-idle-timeout", streamable.DefaultIdleTimeout, "end an HTTP session that has had no request, and no message on its event stream, for this long (an open event stream alone does not keep it)")
 	fs.StringVar(&o.http.tokenFile, "http-token-file", "", "the bearer token every HTTP request must carry (Authorization: Bearer TOKEN) is in this `FILE` (mode 0600; at least 32 characters); "+
 		"when it does not exist, a random one is written to it; default <state-dir>/"+httpTokenName)
 	setFlagGroup(fs, flagsHTTP, "http", "tls-cert", "tls-key", "http-max-sessions", "http-idle-timeout", "http-token-file")

@@ -310,3 +310,37 @@ func TestServeHTTPSlowBodiesDoNotBlock(t *testing.T) {
 		t.Errorf("%d session_start records, want the real client's only", len(starts))
 	}
 }
+
+// TestServeHTTPHeldEventStreamsExpire: review 19's session hog. Sessions
+// whose client only holds their event stream open (GET) take every session
+// slot (--http-max-sessions 2), so a real client gets 503; after the idle
+// timeout (1 s) they end like any idle session, and the real client opens
+// its session. (Before, an open GET kept a session for good.)
+func TestServeHTTPHeldEventStreamsExpire(t *testing.T) {
+	t.Parallel()
+	b := startServeHTTP(t, "--http-max-sessions", "2", "--http-idle-timeout", "1s")
+	for range 2 {
+		session := b.rawSession(t, "hog")
+		req, err := http.NewRequest(http.MethodGet, b.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET: %s", resp.Status)
+		}
+	}
+	if r := b.raw(t, http.MethodPost, "", initializeBody("real-host")); r.status != http.StatusServiceUnavailable {
+		t.Errorf("initialize while the hogs hold both sessions: %d, want 503", r.status)
+	}
+	b.awaitSession(t, "real-host")
+	if n := b.countLog("ended an idle session"); n < 2 {
+		t.Errorf("%d idle sessions ended, want the 2 hogs", n)
+	}
+}

@@ -169,6 +169,80 @@ func TestHTTPSlowBodiesWithoutTheTokenHoldNothing(t *testing.T) {
 	newRawClient(t, ep).initialize()
 }
 
+// TestHTTPSlotWaitHasADeadline: when clients with the token hold every
+// initialize slot with bodies that never come, another initialize waits
+// for one only a while, then gets 503 with Retry-After, its body unread;
+// once the slow ones are gone, initialize works again.
+func TestHTTPSlotWaitHasADeadline(t *testing.T) {
+	ep := startEndpoint(t)
+	ep.srv.slotWait = 200 * time.Millisecond
+	var slow []net.Conn
+	for range bodySlots {
+		slow = append(slow, slowBody(t, ep.url, "Bearer "+ep.token))
+	}
+	// Each slow request holds its slot once its headers are read; the
+	// fifth one waits on them.
+	for deadline := time.Now().Add(waitLimit); len(ep.srv.initSlots) < bodySlots; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow bodies hold %d slots of %d", len(ep.srv.initSlots), bodySlots)
+		}
+	}
+	conn := slowBody(t, ep.url, "Bearer "+ep.token)
+	resp, err := readStatus(conn)
+	if err != nil {
+		t.Fatalf("a request while the slots are held: no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a request while the slots are held: %s, Retry-After %q; want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if n := ep.opened.Load(); n != 0 {
+		t.Errorf("%d sessions opened", n)
+	}
+	for _, c := range slow {
+		c.Close()
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		resp, err := (&rawClient{t: t, url: ep.url, token: ep.token}).send("application/json",
+			`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"real","version":"1"}}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("initialize after the slow bodies left: %s", resp.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHTTPEventStreamAloneDoesNotKeepASession: a session whose client only
+// holds its event stream open (GET) ends after the idle timeout like any
+// idle one: the stream ends and the session's id gets 404. Otherwise
+// whoever holds sessions' streams would keep every session slot for good.
+func TestHTTPEventStreamAloneDoesNotKeepASession(t *testing.T) {
+	ep := startEndpoint(t, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond; c.KeepAlive = 50 * time.Millisecond })
+	c := newRawClient(t, ep)
+	c.initialize()
+	standalone := c.listen()
+	select {
+	case m, ok := <-standalone.msgs:
+		if ok {
+			t.Fatalf("the event stream carried %v", m)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("the session with its event stream open did not end within %s (idle timeout 300ms)", waitLimit)
+	}
+	resp := c.post("application/json", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the expired session's id: %s, want 404", resp.Status)
+	}
+}
+
 // TestCheckToken: tokens shorter than 32 characters, or with characters
 // outside RFC 6750's b64token, are refused; NewToken's pass.
 func TestCheckToken(t *testing.T) {

@@ -26,8 +26,10 @@
 //   - Defenses: an Origin header that is not a loopback origin gets 403 (DNS
 //     rebinding; the MCP text requires the check), and so does a Host header
 //     that does not name this machine when the server listens on loopback
-//     only; bodies over the message size limit get 413; sessions are bounded
-//     in number (503 beyond) and end after an idle time; Close ends them all.
+//     only; bodies over the message size limit get 413; a body that finds no
+//     free slot to be read in within a few seconds gets 503; sessions are
+//     bounded in number (503 beyond) and end after an idle time (an open
+//     event stream alone does not keep one); Close ends them all.
 //
 // The official Go SDK's StreamableServerTransport was the first choice. It
 // does not fit: it routes a message the server sends while handling a
@@ -71,8 +73,10 @@ const EndpointPath = "/mcp"
 const (
 	// DefaultMaxSessions bounds the sessions open at once.
 	DefaultMaxSessions = 16
-	// DefaultIdleTimeout ends a session with no request in progress and no
-	// event stream open for that long.
+	// DefaultIdleTimeout ends a session with no POST in progress and none
+	// ended, and no message sent on its event stream, for that long (an open
+	// event stream with nothing on it does not keep a session, as in the
+	// official Go SDK's server: a host keeps a quiet session with ping).
 	DefaultIdleTimeout = 30 * time.Minute
 	// DefaultKeepAlive is how often an event stream with nothing to send
 	// carries an SSE comment, so that proxies keep it and a client that went
@@ -94,6 +98,9 @@ const (
 	bodySlots = 4
 	// bodyReadTimeout bounds reading one POST body.
 	bodyReadTimeout = time.Minute
+	// slotWait bounds the wait of a POST for a body slot: beyond, 503 with
+	// Retry-After, its body unread.
+	slotWait = 10 * time.Second
 	// refusalLogInterval spaces the log lines about requests refused for
 	// want of the token, which anyone who reaches the port can send.
 	refusalLogInterval = 10 * time.Second
@@ -142,6 +149,7 @@ type Server struct {
 	cancelRun context.CancelFunc
 	initSlots chan struct{} // bodies read before a session exists
 	tokenSum  [sha256.Size]byte
+	slotWait  time.Duration // tests shorten it
 
 	refused        atomic.Int64 // requests refused for want of the token
 	lastRefusalLog atomic.Int64 // when one was last logged (Unix nanoseconds)
@@ -178,7 +186,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Log, runCtx: ctx, cancelRun: cancel, tokenSum: sha256.Sum256([]byte(cfg.Token)),
-		initSlots: make(chan struct{}, bodySlots), sessions: map[string]*session{}}, nil
+		slotWait: slotWait, initSlots: make(chan struct{}, bodySlots), sessions: map[string]*session{}}, nil
 }
 
 // Close ends every session (their requests in flight get the session's
@@ -343,9 +351,18 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		defer sess.idle()
 		slots = sess.bodySlots
 	}
+	wait := time.NewTimer(s.slotWait)
 	select {
 	case slots <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		// Slow bodies hold every slot: this one is not read, and the client
+		// tries again rather than queueing behind them.
+		w.Header().Set("Retry-After", "1")
+		refuseUnread(w, http.StatusServiceUnavailable, "busy: too many messages are being read; try again")
+		return
 	case <-r.Context().Done():
+		wait.Stop()
 		return
 	}
 	held := true

@@ -34,7 +34,8 @@ type session struct {
 	version        string // the protocol version negotiated ("" before)
 	exchanges      map[jsonrpc.ID]*exchange
 	standaloneOpen bool
-	active         int         // POSTs in progress and open event streams
+	active         int         // POSTs in progress
+	lastActive     time.Time   // when a POST last ended, or a message went out on the event stream
 	idleTimer      *time.Timer // ends the session once idle for the idle timeout
 }
 
@@ -65,6 +66,7 @@ func newSession(srv *Server, id string) *session {
 		standalone: make(chan []byte, standaloneBacklog),
 		bodySlots:  make(chan struct{}, bodySlots),
 		exchanges:  map[jsonrpc.ID]*exchange{},
+		lastActive: time.Now(),
 	}
 	sess.idleTimer = time.AfterFunc(srv.cfg.IdleTimeout, sess.expire)
 	return sess
@@ -197,39 +199,56 @@ func (sess *session) negotiated() string {
 	return sess.version
 }
 
-// busy counts a request in progress or an open event stream: the session is
-// not idle.
+// busy counts a POST in progress: the session is not idle.
 func (sess *session) busy() {
 	sess.mu.Lock()
 	sess.active++
-	sess.idleTimer.Stop()
+	sess.lastActive = time.Now()
 	sess.mu.Unlock()
 }
 
-// idle ends what busy counted; the idle timeout runs again when nothing is
-// in progress.
+// idle ends what busy counted; the idle timeout runs again from now when
+// nothing is in progress.
 func (sess *session) idle() {
 	sess.mu.Lock()
 	sess.active--
+	sess.lastActive = time.Now()
 	if sess.active == 0 {
 		sess.idleTimer.Reset(sess.srv.cfg.IdleTimeout)
 	}
 	sess.mu.Unlock()
 }
 
-// expire ends the session when it has been idle for the idle timeout.
-func (sess *session) expire() {
+// sent counts a message sent on the standalone event stream as activity:
+// a host that receives notifications there keeps its session. Keep-alive
+// comments do not count, nor does the stream being open.
+func (sess *session) sent() {
 	sess.mu.Lock()
-	active := sess.active
+	sess.lastActive = time.Now()
 	sess.mu.Unlock()
+}
+
+// expire ends the session when it has been idle for the idle timeout: no
+// POST in progress, and none ended nor any message sent on the event
+// stream since. An open GET does not count; otherwise whoever holds the
+// sessions' event streams would keep every session slot for good.
+func (sess *session) expire() {
 	select {
 	case <-sess.input:
 		return // ended already
 	default:
 	}
-	if active > 0 {
+	sess.mu.Lock()
+	if sess.active > 0 {
+		sess.mu.Unlock()
+		return // idle restarts the timer
+	}
+	if rest := sess.srv.cfg.IdleTimeout - time.Since(sess.lastActive); rest > 0 {
+		sess.idleTimer.Reset(rest)
+		sess.mu.Unlock()
 		return
 	}
+	sess.mu.Unlock()
 	sess.srv.log.Info("ended an idle session", "idle_timeout", sess.srv.cfg.IdleTimeout)
 	sess.srv.end(sess)
 }
@@ -243,8 +262,6 @@ func (sess *session) attachStandalone() bool {
 		return false
 	}
 	sess.standaloneOpen = true
-	sess.active++
-	sess.idleTimer.Stop()
 	return true
 }
 
@@ -253,7 +270,6 @@ func (sess *session) detachStandalone() {
 	sess.mu.Lock()
 	sess.standaloneOpen = false
 	sess.mu.Unlock()
-	sess.idle()
 }
 
 // streamStandalone sends the standalone stream's messages on a GET until the
@@ -269,7 +285,9 @@ func (sess *session) streamStandalone(w http.ResponseWriter, r *http.Request) {
 		var err error
 		select {
 		case msg := <-sess.standalone:
-			err = ev.message(msg)
+			if err = ev.message(msg); err == nil {
+				sess.sent()
+			}
 		case <-keepAlive.C:
 			err = ev.comment()
 		case <-r.Context().Done():
