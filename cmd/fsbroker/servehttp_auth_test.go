@@ -41,6 +41,19 @@ func grantsOf(t *testing.T, state, id string, pinned bool) []grantJSON {
 	return out
 }
 
+// requirePrivateToken requires the token file at path to be mode 0600 and
+// its token (read by the test) to have 32 characters or more.
+func requirePrivateToken(t *testing.T, path, token string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the token file: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 || len(token) < 32 {
+		t.Fatalf("the token file %s: mode %v, a token of %d characters; want mode 0600 and 32 characters or more", path, fi.Mode(), len(token))
+	}
+}
+
 // TestServeHTTPRequiresTheToken: without the token, or with another one,
 // every request gets 401 with a Bearer challenge: initialize opens no
 // session (no session_start in the trail), and a write with a made-up
@@ -49,10 +62,7 @@ func grantsOf(t *testing.T, state, id string, pinned bool) []grantJSON {
 func TestServeHTTPRequiresTheToken(t *testing.T) {
 	t.Parallel()
 	b := startServeHTTP(t)
-	fi, err := os.Stat(filepath.Join(b.state, "http-token"))
-	if err != nil || fi.Mode().Perm() != 0o600 || len(b.token) < 32 {
-		t.Fatalf("the token file: %v, mode %v, token of %d characters; want mode 0600 and 32 characters or more", err, fi.Mode(), len(b.token))
-	}
+	requirePrivateToken(t, filepath.Join(b.state, "http-token"), b.token)
 	target := filepath.Join(b.rw, "pwned.txt")
 	for _, auth := range []string{"", "Bearer " + strings.Repeat("A", 43), "Bearer " + b.token + "A", "Basic " + b.token} {
 		for _, req := range []struct{ method, session, body string }{
@@ -239,9 +249,7 @@ func TestServeHTTPTokenFile(t *testing.T) {
 
 	fresh := filepath.Join(dir, "fresh-token")
 	b = startServeHTTP(t, "--http-token-file", fresh)
-	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o600 || len(b.token) < 32 {
-		t.Errorf("the token file written: %v, mode %v, %d characters", err, fi.Mode(), len(b.token))
-	}
+	requirePrivateToken(t, fresh, b.token)
 	b.rawSession(t, "with-a-fresh-token")
 
 }
