@@ -283,9 +283,9 @@ func (o *options) servesHTTP() bool {
 // hold one token (streamable.CheckToken). Errors are configErrors naming
 // the file and the fix.
 func (o *options) httpToken() (token, path string, created bool, err error) {
-	path = o.http.tokenFile
+	path, setting := o.http.tokenFile, "--http-token-file"
 	if path == "" {
-		path = filepath.Join(o.stateDir, httpTokenName)
+		path, setting = filepath.Join(o.stateDir, httpTokenName), "the token file (no --http-token-file)"
 		if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
 			return "", "", false, configErrorf("--state-dir %s: %v", o.stateDir, err)
 		}
@@ -295,11 +295,11 @@ func (o *options) httpToken() (token, path string, created bool, err error) {
 	case err == nil:
 		return token, path, true, nil
 	case !errors.Is(err, fs.ErrExist):
-		return "", "", false, configErrorf("--http-token-file %s: cannot write a token to it: %v", path, err)
+		return "", "", false, configErrorf("%s %s: cannot write a token to it: %v", setting, path, err)
 	}
 	token, err = readTokenFile(path)
 	if err != nil {
-		return "", "", false, configErrorf("--http-token-file %s: %v", path, err)
+		return "", "", false, configErrorf("%s %s: %v", setting, path, err)
 	}
 	return token, path, false, nil
 }
