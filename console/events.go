@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/broker/metrics"
 )
 
 // The views a page's event stream is for ("view" in its query).
@@ -182,8 +183,9 @@ func (f *feed) latest(filter *audit.Filter, n int) ([]record, uint64) {
 // follow reads the trail in dir as fsbroker audit tail -f does (an
 // audit.Reader, whose Entries yields what was appended since its last call,
 // new segments included, every followInterval) and keeps each record, until
-// ctx ends. A trail directory that does not exist yet is waited for.
-func (f *feed) follow(ctx context.Context, dir string, log hclog.Logger) {
+// ctx ends; m (when not nil) counts each decision record. A trail directory
+// that does not exist yet is waited for.
+func (f *feed) follow(ctx context.Context, dir string, log hclog.Logger, m *metrics.Metrics) {
 	var (
 		r      *audit.Reader
 		warned = map[string]bool{}
@@ -203,6 +205,9 @@ func (f *feed) follow(ctx context.Context, dir string, log hclog.Logger) {
 						log.Warn("a line of the audit trail is not a record (run fsbroker audit verify)", "error", err)
 					}
 					continue
+				}
+				if e.Record.Kind == audit.KindDecision {
+					m.Decided(e.Record.Allow != nil && *e.Record.Allow, e.Record.Code)
 				}
 				f.add(&e)
 			}

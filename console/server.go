@@ -25,6 +25,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/metrics"
 	"github.com/fsbroker/fsbroker/broker/roots"
 )
 
@@ -71,6 +72,10 @@ type Config struct {
 	Endpoint Endpoint
 	// Log is the console's log; nil logs nothing.
 	Log hclog.Logger
+	// Metrics, when set, are served at GET /metrics (Prometheus text
+	// format), with every decision record the console reads from the trail
+	// counted in them, so that their decision counter is the trail's.
+	Metrics *metrics.Metrics
 }
 
 // Change is what a revocation or a restore changed.
@@ -79,6 +84,9 @@ type Change struct {
 	// already), Lifted the blocks lifted.
 	Revoked, Blocked, Lifted int
 }
+
+// metricsPath is where the console serves its metrics.
+const metricsPath = "/metrics"
 
 // Server is the console: an http.Handler, and what keeps its views up to
 // date (Run).
@@ -144,6 +152,9 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 	s.mux.HandleFunc("POST /grants/revoke", s.revoke)
 	s.mux.HandleFunc("POST /grants/restore", s.restore)
 	s.mux.HandleFunc("GET /trail", s.trailPage)
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET "+metricsPath, metrics.Handler(cfg.Metrics.Registry()))
+	}
 	s.mux.HandleFunc("POST /trail/verify", s.verifyNow)
 	s.mux.HandleFunc("GET /events", s.events)
 	return s, nil
@@ -171,6 +182,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// DNS rebinding: a name made to point at this machine is still not
 		// one the console is served on.
 		http.Error(w, "421: the console is not served under the host "+r.Host, http.StatusMisdirectedRequest)
+		return
+	}
+	if r.URL.Path == metricsPath && s.cfg.Metrics != nil && r.Method == http.MethodGet && r.Header.Get("Authorization") != "" {
+		// A Prometheus scraper sends the token as a bearer token; it has
+		// no cookie. Only GET /metrics takes it so.
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || !s.tokenMatches(bearer) {
+			s.unauthorized(w)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
 		return
 	}
 	if token, ok := r.URL.Query()["token"]; ok {
@@ -244,7 +265,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	go s.feed.follow(ctx, s.cfg.AuditDir, s.log)
+	go s.feed.follow(ctx, s.cfg.AuditDir, s.log, s.cfg.Metrics)
 	// Questions pass their deadline without a file changing: look every
 	// second too, and sweep what dead brokers left.
 	tick := time.NewTicker(time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/metrics"
 	"github.com/fsbroker/fsbroker/broker/runtime"
 	"github.com/fsbroker/fsbroker/console"
 )
@@ -120,6 +121,7 @@ func consoleFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 		}
 		defer ln.Close()
 		srv, err := console.New(console.Config{
+			Metrics:  metrics.New(metrics.Options{StateDir: state, AuditDir: auditDir}),
 			StateDir: state,
 			Queue:    queue,
 			Grants:   store,

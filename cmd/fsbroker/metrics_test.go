@@ -7,12 +7,14 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/metrics"
@@ -202,5 +204,62 @@ func TestNotifyDesktop(t *testing.T) {
 	p.closeStdin()
 	if code := p.waitExit(); code != 0 {
 		t.Errorf("exit status %d", code)
+	}
+}
+
+// TestConsoleMetricsMatchTheTrail: fsbroker console serves GET /metrics
+// (docs/protocol.md section 11) to a scraper that sends its token as a
+// bearer token, and to nobody else; its decision counter holds exactly the
+// decision records of the trail it follows, written by a broker process
+// of its own, by result and code.
+func TestConsoleMetricsMatchTheTrail(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	p := startBroker(t, "", "stdio", "--root", w.proj, "--root", w.rw+":rw", "--state-dir", w.state, "--notify=false")
+	p.handshake("2025-11-25")
+	csRead(t, p, 1, "proj/a.txt", "alpha")
+	csRefused(t, p, 2, "files/read", map[string]any{"path": "rw/.env"}, "PERMISSION_DENIED")
+	csRefused(t, p, 3, "files/read", map[string]any{"path": 7}, "INVALID_PARAMS")
+	csResult(t, p, 4, "files/write", map[string]any{"path": "rw/new.txt", "content": "new"})
+
+	c := startConsole(t, "--state-dir", w.state)
+	token := c.url[strings.Index(c.url, "?token=")+len("?token="):]
+	scrape := func(auth string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, c.base+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, auth := range []string{"", "Bearer wrong", "Bearer " + token + "x", "Basic " + token, token} {
+		if code, body := scrape(auth); code != http.StatusUnauthorized || strings.Contains(body, "fsbroker_decisions_total") {
+			t.Errorf("GET /metrics with Authorization %q: %d, want 401 and no metrics", auth, code)
+		}
+	}
+	fromTrail := metricstest.TrailDecisions(trailRecords(t, w.state))
+	var got map[metricstest.Decision]float64
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		code, body := scrape("Bearer " + token)
+		if code != http.StatusOK {
+			t.Fatalf("GET /metrics with the token: %d\n%s", code, body)
+		}
+		if got = metricstest.Parse(t, body).Decisions(); maps.Equal(got, fromTrail) {
+			break
+		}
+	}
+	if !maps.Equal(got, fromTrail) {
+		t.Errorf("the console's fsbroker_decisions_total = %v, the trail's decision records %v: want the same", got, fromTrail)
+	}
+	if got[metricstest.Decision{Result: metrics.ResultDeny, Code: "INVALID_PARAMS"}] != 1 {
+		t.Errorf("fsbroker_decisions_total = %v: want the session's one invalid request", got)
 	}
 }
