@@ -174,15 +174,8 @@ func serveConsole(ctx context.Context, srv *console.Server, ln net.Listener, ep 
 	// this one.
 	serveCtx, stop := context.WithCancel(context.Background())
 	defer stop()
-	hs := &http.Server{
-		Handler:           srv,
-		TLSConfig:         ep.TLS,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return serveCtx },
-		ErrorLog:          log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
-	}
+	hs := newHTTPServer(srv, ep.TLS, log)
+	hs.BaseContext = func(net.Listener) context.Context { return serveCtx }
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(serveCtx) }()
 	served := make(chan error, 1)

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fsbroker/fsbroker/broker/metrics"
+	"github.com/fsbroker/fsbroker/broker/transport/streamable"
 )
 
 // flagsObserve titles the group of --metrics and --notify in help.
@@ -41,20 +42,10 @@ func checkMetricsAddr(addr string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return configErrorf("--metrics %q: the port %q is not a number from 0 to 65535", addr, port)
 	}
-	if !loopbackHost(host) {
+	if !streamable.IsLoopbackHost(host) {
 		return configErrorf("--metrics %q: the metrics are served on loopback only: give 127.0.0.1, ::1 or localhost and a port", addr)
 	}
 	return nil
-}
-
-// loopbackHost reports whether host (no port) is localhost or a loopback IP
-// address.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // serveMetrics serves the runtime's metrics at --metrics, once the runtime
@@ -102,21 +93,12 @@ func loopbackHostOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
-			host = r.Host
+			host = r.Host // no port; IsLoopbackHost takes "[::1]" too
 		}
-		if !loopbackHost(host) && !loopbackHost(trimBrackets(host)) {
+		if !streamable.IsLoopbackHost(host) {
 			http.Error(w, fmt.Sprintf("the metrics answer requests to a loopback address only, not to %q", r.Host), http.StatusMisdirectedRequest)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// trimBrackets is an IPv6 host without the brackets of a Host header
-// without a port ("[::1]").
-func trimBrackets(host string) string {
-	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
-		return host[1 : len(host)-1]
-	}
-	return host
 }

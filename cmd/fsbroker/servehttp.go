@@ -207,14 +207,7 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return configErrorf("--http %s: %v", o.http.addr, err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		TLSConfig:         ep.tls,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          s.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
-	}
+	hs := newHTTPServer(srv, ep.tls, s.log)
 	served := make(chan error, 1)
 	scheme := "http"
 	if ep.tls != nil {
@@ -355,5 +348,19 @@ func logHTTPConsent(s *setup, identity string) {
 			"so whoever holds the token approves its own access")
 	case consent.NameAuto:
 		s.log.Warn("--consent auto over HTTP: every approvable path an HTTP client asks for is approved")
+	}
+}
+
+// newHTTPServer is the HTTP server of fsbroker serve --http and fsbroker
+// console: h over tlsConfig (nil: plain HTTP), with bounds on the headers'
+// time and size and on idle connections, its own errors logged at debug.
+func newHTTPServer(h http.Handler, tlsConfig *tls.Config, log hclog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 }
