@@ -20,7 +20,8 @@ canonicalized and confined to the roots, the policies decide (secrets, read-only
 per-client rules), the decision is recorded in the audit trail before anything is touched, and
 writes are flock-guarded and atomic. A refused call is a tool result with isError whose text
 starts with the code ("PERMISSION_DENIED: secrets: ..."). The host's clientInfo.name is its
-identity for grants, quotas and the trail (--client-id, or --server-id, pins it).
+identity for grants, quotas and the trail (--client-id, or --server-id, pins it; over --http the
+identity is the bearer token's).
 
 When the host declares the roots capability, its roots (roots/list, asked again on
 notifications/roots/list_changed) only narrow the operator's: an operator root inside a host root
