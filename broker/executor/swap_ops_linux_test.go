@@ -171,7 +171,7 @@ func TestCreateParentsUnderSwaps(t *testing.T) {
 				if err := os.Mkdir(junk, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				sw := swaptest.Start(t, "-mode", "missing", "-name", f.host("d"), "-target", "x/sub", "-junk", junk)
+				sw := swaptest.Start(t, "-mode", "missing", "-name", f.host("d"), "-target", "x/sub", "-junk", junk, "-keep", "5ms")
 				attack(t, f, sw, func(i int) error {
 					rel := fmt.Sprintf("d/n%d/f", i)
 					tg, err := f.x.Resolve(ctxT(t), f.path(t, "proj/"+rel), name == "write")

@@ -27,7 +27,8 @@
 //	missing   -name is normally absent. A link to -target is made beside it
 //	          (-name + ".link"), and each round renames it to -name and back;
 //	          a directory found at -name (made by the executor between two
-//	          rounds) is moved into -junk.
+//	          rounds) is moved into -junk once it has been there for -keep
+//	          (so that a request that made it can finish through it).
 //	move      -name is an entry (a .git directory, say). Each round renames
 //	          it to -target (a host path, in another directory of the root)
 //	          and back; a round whose first rename fails (-target's
@@ -52,6 +53,7 @@ func main() {
 	target := flag.String("target", "", "the target of the link put at -name")
 	junk := flag.String("junk", "", "mode missing: where a directory found at -name is moved")
 	pause := flag.Duration("pause", 0, "spin this long after every second round")
+	keep := flag.Duration("keep", 0, "mode missing: how long a directory found at -name stays before it is moved")
 	flag.Parse()
 	if *name == "" || *target == "" {
 		fail("-name and -target are required")
@@ -82,12 +84,21 @@ func main() {
 		if err := os.Symlink(*target, link); err != nil {
 			fail(err.Error())
 		}
+		var found time.Time // when the directory now at -name was first seen
 		round = func(n int) {
 			if err := os.Rename(link, *name); err != nil {
-				// The executor made a directory there: move it away.
-				_ = os.Rename(*name, filepath.Join(*junk, strconv.Itoa(n)))
+				// The executor made a directory there: move it away
+				// once it has stayed -keep.
+				if found.IsZero() {
+					found = time.Now()
+				}
+				if time.Since(found) >= *keep {
+					_ = os.Rename(*name, filepath.Join(*junk, strconv.Itoa(n)))
+					found = time.Time{}
+				}
 				return
 			}
+			found = time.Time{}
 			if err := os.Rename(*name, link); err != nil {
 				fail(err.Error())
 			}
