@@ -80,20 +80,31 @@ bench:
 	@$(MAKE) --no-print-directory bench-e2e
 
 ## bench-e2e: bench/fsbench drives fsbroker (stdio, and serve as the filesystem
-## MCP server), the raw baseline (bench/fsbaseline) and the reference TypeScript
-## server over stdio, side by side, and prints the table and the budgets of
-## docs/performance.md (about five minutes). fsbroker is built as make build
-## builds it (without cgo). The TypeScript server
+## MCP server), the raw baseline (bench/fsbaseline), mark3labs/mcp-filesystem-server
+## and the reference TypeScript server over stdio, side by side, and prints the
+## table, the first-touch table (every peer on paths never requested before)
+## and the budgets of docs/performance.md (about six minutes). The uncached
+## decision's budget comes from engine's BenchmarkDecideFirstTouch, run first
+## as docs/performance.md says (its output in $(BIN)/decide-first-touch.txt).
+## fsbroker is built as make build builds it (without cgo). mark3labs' server
+## (v0.11.1) is built from the Go module proxy in a module of its own
+## (bench/peers/mark3labs), never in fsbroker's go.mod; the TypeScript server
 ## is installed into a cache directory outside the repo when missing
-## (bench/install-ts-server.sh), and skipped, saying why, when it cannot be.
+## (bench/install-ts-server.sh). Either is skipped, saying why, when it cannot be.
 ## BENCHFLAGS: more fsbench flags (-format markdown|json, -duration 5s, ...)
 BENCHFLAGS ?=
 bench-e2e:
 	$(BUILDENV) $(GO) build $(BUILDFLAGS) -o $(BIN)/fsbroker ./cmd/fsbroker
 	$(GO) build -o $(BIN)/fsbaseline ./bench/fsbaseline
 	$(GO) build -o $(BIN)/fsbench ./bench/fsbench
+	@rm -f $(BIN)/mcp-filesystem-server; cd bench/peers/mark3labs && GOWORK=off $(GO) build \
+		-o $(abspath $(BIN))/mcp-filesystem-server github.com/mark3labs/mcp-filesystem-server \
+		|| echo "bench: cannot build mark3labs/mcp-filesystem-server (bench/peers/mark3labs); it will be skipped" >&2
 	@sh bench/install-ts-server.sh >/dev/null || true
-	$(BIN)/fsbench $(BENCHFLAGS)
+	GOGC=400 GOMEMLIMIT=40MiB $(GO) test -run '^$$' -bench 'DecideFirstTouch$$' -benchtime 20000x -cpu 1 ./engine \
+		> $(BIN)/decide-first-touch.txt 2>&1 || true
+	@cat $(BIN)/decide-first-touch.txt
+	$(BIN)/fsbench -decide $(BIN)/decide-first-touch.txt $(BENCHFLAGS)
 
 ## fuzz: each fuzz target for FUZZTIME (default 15s); crashers land in testdata/
 ## (minimizing is kept short: targets that write files would otherwise spend

@@ -55,17 +55,22 @@ func TestChunkedRunRemovesItsFile(t *testing.T) {
 	}
 }
 
-// TestChunkedNotForTS: the TypeScript server has no chunked reads or writes;
-// its rows say so without starting it.
+// TestChunkedNotForTS: the MCP filesystem servers (the TypeScript one,
+// mark3labs') have no chunked reads or writes; their rows say so without
+// starting them.
 func TestChunkedNotForTS(t *testing.T) {
-	b := &bench{cfg: tinyConfig(t, "ts"), tree: &tree{root: t.TempDir()}}
-	rows := b.runChunked(&target{name: "ts", tmpl: "/no/such/program"}, workload{key: "chunked", kind: "chunked"})
-	if len(rows) != chunkedRows {
-		t.Fatalf("%d rows", len(rows))
-	}
-	for _, r := range rows {
-		if !strings.HasPrefix(r.Skipped, "n/a") {
-			t.Errorf("%s: skipped %q, want n/a", r.Workload, r.Skipped)
+	cfg := tinyConfig(t, "ts,mark3labs")
+	cfg.ts, cfg.mark3labs = "/no/such/program", "/no/such/program"
+	b := &bench{cfg: cfg, tree: &tree{root: t.TempDir()}}
+	for _, name := range []string{"ts", "mark3labs"} {
+		rows := b.runChunked(newTarget(cfg, name), workload{key: "chunked", kind: "chunked"})
+		if len(rows) != chunkedRows {
+			t.Fatalf("%s: %d rows", name, len(rows))
+		}
+		for _, r := range rows {
+			if !strings.HasPrefix(r.Skipped, "n/a") {
+				t.Errorf("%s, %s: skipped %q, want n/a", name, r.Workload, r.Skipped)
+			}
 		}
 	}
 }

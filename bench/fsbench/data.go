@@ -11,16 +11,17 @@ import (
 )
 
 // tree is what the targets serve, made fresh for each fsbench run: a root
-// "data" for every workload but the paged listing and the serve ones, a
-// root "big" that holds only the large directory, served only in the paged
-// run (so that whatever a target does with a whole root at start, such as
-// fsbroker's sweep for stale temporary files, weighs on that run alone), and
-// a small directory listed once before it, so that the child's first page of
-// the large directory is measured warm (see runPages); and a root "repo",
-// served in the serve workloads, whose files and directories each run
-// requests once, as an agent reading a repository through does (fsbroker's
-// sweep walks it at each start, as it would a user's repository). The roots'
-// base names are the mounts of fsbroker's and fsbaseline's paths.
+// "data" for every workload but the paged listing, the first-touch and the
+// serve ones; a root "big" that holds only the large directory, served only
+// in the paged run (so that whatever a target does with a whole root at
+// start, such as fsbroker's sweep for stale temporary files, weighs on that
+// run alone), and a small directory listed once before it, so that the
+// child's first page of the large directory is measured warm (see
+// runPages); and a root "repo", served in the first-touch and serve
+// workloads, whose files and directories each run requests once, as an
+// agent reading a repository through does (fsbroker's sweep walks it at
+// each start, as it would a user's repository). The roots' base names are
+// the mounts of fsbroker's and fsbaseline's paths.
 //
 //	data/r1k/, r64k/, r1m/  files to read: cfg.files of each size, ASCII text
 //	data/w/                 files to overwrite, cfg.files per target (4 KiB)
@@ -35,11 +36,11 @@ type tree struct {
 	repoRoot string // repo: the same
 
 	// The paths of repo's files and listed directories, relative to it,
-	// in the order the serve workloads request them.
+	// in the order the first-touch and serve workloads request them.
 	firstFiles, firstDirs []string
 }
 
-// firstPerDir is how many of the serve workloads' files share a directory.
+// firstPerDir is how many of the first-touch workloads' files share a directory.
 const firstPerDir = 100
 
 // warmFiles is how many files the directory listed before the paged listing
@@ -128,7 +129,7 @@ func makeTree(parent string, cfg *config, targets []*target) (*tree, error) {
 	if err := fill(filePaths("l1000", "f", cfg.listN), []byte("x\n")); err != nil {
 		return nil, err
 	}
-	if cfg.serveSelected() {
+	if cfg.onceSelected() {
 		if err := t.makeRepo(cfg); err != nil {
 			return nil, err
 		}

@@ -15,6 +15,10 @@
 //     files/consent), a fresh --state-dir and --rate-limit 0: the per-server
 //     rate limit (200 requests/s by default) is a throttle, not a cost, and
 //     left on it would be all a throughput figure measured;
+//   - mark3labs: github.com/mark3labs/mcp-filesystem-server v0.11.1, a Go
+//     filesystem MCP server with no policy and no audit, built from the Go
+//     module proxy (bench/peers/mark3labs, a module of its own); skipped,
+//     with the reason, when it is not there;
 //   - ts: the reference TypeScript filesystem MCP server
 //     (@modelcontextprotocol/server-filesystem) under node, installed into a
 //     cache directory by bench/install-ts-server.sh; skipped, with the
@@ -22,14 +26,25 @@
 //
 // For baseline and fsbroker, fsbench plays the MCP server: it answers the
 // child's initialize, then sends files/read, files/write and files/list. For
-// the TypeScript server it plays the MCP client: initialize, then tools/call
-// of read_text_file, write_file and list_directory.
+// the two MCP servers (mark3labs, ts) it plays the MCP client: initialize,
+// then tools/call of their read tool (read_file for mark3labs,
+// read_text_file for ts), write_file and list_directory.
+//
+// The first-touch workloads (keys first-*) name, in every request, a path
+// the child has not been asked for in its session, as an agent indexing a
+// repository does, so that no cache of a target answers it: files/read (or
+// the read tool) of 1 KiB files, sequential and with -inflight in flight,
+// and files/list (list_directory) of directories of -first-list entries.
+// They run against every target in its own role, on the same tree and
+// paths as the serve workloads below; a run ends when its paths are used
+// up, or after -duration. The paged listing's first page is the first
+// touch of a large directory.
 //
 // The serve workloads (keys serve-*) measure fsbroker in the other role, as
 // the filesystem MCP server a host runs: `fsbroker serve` (-fsbroker-serve;
 // the same config, state directory and rate limit as above), beside the
-// TypeScript server and fsbaseline --tools (-baseline-tools: the same
-// tools with plain OS calls), all three driven as an MCP client drives them:
+// TypeScript server, mark3labs and fsbaseline --tools (-baseline-tools: the
+// same tools with plain OS calls), all driven as an MCP client drives them:
 // initialize, then tools/call of read_text_file and list_directory with
 // absolute paths. These runs touch each path once: every request names a
 // file (or directory) not requested before in the child's session, as an
@@ -60,10 +75,15 @@
 // reply is read), requests per second, the child's CPU time per request over
 // the measured part (user and system, every thread, from /proc/PID/stat; it
 // holds better than requests per second on a shared machine), the child's
-// peak RSS (VmHWM when the run ends; n/a off Linux), and ratios against the baseline and the
-// TypeScript server; then the budgets of docs/performance.md, met or not, as ratios; and the
-// machine with its load average before and after. -format markdown prints
-// tables for docs/performance.md, -format json the same as JSON.
+// peak RSS (VmHWM when the run ends; n/a off Linux), and ratios against the baseline,
+// mark3labs and the TypeScript server; then the first-touch rows again, all
+// peers side by side (the first-touch table); then the budgets of
+// docs/performance.md, met or not, as ratios, the first-touch ones (issues
+// 21 and 19) first; and the machine with its load average before and after.
+// With -decide FILE, the output of engine's BenchmarkDecideFirstTouch (`go
+// test -bench`, which `make bench-e2e` runs first), the uncached decision's
+// p50 and p99 join the budgets. -format markdown prints tables for
+// docs/performance.md, -format json the same as JSON.
 //
 // Usage:
 //
@@ -75,7 +95,7 @@
 // consent: preapproved, {bin} the directory of the fsbench binary and
 // {tscache} the TypeScript server's cache directory. A target's serve
 // template (-baseline-tools, -fsbroker-serve) runs the serve workloads; the
-// TypeScript server's one template runs both kinds.
+// MCP servers' one template (-mark3labs, -ts) runs both kinds.
 package main
 
 import (
@@ -98,11 +118,12 @@ var readSizes = []int{1 << 10, 64 << 10, 1 << 20}
 
 const writeSize = 4 << 10
 
-// Default templates of the three targets, and of the two that play another
+// Default templates of the four targets, and of the two that play another
 // program in the serve workloads.
 const (
 	defaultBaseline      = "{bin}/fsbaseline --root {root}:rw"
 	defaultBroker        = "{bin}/fsbroker stdio --config {config} --state-dir {state} --rate-limit 0"
+	defaultMark3labs     = "{bin}/mcp-filesystem-server {root}"
 	defaultTS            = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
 	defaultBaselineTools = "{bin}/fsbaseline --tools --root {root}:rw"
 	defaultBrokerServe   = "{bin}/fsbroker serve --config {config} --state-dir {state} --rate-limit 0"
@@ -113,6 +134,7 @@ type config struct {
 	targets       string // comma-separated target names to run
 	baseline      string // command templates
 	broker        string
+	mark3labs     string
 	ts            string
 	baselineTools string // the templates of the serve workloads (ts: ts)
 	brokerServe   string
@@ -127,8 +149,8 @@ type config struct {
 	rounds   int
 	files    int // files per read size and per target for writes
 	listN    int
-	// The serve workloads' paths, each requested once a child: files of
-	// 1 KiB, and directories of firstList entries.
+	// The first-touch and serve workloads' paths, each requested once a
+	// child: files of 1 KiB, and directories of firstList entries.
 	first     int
 	firstDirs int
 	firstList int
@@ -138,6 +160,10 @@ type config struct {
 
 	chunkedSize int64 // bytes of the chunked run's file; 0: no chunked run
 	chunk       int64 // bytes per request of the chunked run
+
+	// decideBench is a file of `go test -bench DecideFirstTouch` output
+	// whose uncached decision joins the budgets ("": none).
+	decideBench string
 
 	format string
 	dir    string
@@ -166,9 +192,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("fsbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.targets, "targets", "baseline,fsbroker,ts", "the `targets` to run, comma-separated, of baseline, fsbroker and ts")
+	fs.StringVar(&cfg.targets, "targets", strings.Join(targetNames, ","), "the `targets` to run, comma-separated, of "+strings.Join(targetNames, ", "))
 	fs.StringVar(&cfg.baseline, "baseline", defaultBaseline, "command `template` of the baseline")
 	fs.StringVar(&cfg.broker, "fsbroker", defaultBroker, "command `template` of fsbroker")
+	fs.StringVar(&cfg.mark3labs, "mark3labs", defaultMark3labs, "command `template` of mark3labs/mcp-filesystem-server (both kinds of workload)")
 	fs.StringVar(&cfg.ts, "ts", defaultTS, "command `template` of the TypeScript server (both kinds of workload)")
 	fs.StringVar(&cfg.baselineTools, "baseline-tools", defaultBaselineTools, "command `template` of the baseline in the serve workloads (an MCP server)")
 	fs.StringVar(&cfg.brokerServe, "fsbroker-serve", defaultBrokerServe, "command `template` of fsbroker in the serve workloads (fsbroker serve)")
@@ -182,9 +209,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 1, "runs of every workload against every target, interleaved; the round with the median req/s is reported (for a noisy machine)")
 	fs.IntVar(&cfg.files, "files", 64, "distinct files of each read size, read in turn")
 	fs.IntVar(&cfg.listN, "list", 1000, "entries of the files/list directory")
-	fs.IntVar(&cfg.first, "first", 20000, "files of 1 KiB the serve reads request once each (a run ends when they are used up)")
-	fs.IntVar(&cfg.firstDirs, "first-dirs", 1500, "directories the serve listing requests once each (a run ends when they are used up)")
-	fs.IntVar(&cfg.firstList, "first-list", 100, "entries of each directory of the serve listing")
+	fs.IntVar(&cfg.first, "first", 20000, "files of 1 KiB the first-touch and serve reads request once each (a run ends when they are used up)")
+	fs.IntVar(&cfg.firstDirs, "first-dirs", 300, "directories the first-touch and serve listings request once each (a run ends when they are used up)")
+	fs.IntVar(&cfg.firstList, "first-list", 1000, "entries of each directory of the first-touch and serve listings")
 	fs.IntVar(&cfg.bigN, "big", 100000, "entries of the directory listed page by page (0: no paged run)")
 	fs.IntVar(&cfg.page, "page", 1000, "entries per page of the paged listing")
 	cfg.chunkedSize, cfg.chunk = 1<<30, 1<<20
@@ -193,15 +220,17 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		"(max_bytes_per_day), which the fresh state directory of each run starts at zero; give -fsbroker a --policies DIR raising it")
 	fs.Var(sizeValue{&cfg.chunk}, "chunk", "`bytes` per request of the chunked run (K, M, G suffixes; fsbroker's defaults allow up to 16M)")
 	fs.DurationVar(&cfg.timeout, "timeout", 60*time.Second, "a run still going this long after its warm-up and duration is killed (the chunked run: when no reply comes for this long)")
+	fs.StringVar(&cfg.decideBench, "decide", "", "`file` of `go test -bench DecideFirstTouch ./engine` output: its uncached decision joins the budgets")
 	fs.StringVar(&cfg.format, "format", "text", "output `format`: text, markdown or json")
 	fs.StringVar(&cfg.dir, "dir", "", "work `dir` for the served tree and state (default a fresh temporary one, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory")
 	fs.BoolVar(&cfg.quiet, "q", false, "no progress lines on stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: fsbench [flags]\n\n"+
-			"Drives fsbaseline, fsbroker and the TypeScript filesystem MCP server over stdio and\n"+
-			"reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md);\n"+
-			"the serve-* workloads drive fsbroker serve and fsbaseline --tools as MCP servers, as the TypeScript one.\n"+
+			"Drives fsbaseline, fsbroker, mark3labs/mcp-filesystem-server and the TypeScript filesystem MCP server\n"+
+			"over stdio and reports latency, throughput and peak RSS side by side, with fsbroker's budgets (docs/performance.md);\n"+
+			"the first-* workloads name a path never requested before in every request; the serve-* ones do too, and\n"+
+			"drive fsbroker serve and fsbaseline --tools as MCP servers, as mark3labs and the TypeScript one.\n"+
 			"Templates: {root} served dir, {state} fresh state dir, {config} fsbroker config pre-approving {root} (writable), {bin} fsbench's dir, {tscache}.\n\n")
 		fs.PrintDefaults()
 	}
@@ -231,8 +260,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	for _, k := range splitList(cfg.targets) {
-		if k != "baseline" && k != "fsbroker" && k != "ts" {
-			return nil, fmt.Errorf("-targets: unknown target %q (known: baseline, fsbroker, ts)", k)
+		if !slices.Contains(targetNames, k) {
+			return nil, fmt.Errorf("-targets: unknown target %q (known: %s)", k, strings.Join(targetNames, ", "))
 		}
 	}
 	return cfg, nil
@@ -284,6 +313,9 @@ type workload struct {
 	// serve: a serve workload, every target an MCP server driven with
 	// tools/call (their serve templates), each path requested once.
 	serve bool
+	// once: each request names a path not requested before in the child's
+	// session (the first-touch and serve reads and listings).
+	once bool
 }
 
 // allWorkloads returns every workload, in the report's order.
@@ -303,14 +335,22 @@ func allWorkloads(inflight int) []workload {
 		workload{key: "list", title: "files/list of a directory", kind: "list", inflight: 1},
 		workload{key: "list-paged", title: "files/list page by page", kind: "pages", inflight: 1},
 		workload{key: "start", title: "start to initialize", kind: "start", inflight: 1},
-		workload{key: "serve-read-1k", title: "serve: read_text_file 1 KiB, each file once", kind: "read", size: 1 << 10, inflight: 1, serve: true},
+		workload{key: "first-read-1k", title: "first touch: files/read 1 KiB, each file once", kind: "read", size: 1 << 10, inflight: 1, once: true},
 	)
 	if inflight > 1 {
-		ws = append(ws, workload{key: "serve-read-1k-x" + strconv.Itoa(inflight), kind: "read", size: 1 << 10, inflight: inflight, serve: true,
+		ws = append(ws, workload{key: "first-read-1k-x" + strconv.Itoa(inflight), kind: "read", size: 1 << 10, inflight: inflight, once: true,
+			title: "first touch: files/read 1 KiB, each file once, " + strconv.Itoa(inflight) + " in flight"})
+	}
+	ws = append(ws,
+		workload{key: "first-list", title: "first touch: files/list, each directory once", kind: "list", inflight: 1, once: true},
+		workload{key: "serve-read-1k", title: "serve: read_text_file 1 KiB, each file once", kind: "read", size: 1 << 10, inflight: 1, serve: true, once: true},
+	)
+	if inflight > 1 {
+		ws = append(ws, workload{key: "serve-read-1k-x" + strconv.Itoa(inflight), kind: "read", size: 1 << 10, inflight: inflight, serve: true, once: true,
 			title: "serve: read_text_file 1 KiB, each file once, " + strconv.Itoa(inflight) + " in flight"})
 	}
 	return append(ws,
-		workload{key: "serve-list", title: "serve: list_directory, each directory once", kind: "list", inflight: 1, serve: true},
+		workload{key: "serve-list", title: "serve: list_directory, each directory once", kind: "list", inflight: 1, serve: true, once: true},
 		workload{key: "serve-start", title: "serve: start to first answer", kind: "start", inflight: 1, serve: true},
 		workload{key: "chunked", title: "a large file written then read in chunks", kind: "chunked", inflight: 1},
 	)
@@ -343,6 +383,12 @@ func (cfg *config) serveSelected() bool {
 	return slices.ContainsFunc(allWorkloads(cfg.inflight), func(w workload) bool { return w.serve && cfg.selected(w) })
 }
 
+// onceSelected reports whether -workloads includes a workload that needs
+// the repo root (see tree): a first-touch or serve one.
+func (cfg *config) onceSelected() bool {
+	return slices.ContainsFunc(allWorkloads(cfg.inflight), func(w workload) bool { return (w.once || w.serve) && cfg.selected(w) })
+}
+
 // filesSelected reports whether -workloads includes a workload that is not
 // a serve one.
 func (cfg *config) filesSelected() bool {
@@ -363,6 +409,9 @@ func sizeName[T int | int64](size T) string {
 	return strconv.FormatInt(n, 10) + " B"
 }
 
+// targetNames are the targets fsbench knows, in the report's order.
+var targetNames = []string{"baseline", "fsbroker", "mark3labs", "ts"}
+
 // target is one program under test.
 type target struct {
 	name      string
@@ -371,6 +420,10 @@ type target struct {
 	skip      string // why it is not run, when it is not
 	serveSkip string // the same for the serve workloads
 	hint      string // what to do when it cannot start
+	// readTool, for an MCP filesystem server in every workload (mark3labs,
+	// ts), is the name of its tool that reads a whole text file; "" for
+	// the targets in fsbroker's role outside the serve workloads.
+	readTool string
 }
 
 // template is tg's command template for w.
@@ -390,11 +443,14 @@ func (tg *target) skipped(w workload) string {
 }
 
 // proto is how fsbench talks to tg serving root in w: as an MCP client to
-// every target in the serve workloads and to the TypeScript server, over
-// fsbroker's wire otherwise.
+// every target in the serve workloads and to the MCP servers (mark3labs,
+// ts), over fsbroker's wire otherwise.
 func (tg *target) proto(w workload, root string) protocol {
-	if w.serve || tg.name == "ts" {
-		return toolsProto{root: root}
+	switch {
+	case tg.readTool != "":
+		return toolsProto{root: root, readTool: tg.readTool}
+	case w.serve:
+		return toolsProto{root: root, readTool: "read_text_file"}
 	}
 	return filesProto{mount: filepath.Base(root)}
 }
@@ -500,22 +556,7 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	}
 	var targets []*target
 	for _, name := range splitList(cfg.targets) {
-		tg := &target{name: name}
-		switch name {
-		case "baseline":
-			tg.tmpl, tg.serveTmpl, tg.hint = cfg.baseline, cfg.baselineTools, "build it with `make bench-e2e` or give -baseline and -baseline-tools"
-		case "fsbroker":
-			tg.tmpl, tg.serveTmpl, tg.hint = cfg.broker, cfg.brokerServe, "build it with `make bench-e2e` or give -fsbroker and -fsbroker-serve"
-		case "ts":
-			tg.tmpl, tg.serveTmpl, tg.hint = cfg.ts, cfg.ts, "install it with bench/install-ts-server.sh, or give -ts"
-		}
-		if strings.TrimSpace(tg.tmpl) == "" {
-			tg.skip = "no command"
-		}
-		if strings.TrimSpace(tg.serveTmpl) == "" {
-			tg.serveSkip = "no command"
-		}
-		targets = append(targets, tg)
+		targets = append(targets, newTarget(cfg, name))
 	}
 	fmt.Fprintf(progress, "fsbench: making the served tree in %s\n", b.work)
 	t, err := makeTree(b.work, cfg, targets)
@@ -524,6 +565,9 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	}
 	b.tree = t
 	rep := newReport(cfg)
+	if cfg.decideBench != "" {
+		rep.readDecideBench(cfg.decideBench)
+	}
 	for _, tg := range targets {
 		// One start first, of each template that will run: a target that
 		// cannot run is skipped, and says why.
@@ -586,6 +630,30 @@ func run(cfg *config, progress io.Writer) (*Report, error) {
 	return rep, nil
 }
 
+// newTarget is the target name (one of targetNames) as cfg gives it.
+func newTarget(cfg *config, name string) *target {
+	tg := &target{name: name}
+	switch name {
+	case "baseline":
+		tg.tmpl, tg.serveTmpl, tg.hint = cfg.baseline, cfg.baselineTools, "build it with `make bench-e2e` or give -baseline and -baseline-tools"
+	case "fsbroker":
+		tg.tmpl, tg.serveTmpl, tg.hint = cfg.broker, cfg.brokerServe, "build it with `make bench-e2e` or give -fsbroker and -fsbroker-serve"
+	case "mark3labs":
+		tg.tmpl, tg.serveTmpl, tg.readTool = cfg.mark3labs, cfg.mark3labs, "read_file"
+		tg.hint = "build it with `make bench-e2e` (bench/peers/mark3labs, from the Go module proxy), or give -mark3labs"
+	case "ts":
+		tg.tmpl, tg.serveTmpl, tg.readTool = cfg.ts, cfg.ts, "read_text_file"
+		tg.hint = "install it with bench/install-ts-server.sh, or give -ts"
+	}
+	if strings.TrimSpace(tg.tmpl) == "" {
+		tg.skip = "no command"
+	}
+	if strings.TrimSpace(tg.serveTmpl) == "" {
+		tg.serveSkip = "no command"
+	}
+	return tg
+}
+
 // tryStart starts tg for w once and stops it; when it cannot, *skip says why.
 func (b *bench) tryStart(tg *target, w workload, skip *string) {
 	if *skip != "" {
@@ -608,7 +676,7 @@ func (b *bench) tryStart(tg *target, w workload, skip *string) {
 // rootOf is the root the targets serve in w (see tree).
 func (b *bench) rootOf(w workload) string {
 	switch {
-	case w.serve:
+	case w.serve || w.once:
 		return b.tree.repoRoot
 	case w.kind == "pages":
 		return b.tree.bigRoot
@@ -634,6 +702,8 @@ func (b *bench) runOne(tg *target, w workload) *result {
 	switch {
 	case w.kind == "list" && w.serve:
 		res.Title = fmt.Sprintf("serve: list_directory of %d entries, each directory once", b.cfg.firstList)
+	case w.kind == "list" && w.once:
+		res.Title = fmt.Sprintf("first touch: files/list of %d entries, each directory once", b.cfg.firstList)
 	case w.kind == "list":
 		res.Title = fmt.Sprintf("files/list of %d entries", b.cfg.listN)
 	case w.kind == "pages":
@@ -649,10 +719,10 @@ func (b *bench) runOne(tg *target, w workload) *result {
 	var o op
 	var pages *pageOp
 	switch {
-	case w.serve && w.kind == "read":
+	case w.once && w.kind == "read":
 		o = proto.readOp(b.tree.firstFiles, w.size)
 		spec.once = len(b.tree.firstFiles)
-	case w.serve && w.kind == "list":
+	case w.once && w.kind == "list":
 		o = proto.listOp(b.tree.firstDirs, b.cfg.firstList)
 		spec.once = len(b.tree.firstDirs)
 	case w.kind == "read":

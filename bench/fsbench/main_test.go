@@ -6,8 +6,9 @@
 package main
 
 // These tests run tiny workloads against the real fsbaseline and fsbroker
-// binaries, built once in TestMain, and check that the report is sane. They
-// assert nothing about speed.
+// binaries, and mark3labs/mcp-filesystem-server when it can be built (from
+// the Go module proxy, bench/peers/mark3labs), built once in TestMain, and
+// check that the report is sane. They assert nothing about speed.
 
 import (
 	"bytes"
@@ -21,9 +22,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/internal/npmtest"
 )
 
-var binDir string // where TestMain built fsbaseline and fsbroker
+var binDir string // where TestMain built fsbaseline, fsbroker and mark3labs' server
+
+// mark3labsMissing is why TestMain could not build mark3labs' server ("":
+// it did): without the module proxy, or with the proxy refusing, the tests
+// run without that target and say so, unless FSBROKER_REQUIRE_INTEROP=1 (as
+// CI sets it).
+var mark3labsMissing string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -51,7 +60,33 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
+	// mark3labs' server, in its own module (as make bench-e2e builds it).
+	cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, "mcp-filesystem-server"), mark3labsPackage)
+	cmd.Dir = filepath.Join("..", "peers", "mark3labs")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		mark3labsMissing = fmt.Sprintf("building %s in %s: %v: %s", mark3labsPackage, cmd.Dir, err, strings.TrimSpace(string(out)))
+	}
 	return m.Run()
+}
+
+// mark3labsPackage is the mark3labs target's main package.
+const mark3labsPackage = "github.com/mark3labs/mcp-filesystem-server"
+
+// withMark3labs returns targets with mark3labs added when TestMain built
+// it; when it could not, the test says why and goes on without it, or
+// fails when FSBROKER_REQUIRE_INTEROP=1.
+func withMark3labs(t *testing.T, targets string) string {
+	t.Helper()
+	if mark3labsMissing == "" {
+		return targets + ",mark3labs"
+	}
+	if os.Getenv(npmtest.RequireEnv) == "1" {
+		t.Fatalf("%s=1, but mark3labs/mcp-filesystem-server cannot be built: %s", npmtest.RequireEnv, mark3labsMissing)
+	}
+	t.Logf("mark3labs/mcp-filesystem-server not available, its rows are left out (set %s=1 to fail instead): %s",
+		npmtest.RequireEnv, mark3labsMissing)
+	return targets
 }
 
 // tinyConfig is a run of every workload that takes a few seconds. The
@@ -65,6 +100,7 @@ func tinyConfig(t *testing.T, targets string) *config {
 		"-baseline", filepath.Join(binDir, "fsbaseline") + " --root {root}:rw",
 		"-fsbroker", filepath.Join(binDir, "fsbroker") + " stdio --config {config} --state-dir {state} --rate-limit 0",
 		"-ts", filepath.Join(binDir, "fsbaseline") + " --tools --root {root}:rw",
+		"-mark3labs", filepath.Join(binDir, "mcp-filesystem-server") + " {root}",
 		"-baseline-tools", filepath.Join(binDir, "fsbaseline") + " --tools --root {root}:rw",
 		"-fsbroker-serve", filepath.Join(binDir, "fsbroker") + " serve --config {config} --state-dir {state} --rate-limit 0",
 		"-duration", "150ms", "-warmup", "30ms", "-inflight", "4", "-starts", "2",
@@ -80,29 +116,38 @@ func tinyConfig(t *testing.T, targets string) *config {
 }
 
 func TestRunAgainstBaselineAndBroker(t *testing.T) {
-	rep, err := run(tinyConfig(t, "baseline,fsbroker,ts"), testWriter{t})
+	targets := withMark3labs(t, "baseline,fsbroker,ts")
+	mark3labs := strings.HasSuffix(targets, ",mark3labs")
+	cfg := tinyConfig(t, targets)
+	cfg.decideBench = filepath.Join(t.TempDir(), "decide.txt")
+	if err := os.WriteFile(cfg.decideBench, []byte(decideBenchOutput), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(cfg, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := len(splitList(targets))
 	want := 0
 	for _, w := range allWorkloads(4) {
 		switch {
 		case w.kind == "chunked":
-			want += chunkedRows * 3
+			want += chunkedRows * n
 		case w.serve && w.kind == "start":
-			want += serveStartRows * 3
+			want += serveStartRows * n
 		default:
-			want += 3
+			want += n
 		}
 	}
 	if len(rep.Results) != want {
-		t.Fatalf("%d results, want %d (every workload against the three targets)", len(rep.Results), want)
+		t.Fatalf("%d results, want %d (every workload against the %d targets)", len(rep.Results), want, n)
 	}
 	for _, r := range rep.Results {
 		name := r.Title + ", " + r.Target
 		switch {
-		case r.Target == "ts" && strings.HasPrefix(r.Skipped, "n/a: ") && (r.Workload == "list-paged" || strings.HasPrefix(r.Workload, "chunked-")):
-			continue // no paged listing, no chunks: as the TypeScript server
+		case (r.Target == "ts" || r.Target == "mark3labs") && strings.HasPrefix(r.Skipped, "n/a: ") &&
+			(r.Workload == "list-paged" || strings.HasPrefix(r.Workload, "chunked-")):
+			continue // no paged listing, no chunks: MCP filesystem servers
 		case r.Skipped != "":
 			t.Errorf("%s: skipped: %s", name, r.Skipped)
 			continue
@@ -126,11 +171,14 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 		if r.Target == "fsbroker" && (r.P50vsBaseline <= 0 || r.P50vsTS <= 0 && !noTS) {
 			t.Errorf("%s: no ratio against the baseline (%v) or the ts server (%v)", name, r.P50vsBaseline, r.P50vsTS)
 		}
-		if strings.HasPrefix(r.Workload, "serve-") && !isStartRow(r.Workload) {
+		if mark3labs && r.Target == "fsbroker" && (r.P50vsMark3labs <= 0 || !isStartRow(r.Workload) && r.RPSvsMark3labs <= 0) && !noTS {
+			t.Errorf("%s: no ratio against mark3labs (p50 %v, req/s %v)", name, r.P50vsMark3labs, r.RPSvsMark3labs)
+		}
+		if (strings.HasPrefix(r.Workload, "serve-") || strings.HasPrefix(r.Workload, "first-")) && !isStartRow(r.Workload) {
 			// Each request names a path of its own: the warm-up and the
 			// measured part together never repeat one.
 			paths := 3000
-			if r.Workload == "serve-list" {
+			if strings.HasSuffix(r.Workload, "-list") {
 				paths = 300
 			}
 			if r.Requests > paths {
@@ -141,22 +189,46 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 			t.Errorf("%s: first page %v (only the paged listing has one)", name, r.FirstPage)
 		}
 	}
-	if len(rep.Budgets) < 14 {
-		t.Errorf("%d budgets evaluated, want the read, list, paging, start and RSS ones, and serve's: %+v", len(rep.Budgets), rep.Budgets)
-	}
-	serveBudgets := 0
+	// The budgets: the first-touch ones (issues 21 and 19) and the others.
+	var serveBudgets, firstBudgets, firstTouch, decision int
 	for _, b := range rep.Budgets {
-		if strings.HasPrefix(b.Budget, "serve: ") || strings.HasPrefix(b.Budget, "fsbroker serve: ") {
+		switch {
+		case strings.HasPrefix(b.Budget, "serve: ") || strings.HasPrefix(b.Budget, "fsbroker serve: "):
 			serveBudgets++
+		case strings.HasPrefix(b.Budget, "first touch: "):
+			firstBudgets++
+		case strings.HasPrefix(b.Budget, "policy decision, uncached"):
+			decision++
+			if b.Met == nil || *b.Met || !strings.Contains(b.Measured, "p50 63.2 us, p99 256.5 us") {
+				t.Errorf("decision budget %+v: want not met, with the benchmark's p50 and p99 of thread CPU", b)
+			}
+		}
+		if b.FirstTouch {
+			firstTouch++
+		}
+		if b.Met == nil && !(!mark3labs && strings.HasSuffix(b.Budget, ">= mark3labs'")) {
+			t.Errorf("budget %q not measured: %s", b.Budget, b.Measured)
 		}
 	}
 	if serveBudgets != 6 {
 		t.Errorf("%d serve budgets, want 6 (reads, reads in flight, listings, the two starts, RSS): %+v", serveBudgets, rep.Budgets)
 	}
-	for _, b := range rep.Budgets {
-		if b.Met == nil {
-			t.Errorf("budget %q not measured: %s", b.Budget, b.Measured)
-		}
+	if firstBudgets != 5 {
+		t.Errorf("%d first-touch budgets of the client role, want 5 (reads and reads in flight against the baseline and mark3labs, listings): %+v",
+			firstBudgets, rep.Budgets)
+	}
+	if decision != 1 {
+		t.Errorf("%d decision budgets, want 1: %+v", decision, rep.Budgets)
+	}
+	// Those, the paged listing's first page, the start and every run's RSS.
+	if want := serveBudgets + firstBudgets + decision + 3; firstTouch != want {
+		t.Errorf("%d first-touch budgets, want %d: %+v", firstTouch, want, rep.Budgets)
+	}
+	if g := rep.budgetGroups(); len(g[0]) != firstTouch || !strings.HasPrefix(g[0][0].Budget, "first touch: ") {
+		t.Errorf("first-touch budgets %+v: want them all, the client role's reads first", g[0])
+	}
+	if len(rep.Budgets)-firstTouch != 9 {
+		t.Errorf("%d other budgets, want 9 (six reads, the listing, the pages, the chunked run): %+v", len(rep.Budgets)-firstTouch, rep.Budgets)
 	}
 
 	for _, format := range []string{"text", "markdown", "json"} {
@@ -164,7 +236,16 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 		if err := rep.write(&out, format); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"files/read 1 KiB", "serve: read_text_file 1 KiB, each file once", "serve: start to the first tools/call result"} {
+		wants := []string{"files/read 1 KiB", "serve: read_text_file 1 KiB, each file once", "serve: start to the first tools/call result",
+			"first touch: files/read 1 KiB, each file once, 4 in flight", "first touch: files/list of 10 entries, each directory once"}
+		if format != "json" {
+			wants = append(wants, "First touch: each request names a path", "fsbroker serve", "baseline --tools",
+				budgetHeadings[0], budgetHeadings[1], "the first page of 250 entries")
+			if mark3labs {
+				wants = append(wants, "mark3labs")
+			}
+		}
+		for _, want := range wants {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%s output without %q:\n%s", format, want, out.String())
 			}
@@ -185,26 +266,31 @@ func TestRunAgainstBaselineAndBroker(t *testing.T) {
 	}
 }
 
-// TestMissingTargetIsSkipped: a target that cannot start is reported as
-// skipped, with the reason, and the others still run.
+// TestMissingTargetIsSkipped: a target that cannot start (the TypeScript
+// server not installed, mark3labs' server not built) is reported as
+// skipped, with the reason and what to do, and the others still run.
 func TestMissingTargetIsSkipped(t *testing.T) {
-	cfg := tinyConfig(t, "baseline,ts")
+	cfg := tinyConfig(t, "baseline,ts,mark3labs")
 	cfg.ts = filepath.Join(binDir, "no-such-server") + " {root}"
-	cfg.workloads = "read-1k,start"
+	cfg.mark3labs = filepath.Join(binDir, "no-such-mcp-filesystem-server") + " {root}"
+	cfg.workloads = "read-1k,start,first-read-1k"
 	rep, err := run(cfg, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Targets) != 2 || !strings.Contains(rep.Targets[1].Skipped, "bench/install-ts-server.sh") {
-		t.Fatalf("targets %+v: want ts skipped with the install hint", rep.Targets)
+	if len(rep.Targets) != 3 || !strings.Contains(rep.Targets[1].Skipped, "bench/install-ts-server.sh") ||
+		!strings.Contains(rep.Targets[2].Skipped, "bench/peers/mark3labs") {
+		t.Fatalf("targets %+v: want ts and mark3labs skipped with the install and build hints", rep.Targets)
 	}
-	if len(rep.Results) != 2 || !rep.Results[0].ok() || rep.Results[0].Target != "baseline" {
-		t.Fatalf("results %+v: want the baseline's two", rep.Results)
+	if len(rep.Results) != 3 || !rep.Results[0].ok() || rep.Results[0].Target != "baseline" {
+		t.Fatalf("results %+v: want the baseline's three", rep.Results)
 	}
 	var out bytes.Buffer
 	rep.write(&out, "text")
-	if !strings.Contains(out.String(), "target ts: skipped: cannot start") {
-		t.Errorf("the table does not say ts was skipped:\n%s", out.String())
+	for _, want := range []string{"target ts: skipped: cannot start", "target mark3labs: skipped: cannot start"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table does not say %q:\n%s", want, out.String())
+		}
 	}
 }
 

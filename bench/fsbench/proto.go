@@ -19,9 +19,11 @@ import (
 //   - filesProto: fsbroker's wire. The target is the MCP client side (it
 //     sends initialize); fsbench plays the MCP server and sends files/read,
 //     files/write and files/list (fsbroker and fsbaseline).
-//   - toolsProto: an MCP filesystem server (the reference TypeScript one).
-//     fsbench plays the MCP client: initialize, then tools/call of
-//     read_text_file, write_file and list_directory.
+//   - toolsProto: an MCP filesystem server (the reference TypeScript one,
+//     mark3labs', and fsbroker serve and fsbaseline --tools in the serve
+//     workloads). fsbench plays the MCP client: initialize, then tools/call
+//     of the server's read tool (read_text_file, or mark3labs' read_file),
+//     write_file and list_directory.
 type protocol interface {
 	// handshake completes the session start on c and returns the time from
 	// the child's start to initialize: the broker's initialize request, or
@@ -293,7 +295,8 @@ func (p filesProto) pageOp(dir string, limit int) *pageOp {
 
 // toolsProto is an MCP filesystem server's tools; paths are absolute.
 type toolsProto struct {
-	root string
+	root     string
+	readTool string // the tool that reads a whole text file, given its path
 }
 
 // toolsVersion is the MCP version fsbench offers a server.
@@ -374,9 +377,9 @@ func (p toolsProto) readOp(paths []string, size int) op {
 	for _, rel := range paths {
 		args = append(args, map[string]any{"path": p.path(rel)})
 	}
-	return op{req: toolLines("read_text_file", args).req, check: toolCheck(func(text []byte, full bool) error {
+	return op{req: toolLines(p.readTool, args).req, check: toolCheck(func(text []byte, full bool) error {
 		if full && len(text) != size || !full && len(text) < size {
-			return fmt.Errorf("read_text_file: %d bytes, want %d", len(text), size)
+			return fmt.Errorf("%s: %d bytes, want %d", p.readTool, len(text), size)
 		}
 		return nil
 	})}

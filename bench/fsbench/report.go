@@ -4,11 +4,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,7 +24,12 @@ type Report struct {
 	Settings settings     `json:"settings"`
 	Targets  []targetInfo `json:"targets"`
 	Results  []*result    `json:"results"`
-	Budgets  []budget     `json:"budgets"`
+	// Decisions are engine's BenchmarkDecideFirstTouch figures (-decide),
+	// one per sub-benchmark; none without -decide.
+	Decisions []decisionFigures `json:"decisions,omitempty"`
+	// DecideError is why -decide gave no figures ("": it did, or no -decide).
+	DecideError string   `json:"decideError,omitempty"`
+	Budgets     []budget `json:"budgets"`
 }
 
 // machine is where the run happened.
@@ -67,8 +74,8 @@ type settings struct {
 	// The chunked run's file and request sizes, in bytes.
 	ChunkedSize int64 `json:"chunkedSize"`
 	Chunk       int64 `json:"chunk"`
-	// The serve workloads' paths, each requested once a child: files of
-	// 1 KiB, and directories of FirstList entries.
+	// The first-touch and serve workloads' paths, each requested once a
+	// child: files of 1 KiB, and directories of FirstList entries.
 	First     int `json:"firstFiles"`
 	FirstDirs int `json:"firstDirs"`
 	FirstList int `json:"firstListEntries"`
@@ -116,12 +123,14 @@ type result struct {
 	Skipped        string  `json:"skipped,omitempty"`
 	Rounds         int     `json:"rounds,omitempty"` // the median of this many rounds
 
-	// Ratios against the baseline's and the TypeScript server's figures in
-	// the same run; 0 when there is none.
-	RPSvsBaseline float64 `json:"rpsVsBaseline,omitempty"`
-	RPSvsTS       float64 `json:"rpsVsTs,omitempty"`
-	P50vsBaseline float64 `json:"p50VsBaseline,omitempty"`
-	P50vsTS       float64 `json:"p50VsTs,omitempty"`
+	// Ratios against the baseline's, mark3labs' and the TypeScript
+	// server's figures in the same run; 0 when there is none.
+	RPSvsBaseline  float64 `json:"rpsVsBaseline,omitempty"`
+	RPSvsMark3labs float64 `json:"rpsVsMark3labs,omitempty"`
+	RPSvsTS        float64 `json:"rpsVsTs,omitempty"`
+	P50vsBaseline  float64 `json:"p50VsBaseline,omitempty"`
+	P50vsMark3labs float64 `json:"p50VsMark3labs,omitempty"`
+	P50vsTS        float64 `json:"p50VsTs,omitempty"`
 }
 
 // budget is one of fsbroker's budgets (docs/performance.md) as this run measured it.
@@ -129,6 +138,9 @@ type budget struct {
 	Budget   string `json:"budget"`
 	Measured string `json:"measured"`
 	Met      *bool  `json:"met"` // null: not measured in this run
+	// FirstTouch: a budget of issue 21 or of issue 19's serve, on paths
+	// never requested before (printed first, under a heading of its own).
+	FirstTouch bool `json:"firstTouch,omitempty"`
 }
 
 func newReport(cfg *config) *Report {
@@ -234,6 +246,10 @@ func (rep *Report) finish() {
 			r.RPSvsBaseline = ratio(r.RPS, base.RPS)
 			r.P50vsBaseline = ratio(float64(r.P50), float64(base.P50))
 		}
+		if m := rep.find(r.Workload, "mark3labs"); m.ok() {
+			r.RPSvsMark3labs = ratio(r.RPS, m.RPS)
+			r.P50vsMark3labs = ratio(float64(r.P50), float64(m.P50))
+		}
 		if ts := rep.find(r.Workload, "ts"); ts.ok() {
 			r.RPSvsTS = ratio(r.RPS, ts.RPS)
 			r.P50vsTS = ratio(float64(r.P50), float64(ts.P50))
@@ -242,22 +258,36 @@ func (rep *Report) finish() {
 	rep.Budgets = rep.budgets()
 }
 
+// firstTouch marks bs as first-touch budgets and returns them.
+func firstTouch(bs []budget) []budget {
+	for i := range bs {
+		bs[i].FirstTouch = true
+	}
+	return bs
+}
+
 // budgets checks fsbroker's figures against its budgets (docs/performance.md).
 func (rep *Report) budgets() []budget {
 	var out []budget
+	first := false // whether the budgets add adds are first-touch ones
 	add := func(name, measured string, met *bool) {
-		out = append(out, budget{Budget: name, Measured: measured, Met: met})
+		out = append(out, budget{Budget: name, Measured: measured, Met: met, FirstTouch: first})
 	}
 	verdict := func(ok bool) *bool { return &ok }
 	minimum := map[int]float64{1 << 10: 0.5, 64 << 10: 0.8, 1 << 20: 0.9}
 	for _, w := range allWorkloads(rep.Settings.Inflight) {
 		broker, base := rep.find(w.key, "fsbroker"), rep.find(w.key, "baseline")
+		first = w.once || w.serve || w.kind == "start"
 		if w.serve && w.kind == "start" {
-			out = append(out, rep.serveStartBudgets(w)...)
+			out = append(out, firstTouch(rep.serveStartBudgets(w))...)
 			continue
 		}
 		if broker == nil {
 			continue // not run
+		}
+		if w.once && !w.serve {
+			out = append(out, firstTouch(rep.firstTouchBudgets(w, broker, base))...)
+			continue
 		}
 		if w.serve { // reads and listings: against the reference server
 			name := broker.Title + ": req/s >= 3x the reference server's"
@@ -296,12 +326,17 @@ func (rep *Report) budgets() []budget {
 				continue
 			}
 			add(name, fmt.Sprintf("p50 %s, p99 %s", fmtDur(broker.P50), fmtDur(broker.P99)), verdict(broker.P99 < 50*time.Millisecond))
-			name = fmt.Sprintf("files/list of %d entries: the first page, of a directory not listed before, < 50 ms", rep.Settings.BigN)
+			first = true
+			name = fmt.Sprintf("files/list of %d entries: the first page, of a directory not listed before, <= 50 ms", rep.Settings.BigN)
 			if !broker.ok() || broker.FirstPage <= 0 {
 				add(name, "not measured", nil)
 				continue
 			}
-			add(name, fmtDur(broker.FirstPage), verdict(broker.FirstPage < 50*time.Millisecond))
+			measured := fmtDur(broker.FirstPage)
+			if base.ok() && base.FirstPage > 0 {
+				measured += " (the baseline: " + fmtDur(base.FirstPage) + ")"
+			}
+			add(name, measured, verdict(broker.FirstPage <= 50*time.Millisecond))
 		case "start":
 			name := "start to initialize sent: p50 <= 50 ms"
 			if !broker.ok() {
@@ -311,6 +346,7 @@ func (rep *Report) budgets() []budget {
 			add(name, fmt.Sprintf("p50 %s, p99 %s", fmtDur(broker.P50), fmtDur(broker.P99)), verdict(broker.P50 <= 50*time.Millisecond))
 		}
 	}
+	first = false
 	if write, read := rep.find("chunked-write", "fsbroker"), rep.find("chunked-read", "fsbroker"); write != nil {
 		name := fmt.Sprintf("%s written and read in %s chunks: peak RSS <= 64 MiB",
 			sizeName(rep.Settings.ChunkedSize), sizeName(rep.Settings.Chunk))
@@ -325,10 +361,46 @@ func (rep *Report) budgets() []budget {
 				verdict(write.PeakRSS <= 64<<20 && read.PeakRSS <= 64<<20))
 		}
 	}
-	out = append(out, rep.peakRSSBudget("fsbroker serve: peak RSS <= 64 MiB in every serve run", func(r *result) bool {
+	out = append(out, firstTouch(rep.peakRSSBudget("fsbroker serve: peak RSS <= 64 MiB in every serve run", func(r *result) bool {
 		return strings.HasPrefix(r.Workload, "serve-")
-	})...)
-	out = append(out, rep.peakRSSBudget("peak RSS <= 64 MiB in every run", func(*result) bool { return true })...)
+	}))...)
+	out = append(out, firstTouch(rep.peakRSSBudget("peak RSS <= 64 MiB in every run", func(*result) bool { return true }))...)
+	return append(out, firstTouch(rep.decisionBudgets())...)
+}
+
+// firstTouchBudgets are the budgets of w, a first-touch workload in
+// fsbroker's client role (issue 21): reads at least half the baseline's
+// req/s and never fewer than mark3labs'; a listing's p50 at most 1.5x the
+// baseline's.
+func (rep *Report) firstTouchBudgets(w workload, broker, base *result) []budget {
+	var out []budget
+	add := func(name, measured string, met bool) {
+		out = append(out, budget{Budget: name, Measured: measured, Met: &met})
+	}
+	if w.kind == "list" {
+		name := broker.Title + ": p50 <= 1.5x the baseline's"
+		if !broker.ok() || !base.ok() {
+			return append(out, budget{Budget: name, Measured: "not measured"})
+		}
+		add(name, fmt.Sprintf("%.2fx (%s against %s)", broker.P50vsBaseline, fmtDur(broker.P50), fmtDur(base.P50)), broker.P50vsBaseline <= 1.5)
+		return out
+	}
+	for _, peer := range []struct {
+		target, of string
+		least      float64
+		ratio      float64
+	}{
+		{"baseline", "0.5x the baseline's", 0.5, broker.RPSvsBaseline},
+		{"mark3labs", "mark3labs'", 1, broker.RPSvsMark3labs},
+	} {
+		name := broker.Title + ": req/s >= " + peer.of
+		other := rep.find(w.key, peer.target)
+		if !broker.ok() || !other.ok() {
+			out = append(out, budget{Budget: name, Measured: "not measured"})
+			continue
+		}
+		add(name, fmt.Sprintf("%.2fx (%s against %s req/s)", peer.ratio, fmtRPS(broker.RPS), fmtRPS(other.RPS)), peer.ratio >= peer.least)
+	}
 	return out
 }
 
@@ -423,9 +495,10 @@ func (rep *Report) header() []string {
 		lines = append(lines, fmt.Sprintf("load average (1, 5, 15 min): %s before, %s after", m.LoadBefore, m.LoadAfter))
 	}
 	for _, r := range rep.Results {
-		if strings.HasPrefix(r.Workload, "serve-") {
-			lines = append(lines, fmt.Sprintf("serve rows: every target an MCP server driven with tools/call (absolute paths); each request names "+
-				"a path the child has not been asked for (%d files of 1 KiB, %d directories of %d entries), and a run ends when they are used up",
+		if strings.HasPrefix(r.Workload, "serve-") || strings.HasPrefix(r.Workload, "first-") {
+			lines = append(lines, fmt.Sprintf("first-touch and serve rows: each request names a path the child has not been asked for "+
+				"(%d files of 1 KiB, %d directories of %d entries), and a run ends when they are used up; "+
+				"in the serve rows every target is an MCP server driven with tools/call (absolute paths)",
 				s.First, s.FirstDirs, s.FirstList))
 			break
 		}
@@ -499,6 +572,106 @@ func (rep *Report) firstPageNotes() []string {
 	return notes
 }
 
+// firstTouchColumns are the first-touch table's columns.
+var firstTouchColumns = []string{"workload", "target", "requests", "req/s", "req/s vs baseline", "req/s vs mark3labs", "req/s vs ts",
+	"p50", "p99", "p50 vs baseline", "CPU/req", "peak RSS"}
+
+// firstTouchRows are the first-touch table's rows, in firstTouchColumns'
+// order: every target's first-touch reads and listings in the client role
+// (first-*), the first page of the paged listing, then the reads and
+// listings as serve's MCP server (serve-*) and serve's starts to a first
+// answer. In the serve rows fsbroker is fsbroker serve and the baseline
+// fsbaseline --tools.
+func (rep *Report) firstTouchRows() [][]string {
+	var client, pages, serve [][]string
+	for _, r := range rep.Results {
+		rows := &client
+		switch {
+		case r.Workload == "list-paged":
+			rows = &pages
+		case strings.HasPrefix(r.Workload, "serve-"):
+			rows = &serve
+		}
+		target := r.Target
+		switch {
+		case strings.HasPrefix(r.Workload, "serve-") && target == "fsbroker":
+			target = "fsbroker serve"
+		case strings.HasPrefix(r.Workload, "serve-") && target == "baseline":
+			target = "baseline --tools"
+		}
+		switch {
+		case r.Workload == "list-paged":
+			title := fmt.Sprintf("the first page of %d entries, of a directory not listed before", rep.Settings.BigN)
+			if !r.ok() || r.FirstPage <= 0 {
+				*rows = append(*rows, []string{title, target, cmp.Or(r.Skipped, "not measured"), "", "", "", "", "", "", "", "", ""})
+				continue
+			}
+			vsBase := 0.0
+			if base := rep.find(r.Workload, "baseline"); base.ok() {
+				vsBase = ratio(float64(r.FirstPage), float64(base.FirstPage))
+			}
+			cpu := "-"
+			if r.FirstPageCPU > 0 {
+				cpu = fmtDur(r.FirstPageCPU)
+			}
+			*rows = append(*rows, []string{title, target, "1", "-", "-", "-", "-", fmtDur(r.FirstPage), "-", fmtRatio(vsBase), cpu, fmtRSS(r.PeakRSS)})
+		case strings.HasPrefix(r.Workload, "first-") || strings.HasPrefix(r.Workload, "serve-"):
+			if r.Skipped != "" {
+				*rows = append(*rows, []string{r.Title, target, r.Skipped, "", "", "", "", "", "", "", "", ""})
+				continue
+			}
+			full := r.row() // in columns' order
+			rps, vsBase, vsTS := full[6], full[7], full[8]
+			vsM := fmtRatio(r.RPSvsMark3labs)
+			if r.RPS == 0 {
+				vsM = "-"
+			}
+			*rows = append(*rows, []string{r.Title, target, full[2], rps, vsBase, vsM, vsTS, full[4], full[5], full[9], full[11], full[12]})
+		}
+	}
+	return slices.Concat(client, pages, serve)
+}
+
+// firstTouchHeading introduces the first-touch table.
+func (rep *Report) firstTouchHeading() string {
+	s := rep.Settings
+	return fmt.Sprintf("First touch: each request names a path the child has not been asked for (%d files of 1 KiB, %d directories of %d entries), "+
+		"all peers side by side; ratios from this run", s.First, s.FirstDirs, s.FirstList)
+}
+
+// budgetHeadings introduce the two budget tables: the first-touch budgets,
+// then the others.
+var budgetHeadings = [2]string{
+	"fsbroker against its first-touch budgets (issues 21 and 19; docs/performance.md), in this run:",
+	"fsbroker against its other budgets (docs/performance.md), in this run:",
+}
+
+// budgetGroups splits the budgets: the first-touch ones, those of the
+// client role's first-touch reads and listings first, then the others.
+func (rep *Report) budgetGroups() [2][]budget {
+	var g [2][]budget
+	for _, b := range rep.Budgets {
+		if b.FirstTouch {
+			g[0] = append(g[0], b)
+		} else {
+			g[1] = append(g[1], b)
+		}
+	}
+	slices.SortStableFunc(g[0], func(a, b budget) int {
+		return cmp.Compare(budgetRank(a), budgetRank(b))
+	})
+	return g
+}
+
+// budgetRank orders the first-touch budgets: the client role's reads and
+// listings (issue 21's first) before the rest.
+func budgetRank(b budget) int {
+	if strings.HasPrefix(b.Budget, "first touch: ") {
+		return 0
+	}
+	return 1
+}
+
 func (rep *Report) writeText(w io.Writer) error {
 	for _, l := range rep.header() {
 		fmt.Fprintln(w, l)
@@ -515,13 +688,29 @@ func (rep *Report) writeText(w io.Writer) error {
 	for _, n := range append(rep.firstPageNotes(), rep.errorNotes()...) {
 		fmt.Fprintln(w, n)
 	}
-	if len(rep.Budgets) > 0 {
-		fmt.Fprintln(w, "\nfsbroker against its budgets (docs/performance.md), in this run:")
+	if rows := rep.firstTouchRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\n%s:\n", rep.firstTouchHeading())
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, b := range rep.Budgets {
+		fmt.Fprintln(tw, "  "+strings.Join(firstTouchColumns, "\t"))
+		for _, row := range rows {
+			fmt.Fprintln(tw, "  "+strings.Join(row, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for i, group := range rep.budgetGroups() {
+		if len(group) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", budgetHeadings[i])
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, b := range group {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Budget, b.Measured, fmtMet(b.Met))
 		}
-		return tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -542,9 +731,20 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 			fmt.Fprintf(w, "- %s\n", n)
 		}
 	}
-	if len(rep.Budgets) > 0 {
-		fmt.Fprintln(w, "\n| budget (docs/performance.md) | measured | met |\n| --- | --- | --- |")
-		for _, b := range rep.Budgets {
+	if rows := rep.firstTouchRows(); len(rows) > 0 {
+		fmt.Fprintf(w, "\n%s:\n\n", rep.firstTouchHeading())
+		fmt.Fprintf(w, "| %s |\n", strings.Join(firstTouchColumns, " | "))
+		fmt.Fprintf(w, "|%s\n", strings.Repeat(" --- |", len(firstTouchColumns)))
+		for _, row := range rows {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+		}
+	}
+	for i, group := range rep.budgetGroups() {
+		if len(group) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n\n| budget | measured | met |\n| --- | --- | --- |\n", budgetHeadings[i])
+		for _, b := range group {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", b.Budget, b.Measured, fmtMet(b.Met))
 		}
 	}

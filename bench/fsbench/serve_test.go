@@ -30,7 +30,7 @@ func TestOnceRunsNameEachPathOnce(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	proto := toolsProto{root: root}
+	proto := toolsProto{root: root, readTool: "read_text_file"}
 	for _, inflight := range []int{1, 4} {
 		c, err := startChild([]string{filepath.Join(binDir, "fsbaseline"), "--tools", "--root", root}, root, nil)
 		if err != nil {
