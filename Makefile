@@ -83,7 +83,7 @@ bench:
 ## MCP server), the raw baseline (bench/fsbaseline), mark3labs/mcp-filesystem-server
 ## and the reference TypeScript server over stdio, side by side, and prints the
 ## table, the first-touch table (every peer on paths never requested before)
-## and the budgets of docs/performance.md (about six minutes). The uncached
+## and the budgets of docs/performance.md (about seven minutes). The uncached
 ## decision's budget comes from engine's BenchmarkDecideFirstTouch, run first
 ## as docs/performance.md says (its output in $(BIN)/decide-first-touch.txt).
 ## fsbroker is built as make build builds it (without cgo). mark3labs' server
