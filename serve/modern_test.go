@@ -212,12 +212,18 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // identity name.
 func grantPaths(t *testing.T, ps *pipeSession, name string) []string {
 	t.Helper()
+	return grantPathsOf(t, ps, corridor.StateKeyOf(name, false))
+}
+
+// grantPathsOf lists the paths the grants store holds for the state key.
+func grantPathsOf(t *testing.T, ps *pipeSession, stateKey string) []string {
+	t.Helper()
 	store, err := grants.Open(filepath.Join(ps.state, grants.DirName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	gs, err := store.List(corridor.StateKeyOf(name, false))
+	gs, err := store.List(stateKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,29 +41,11 @@ type pipeSession struct {
 // request without one is left unanswered).
 func startPipeSession(t *testing.T, provider consent.Provider, init string, tweak func(*Config), opts ...mcppeer.Option) *pipeSession {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := &pipeSession{proj: filepath.Join(base, "proj"), state: filepath.Join(base, "state"), log: &testlog.Lines{}}
-	if err := os.MkdirAll(filepath.Join(ps.proj, "dir"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ps.proj, "dir", "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.Open(context.Background(), runtime.Config{StateDir: ps.state, Consent: provider, Version: "test",
-		Roots: []roots.Spec{{Path: ps.proj, Mount: "proj", Writable: true}}}, ps.log.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps.rt = rt
+	ps := openTestRuntime(t, provider)
+	rt := ps.rt
 	brokerEnd, hostEnd := mcppeer.Pipes(t)
-	cfg := Config{Corridor: rt.NewCorridor(), Roots: rt.Roots, Log: ps.log.Logger(), Version: "test", WatchGrants: rt.WatchGrants}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	if ps.sess, err = NewSession(brokerEnd, cfg); err != nil {
+	var err error
+	if ps.sess, err = NewSession(brokerEnd, ps.config(tweak)); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -83,6 +65,38 @@ func startPipeSession(t *testing.T, provider consent.Provider, init string, twea
 		ps.host.Notify("notifications/initialized", nil)
 	}
 	return ps
+}
+
+// openTestRuntime makes a test session's tree (proj/dir/a.txt, writable)
+// and opens its runtime with provider; the caller closes the runtime.
+func openTestRuntime(t *testing.T, provider consent.Provider) *pipeSession {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := &pipeSession{proj: filepath.Join(base, "proj"), state: filepath.Join(base, "state"), log: &testlog.Lines{}}
+	if err := os.MkdirAll(filepath.Join(ps.proj, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ps.proj, "dir", "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ps.rt, err = runtime.Open(context.Background(), runtime.Config{StateDir: ps.state, Consent: provider, Version: "test",
+		Roots: []roots.Spec{{Path: ps.proj, Mount: "proj", Writable: true}}}, ps.log.Logger()); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// config is the Config of a session on ps's runtime, with a corridor of
+// its own, its fields set by tweak.
+func (ps *pipeSession) config(tweak func(*Config)) Config {
+	cfg := Config{Corridor: ps.rt.NewCorridor(), Roots: ps.rt.Roots, Log: ps.log.Logger(), Version: "test", WatchGrants: ps.rt.WatchGrants}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	return cfg
 }
 
 // call sends tools/call and returns its result; a JSON-RPC error fails the

@@ -194,6 +194,7 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 			return sess.Run, nil
 		},
 		Versions:        serve.SupportedVersions,
+		ModernVersions:  serve.ModernVersions, // one serve session answers them all, under the token's identity
 		MaxMessageBytes: o.maxMessageBytes,
 		MaxSessions:     o.http.maxSessions,
 		IdleTimeout:     o.http.idleTimeout,

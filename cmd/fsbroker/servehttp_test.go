@@ -149,14 +149,24 @@ func (b *httpBroker) connect(t *testing.T, name string) *mcp.ClientSession {
 	return b.connectWith(t, name, nil)
 }
 
-// connectWith is connect with the client's options.
+// connectWith is connect with the client's options, on protocol 2025-11-25
+// (an HTTP session; the SDK's default, 2026-07-28, has none: connectOn).
 func (b *httpBroker) connectWith(t *testing.T, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return b.connectOn(t, "2025-11-25", name, opts)
+}
+
+// connectOn is connectWith on protocol version ("": the SDK's default,
+// which probes with server/discover and speaks 2026-07-28 when the server
+// does).
+func (b *httpBroker) connectOn(t *testing.T, version, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.0.0"}, opts)
 	client.AddRoots(&mcp.Root{URI: roots.FileURI(b.ro), Name: "ro"}, &mcp.Root{URI: roots.FileURI(b.rw), Name: "rw"})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: b.client, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url, HTTPClient: b.client, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("%s: connect to %s: %v", name, b.url, err)
 	}

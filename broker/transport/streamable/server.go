@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package streamable is the server side of MCP's Streamable HTTP transport
-// (protocol revision 2025-11-25, basic/transports): one MCP endpoint, /mcp,
-// whose HTTP sessions each become a jsonrpc.RoutedStream for a session of
-// the caller's (fsbroker serve runs a serve.Session on each):
+// (protocol revisions 2025-03-26 to 2025-11-25, basic/transports, and
+// 2026-07-28 without sessions: modern.go): one MCP endpoint, /mcp, whose
+// HTTP sessions each become a jsonrpc.RoutedStream for a session of the
+// caller's (fsbroker serve runs a serve.Session on each):
 //
 //   - POST carries one JSON-RPC message. A request is answered on its own
 //     POST: as application/json, or as an event stream (text/event-stream)
@@ -18,7 +19,11 @@
 //     (Mcp-Session-Id, 130 random bits) comes with the result and is required
 //     on every later request; an unknown or ended one gets 404, a missing one
 //     400, an MCP-Protocol-Version header naming a version the session did not
-//     negotiate 400.
+//     negotiate 400, one naming no version served 400 with
+//     UnsupportedProtocolVersionError (-32022).
+//   - A POST whose MCP-Protocol-Version header names a revision without
+//     sessions (Config.ModernVersions: 2026-07-28) is served on its own, by
+//     one session of the server's for all such requests (modern.go).
 //   - Every request must carry the server's bearer token (Authorization:
 //     Bearer TOKEN, compared in constant time): without it, or with another,
 //     it gets 401 with WWW-Authenticate: Bearer before anything else of it
@@ -64,6 +69,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
+	"github.com/fsbroker/fsbroker/broker/modern"
 )
 
 // EndpointPath is the path of the MCP endpoint.
@@ -126,6 +132,11 @@ type Config struct {
 	// Versions are the protocol versions the sessions negotiate: an
 	// MCP-Protocol-Version header naming another is refused.
 	Versions []string
+	// ModernVersions are the protocol versions served without sessions
+	// (2026-07-28): a POST naming one in MCP-Protocol-Version is served by
+	// the server's stateless session, whatever Mcp-Session-Id it carries
+	// (modern.go). None: such a request is refused as an unsupported version.
+	ModernVersions []string
 	// MaxMessageBytes bounds a POST body (<= 0: jsonrpc.DefaultMaxMessageBytes).
 	MaxMessageBytes int
 	// MaxSessions bounds the sessions open at once (<= 0: DefaultMaxSessions).
@@ -151,14 +162,19 @@ type Server struct {
 	tokenSum  [sha256.Size]byte
 	slotWait  time.Duration // tests shorten it
 
-	refused        atomic.Int64 // requests refused for want of the token
-	lastRefusalLog atomic.Int64 // when one was last logged (Unix nanoseconds)
+	refused        atomic.Int64  // requests refused for want of the token
+	modernSeq      atomic.Uint64 // the ids given to stateless requests
+	modernSlots    chan struct{} // bodies of stateless requests
+	lastRefusalLog atomic.Int64  // when one was last logged (Unix nanoseconds)
 
 	mu       sync.Mutex
 	sessions map[string]*session // open sessions by id
-	running  int                 // sessions whose run has not returned
-	closing  bool
-	runs     sync.WaitGroup
+	// stateless serves the requests of ModernVersions (nil before the
+	// first, and after it stopped).
+	stateless *session
+	running   int // sessions whose run has not returned
+	closing   bool
+	runs      sync.WaitGroup
 }
 
 // NewServer returns the endpoint cfg describes.
@@ -186,7 +202,8 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Log, runCtx: ctx, cancelRun: cancel, tokenSum: sha256.Sum256([]byte(cfg.Token)),
-		slotWait: slotWait, initSlots: make(chan struct{}, bodySlots), sessions: map[string]*session{}}, nil
+		slotWait: slotWait, initSlots: make(chan struct{}, bodySlots), modernSlots: make(chan struct{}, maxModernBodies),
+		sessions: map[string]*session{}}, nil
 }
 
 // Close ends every session (their requests in flight get the session's
@@ -199,9 +216,13 @@ func (s *Server) Close(ctx context.Context) error {
 	for _, sess := range s.sessions {
 		open = append(open, sess)
 	}
+	stateless := s.stateless
 	s.mu.Unlock()
 	for _, sess := range open {
 		s.end(sess)
+	}
+	if stateless != nil {
+		stateless.endInput()
 	}
 	s.cancelRun()
 	stopped := make(chan struct{})
@@ -231,6 +252,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !IsLoopbackOrigin(origin) {
 		refuseUnread(w, http.StatusForbidden, "Origin "+origin+" is not allowed")
+		return
+	}
+	if version := s.modernVersion(r); version != "" {
+		s.serveModern(w, r, version)
 		return
 	}
 	switch r.Method {
@@ -332,13 +357,8 @@ func NewToken() string {
 
 // post takes one JSON-RPC message.
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "", jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
-		return
-	}
-	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
-	if !jsonOK && !streamOK {
-		writeError(w, http.StatusNotAcceptable, "", jsonrpc.CodeInvalidRequest, "Accept must include application/json or text/event-stream")
+	jsonOK, streamOK, ok := checkPostHeaders(w, r)
+	if !ok {
 		return
 	}
 	var sess *session
@@ -350,46 +370,33 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		sess.busy()
 		defer sess.idle()
 		slots = sess.bodySlots
-	}
-	wait := time.NewTimer(s.slotWait)
-	select {
-	case slots <- struct{}{}:
-		wait.Stop()
-	case <-wait.C:
-		// Slow bodies hold every slot: this one is not read, and the client
-		// tries again rather than queueing behind them.
-		w.Header().Set("Retry-After", "1")
-		refuseUnread(w, http.StatusServiceUnavailable, "busy: too many messages are being read; try again")
-		return
-	case <-r.Context().Done():
-		wait.Stop()
+	} else if v := r.Header.Get(headerProtocolVersion); v != "" && !slices.Contains(s.cfg.Versions, v) {
+		s.unsupportedVersion(w, v)
 		return
 	}
-	held := true
-	release := func() {
-		if held {
-			held = false
-			<-slots
-		}
+	release, ok := s.takeSlot(w, r, slots)
+	if !ok {
+		return
 	}
 	defer release()
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
-	msg, err := jsonrpc.Decode(body)
-	if err != nil {
-		var de *jsonrpc.DecodeError
-		if errors.As(err, &de) {
-			writeJSON(w, http.StatusBadRequest, errorBody(de.ID, de.Err.Code, de.Err.Message))
-		} else {
-			writeError(w, http.StatusBadRequest, "", jsonrpc.CodeParseError, "not a JSON-RPC message")
-		}
+	msg, ok := decodeBody(w, body)
+	if !ok {
 		return
 	}
 	initialize := msg.IsRequest() && msg.Method == "initialize"
 	if sess == nil {
 		if !initialize {
+			if v := modern.ProtocolVersion(msg.Params); slices.Contains(s.cfg.ModernVersions, v) {
+				// A request of a revision without sessions that left out
+				// its header.
+				writeJSON(w, http.StatusBadRequest, errorBody(msg.ID, CodeHeaderMismatch,
+					"Header mismatch: "+headerProtocolVersion+" header is required (params._meta names "+v+")"))
+				return
+			}
 			writeError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, headerSessionID+" is required (initialize first)")
 			return
 		}
@@ -431,6 +438,64 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	}
 	release()
 	sess.respond(w, r, ex, jsonOK, initialize)
+}
+
+// checkPostHeaders checks a POST's Content-Type (415 unless
+// application/json) and Accept (406 without application/json or
+// text/event-stream), and returns which replies the client accepts.
+func checkPostHeaders(w http.ResponseWriter, r *http.Request) (jsonOK, streamOK, ok bool) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "", jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
+		return false, false, false
+	}
+	jsonOK, streamOK = accepts(r.Header.Values("Accept"))
+	if !jsonOK && !streamOK {
+		writeError(w, http.StatusNotAcceptable, "", jsonrpc.CodeInvalidRequest, "Accept must include application/json or text/event-stream")
+		return false, false, false
+	}
+	return jsonOK, streamOK, true
+}
+
+// takeSlot takes a body slot of slots for a POST, waiting at most the slot
+// wait (then 503 with Retry-After, its body unread), and returns the
+// function that gives it back (once; later calls do nothing).
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, slots chan struct{}) (release func(), ok bool) {
+	wait := time.NewTimer(s.slotWait)
+	select {
+	case slots <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		// Slow bodies hold every slot: this one is not read, and the client
+		// tries again rather than queueing behind them.
+		w.Header().Set("Retry-After", "1")
+		refuseUnread(w, http.StatusServiceUnavailable, "busy: too many messages are being read; try again")
+		return nil, false
+	case <-r.Context().Done():
+		wait.Stop()
+		return nil, false
+	}
+	held := true
+	return func() {
+		if held {
+			held = false
+			<-slots
+		}
+	}, true
+}
+
+// decodeBody decodes a POST body as one JSON-RPC message, or answers 400.
+func decodeBody(w http.ResponseWriter, body []byte) (*jsonrpc.Message, bool) {
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		var de *jsonrpc.DecodeError
+		if errors.As(err, &de) {
+			writeJSON(w, http.StatusBadRequest, errorBody(de.ID, de.Err.Code, de.Err.Message))
+		} else {
+			writeError(w, http.StatusBadRequest, "", jsonrpc.CodeParseError, "not a JSON-RPC message")
+		}
+		return nil, false
+	}
+	return msg, true
 }
 
 // readBody reads a POST body under the size limit and a deadline; a body

@@ -29,6 +29,9 @@ type session struct {
 	standalone chan []byte   // messages for the standalone event stream
 	bodySlots  chan struct{} // POST bodies being read or awaiting Read
 	endOnce    sync.Once
+	// stateless: the server's session for requests without sessions
+	// (modern.go); what it sends outside a request goes nowhere.
+	stateless bool
 
 	mu             sync.Mutex
 	version        string // the protocol version negotiated ("" before)
@@ -48,6 +51,9 @@ type exchange struct {
 	stream bool // the client accepts an event stream on this POST
 	out    chan outgoing
 	gone   chan struct{}
+	// reply, when set, rewrites the reply before it is sent and gives its
+	// HTTP status (a stateless request's: its client's id restored).
+	reply func([]byte) ([]byte, int)
 }
 
 // outgoing is a message for an exchange.
@@ -108,6 +114,11 @@ func (sess *session) WriteRouted(msg []byte, id jsonrpc.ID, reply bool) error {
 	}
 	if reply {
 		sess.srv.log.Debug("dropped a reply: the client's request is gone", "id", string(id))
+		return nil
+	}
+	if sess.stateless {
+		// No event stream: a message outside a request reaches no one.
+		sess.srv.log.Debug("dropped a message sent outside a request: requests without sessions have no event stream")
 		return nil
 	}
 	select {
@@ -327,14 +338,19 @@ func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchang
 			if initialize {
 				sess.initialized(o.msg, w, ev.started)
 			}
+			msg, status := o.msg, http.StatusOK
+			if ex.reply != nil {
+				msg, status = ex.reply(msg)
+			}
 			switch {
 			case ev.started || !jsonOK:
 				if err = ev.start(); err == nil {
-					_ = ev.message(o.msg)
+					_ = ev.message(msg)
 				}
 			default:
 				w.Header().Set("Content-Type", "application/json")
-				_ = ev.write(o.msg)
+				w.WriteHeader(status)
+				_ = ev.write(msg)
 			}
 			return
 		case <-tick:
