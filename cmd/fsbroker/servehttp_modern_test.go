@@ -131,7 +131,8 @@ func TestServeHTTPModernGoSDK(t *testing.T) {
 // version no revision has gets UnsupportedProtocolVersionError (-32022,
 // 400); no token 401; GET 405; initialize 404. With the headers right
 // (Mcp-Name in base64 too), the write runs, whatever Mcp-Session-Id it
-// carries, and no Mcp-Session-Id comes back.
+// carries, and no Mcp-Session-Id comes back. Inside a 2025-11-25 HTTP
+// session, a body of the revision without its header is refused too.
 func TestServeHTTPModernHeaders(t *testing.T) {
 	t.Parallel()
 	b := startServeHTTP(t)
@@ -184,6 +185,14 @@ func TestServeHTTPModernHeaders(t *testing.T) {
 	if starts := trailRecordsOf(t, b.trail, audit.KindSessionStart); len(starts) != 0 {
 		t.Errorf("refused requests reached a session: %+v", starts)
 	}
+
+	// Inside a 2025-11-25 session too, a body of the revision needs its
+	// header.
+	session := b.rawSession(t, "legacy-host")
+	if r := b.raw(t, http.MethodPost, session, write); r.status != http.StatusBadRequest || !strings.Contains(r.body, "-32020") {
+		t.Errorf("a body of %s in a 2025-11-25 session, without the header: %d %s, want 400 -32020", modernVersion, r.status, r.body)
+	}
+	b.requireUntouched(t, target)
 
 	for i, headers := range [][]string{good, with("Mcp-Name", b64("write_file"))} {
 		r := b.raw(t, http.MethodPost, "AAAAAAAAAAAAAAAAAAAAAAAAAA", modernWriteCall(modernVersion, target, "written"), headers...)

@@ -61,6 +61,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,16 +388,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if v := modern.ProtocolVersion(msg.Params); msg.IsRequest() && slices.Contains(s.cfg.ModernVersions, v) {
+		// A request of a revision without sessions whose header does not
+		// name it (serveModern takes those that do).
+		writeJSON(w, http.StatusBadRequest, errorBody(msg.ID, CodeHeaderMismatch,
+			"Header mismatch: "+headerProtocolVersion+" header value "+strconv.Quote(r.Header.Get(headerProtocolVersion))+
+				" does not match body value "+strconv.Quote(v)))
+		return
+	}
 	initialize := msg.IsRequest() && msg.Method == "initialize"
 	if sess == nil {
 		if !initialize {
-			if v := modern.ProtocolVersion(msg.Params); slices.Contains(s.cfg.ModernVersions, v) {
-				// A request of a revision without sessions that left out
-				// its header.
-				writeJSON(w, http.StatusBadRequest, errorBody(msg.ID, CodeHeaderMismatch,
-					"Header mismatch: "+headerProtocolVersion+" header is required (params._meta names "+v+")"))
-				return
-			}
 			writeError(w, http.StatusBadRequest, "", jsonrpc.CodeInvalidRequest, headerSessionID+" is required (initialize first)")
 			return
 		}
