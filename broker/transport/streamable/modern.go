@@ -75,19 +75,11 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 	if !ok {
 		return
 	}
-	release, ok := s.takeSlot(w, r, s.modernSlots)
+	msg, body, release, ok := s.readMessage(w, r, s.modernSlots)
 	if !ok {
 		return
 	}
 	defer release()
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
-	msg, ok := decodeBody(w, body)
-	if !ok {
-		return
-	}
 	if !msg.IsRequest() {
 		// The revision defines no notification from the client over this
 		// transport (closing a stream cancels its request), and a client

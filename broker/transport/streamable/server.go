@@ -375,19 +375,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.unsupportedVersion(w, v)
 		return
 	}
-	release, ok := s.takeSlot(w, r, slots)
+	msg, body, release, ok := s.readMessage(w, r, slots)
 	if !ok {
 		return
 	}
 	defer release()
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
-	msg, ok := decodeBody(w, body)
-	if !ok {
-		return
-	}
 	if v := modern.ProtocolVersion(msg.Params); msg.IsRequest() && slices.Contains(s.cfg.ModernVersions, v) {
 		// A request of a revision without sessions whose header does not
 		// name it (serveModern takes those that do).
@@ -483,6 +475,23 @@ func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request, slots chan str
 			<-slots
 		}
 	}, true
+}
+
+// readMessage reads a POST's message in a body slot of slots (takeSlot,
+// readBody, decodeBody), or answers the POST; release gives the slot back
+// (the caller calls it once the session took the message, and at the end).
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request, slots chan struct{}) (msg *jsonrpc.Message, body []byte, release func(), ok bool) {
+	if release, ok = s.takeSlot(w, r, slots); !ok {
+		return nil, nil, nil, false
+	}
+	if body, ok = s.readBody(w, r); ok {
+		msg, ok = decodeBody(w, body)
+	}
+	if !ok {
+		release()
+		return nil, nil, nil, false
+	}
+	return msg, body, release, true
 }
 
 // decodeBody decodes a POST body as one JSON-RPC message, or answers 400.
