@@ -45,7 +45,8 @@ func modernWriteCall(version, path, content string) string {
 // about once each and served; .env stays refused; the grants are the
 // token identity's, not the declared name's. A 2025-11-25 client of the
 // same server, beside it, has its HTTP session and the same identity's
-// grants.
+// grants. The trail has one session_start of the revision, and at shutdown
+// one session_end.
 func TestServeHTTPModernGoSDK(t *testing.T) {
 	t.Parallel()
 	b := newHTTPBroker(t)
@@ -118,6 +119,16 @@ func TestServeHTTPModernGoSDK(t *testing.T) {
 		if r.Server != b.id {
 			t.Errorf("decision on modern.txt under %q, want %s", r.Server, b.id)
 		}
+	}
+	sigterm(t, b.proc)
+	var modernEnds int
+	for _, r := range trailRecordsOf(t, b.trail, audit.KindSessionEnd) {
+		if r.ProtocolVersion == modernVersion && r.Server == b.id {
+			modernEnds++
+		}
+	}
+	if modernEnds != 1 {
+		t.Errorf("%d session_end records of protocol %s at shutdown, want 1", modernEnds, modernVersion)
 	}
 }
 
