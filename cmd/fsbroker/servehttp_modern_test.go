@@ -137,7 +137,8 @@ func TestServeHTTPModernGoSDK(t *testing.T) {
 // and mirror its method and tool in Mcp-Method and Mcp-Name, as the
 // revision's transport requires (HeaderMismatch, -32020, 400): without the
 // header, with another version in it or in the body, without or with
-// another Mcp-Method or Mcp-Name (plain or base64), the write does not
+// another Mcp-Method or Mcp-Name (plain or base64, or naming the first of
+// two names in the body, which JSON readers take the last of), the write does not
 // run, and nothing reaches the session (no session_start, no decision). A
 // version no revision has gets UnsupportedProtocolVersionError (-32022,
 // 400); no token 401; GET 405; initialize 404. With the headers right
@@ -168,6 +169,8 @@ func TestServeHTTPModernHeaders(t *testing.T) {
 		{"Mcp-Name read_text_file", http.MethodPost, write, with("Mcp-Name", "read_text_file"), 400, -32020},
 		{"Mcp-Name read_text_file in base64", http.MethodPost, write, with("Mcp-Name", b64("read_text_file")), 400, -32020},
 		{"Mcp-Name broken base64", http.MethodPost, write, with("Mcp-Name", "=?base64?%%%?="), 400, -32020},
+		{"Mcp-Name the first of two names", http.MethodPost, strings.Replace(write, `"params":{`, `"params":{"name":"read_text_file",`, 1),
+			with("Mcp-Name", "read_text_file"), 400, -32020},
 		{"no token", http.MethodPost, write, with("Authorization", ""), 401, 0},
 		{"another token", http.MethodPost, write, with("Authorization", "Bearer "+strings.Repeat("A", 43)), 401, 0},
 		{"GET", http.MethodGet, "", with("Accept", "text/event-stream"), 405, 0},
