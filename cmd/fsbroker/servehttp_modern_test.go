@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fsbroker/fsbroker/audit"
+	"github.com/fsbroker/fsbroker/serve"
 )
 
 // modernVersion is protocol revision 2026-07-28.
@@ -41,8 +43,8 @@ func modernWriteCall(version, path, content string) string {
 // and speaks protocol 2026-07-28 over Streamable HTTP: no HTTP session (no
 // Mcp-Session-Id), the roots and the consent question (--consent elicit)
 // in InputRequiredResults that it answers from its own roots and its
-// elicitation handler. A write in the writable root and a read are asked
-// about once each and served; .env stays refused; the grants are the
+// elicitation handler. A write in the writable root, a read and a
+// resources/read of a new file are asked about once each and served; .env stays refused; the grants are the
 // token identity's, not the declared name's. A 2025-11-25 client of the
 // same server, beside it, has its HTTP session and the same identity's
 // grants. The trail has one session_start of the revision, and at shutdown
@@ -84,8 +86,19 @@ func TestServeHTTPModernGoSDK(t *testing.T) {
 	if !isErr || !strings.HasPrefix(text, "PERMISSION_DENIED") || strings.Contains(text, "hunter2") {
 		t.Errorf("read of .env: %q (isError %v), want a PERMISSION_DENIED refusal", text, isErr)
 	}
-	if g := grantsOf(t, b.state, b.id, true); len(g) != 2 {
-		t.Errorf("grants of the token's identity %s: %+v, want the write's and the read's", b.id, g)
+	resource := filepath.Join(b.rw, "resource.txt")
+	writeFile(t, resource, "a resource\n")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: serve.FileURL(resource)})
+	if err != nil || len(read.Contents) != 1 || read.Contents[0].Text != "a resource\n" {
+		t.Errorf("resources/read: %+v, %v", read, err)
+	}
+	if n := asked.Load(); n != 3 {
+		t.Errorf("%d consent questions after the resources/read of a new file, want 3", n)
+	}
+	if g := grantsOf(t, b.state, b.id, true); len(g) != 3 {
+		t.Errorf("grants of the token's identity %s: %+v, want the write's, the read's and the resource's", b.id, g)
 	}
 	if g := grantsOf(t, b.state, "modern-host", false); len(g) > 0 {
 		t.Errorf("grants kept under the declared name: %+v", g)
@@ -98,7 +111,7 @@ func TestServeHTTPModernGoSDK(t *testing.T) {
 	if text, isErr := callTool(t, legacy, "read_text_file", map[string]any{"path": written}); isErr || text != "again\n" {
 		t.Errorf("read_text_file of the 2025-11-25 client: %q (isError %v)", text, isErr)
 	}
-	if n := asked.Load(); n != 2 {
+	if n := asked.Load(); n != 3 {
 		t.Errorf("the 2025-11-25 client was asked about what the identity was granted (%d questions)", n)
 	}
 
