@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,4 +262,88 @@ func TestModernHTTPClientsShareNoIDs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestModernHTTPClosedStreamCancels: over Streamable HTTP on protocol
+// 2026-07-28, a client that closes its request's stream cancels the
+// request (the revision's basic/patterns/cancellation): a tools/call
+// waiting for the consent provider (a real command that waits for a file)
+// is stopped, its command ended, and nothing is written though the
+// command would have approved it; the server goes on serving.
+func TestModernHTTPClosedStreamCancels(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "ask.sh")
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "go")
+	body := "#!/bin/sh\necho $$ > " + started + ".tmp && mv " + started + ".tmp " + started + "\n" +
+		"n=0\nwhile [ ! -e " + release + " ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n" +
+		"cat > /dev/null\necho '{\"approvedPaths\":[\"proj/dir/a.txt\",\"proj/dir/cancelled.txt\"]}'\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	provider, err := consent.NewCommand(script, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := openTestRuntime(t, provider)
+	t.Cleanup(func() { _ = ps.rt.Close() })
+	ep := startHTTPEndpoint(t, ps, "http-cancel", nil)
+	h := ep.host(t, ep.token, "cancel-host", map[string]any{})
+	target := filepath.Join(ps.proj, "dir", "cancelled.txt")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	payload, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+		"name": ToolWriteFile, "arguments": map[string]any{"path": target, "content": "late"}, "_meta": h.meta()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + ep.token, "MCP-Protocol-Version": modern.Version, "Mcp-Method": "tools/call", "Mcp-Name": ToolWriteFile} {
+		req.Header.Set(k, v)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	pid := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 {
+		if b, err := os.ReadFile(started); err == nil {
+			_, _ = fmt.Sscan(string(b), &pid)
+		} else if time.Now().After(deadline) {
+			t.Fatal("the consent command never started")
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cancel() // the client closes the request's stream
+	if err := <-done; err == nil {
+		t.Fatal("the request got a reply")
+	}
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the consent command still runs: closing the stream did not cancel the request")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The server goes on: a read is asked about (the command approves now)
+	// and served; the cancelled write never ran.
+	reply := h.tool(ToolReadTextFile, map[string]any{"path": filepath.Join(ps.proj, "dir", "a.txt")}, nil)
+	if reply.Error != nil || !bytes.Contains(reply.Result, []byte(`"text":"a\n"`)) {
+		t.Fatalf("a read after the cancelled call: %s", reply.Raw)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Fatalf("the cancelled write ran (%v)", err)
+	}
 }

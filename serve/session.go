@@ -226,12 +226,22 @@ func (s *Session) handleRequest(ctx context.Context, req *jsonrpc.Message) (any,
 
 // handleNotification takes the host's notifications; none needs an answer.
 // Its roots are asked for after notifications/initialized and on
-// notifications/roots/list_changed.
+// notifications/roots/list_changed; notifications/cancelled stops the
+// request it names (its context ends; no reply is sent).
 func (s *Session) handleNotification(_ context.Context, n *jsonrpc.Message) {
 	s.log.Trace("notification", "method", n.Method)
 	switch n.Method {
 	case "notifications/initialized", "notifications/roots/list_changed":
 		s.askHostRoots(n.Method)
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(n.Params, &p) == nil && len(p.RequestID) > 0 {
+			if id, err := jsonrpc.ParseID(p.RequestID); err == nil {
+				s.conn.CancelRequest(id)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ package streamable
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,30 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 		return
 	}
 	release()
-	sess.respond(w, r, ex, jsonOK, false)
+	if !sess.respond(w, r, ex, jsonOK, false) {
+		sess.unregister(inner, ex)
+		if r.Context().Err() != nil {
+			s.cancelStateless(sess, inner)
+		}
+	}
+}
+
+// cancelStateless tells the stateless session that the client of its
+// request inner closed the request's stream, which the revision makes its
+// cancellation (basic/patterns/cancellation): the session gets
+// notifications/cancelled for inner, an id no client can name, so that it
+// stops the request and sends nothing more for it.
+func (s *Server) cancelStateless(sess *session, inner jsonrpc.ID) {
+	msg, err := json.Marshal(map[string]any{"jsonrpc": jsonrpc.Version, "method": "notifications/cancelled",
+		"params": map[string]any{"requestId": inner, "reason": "the client closed the request's stream"}})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.runCtx, s.slotWait)
+	defer cancel()
+	if !sess.deliver(ctx, msg) {
+		s.log.Debug("could not cancel a request whose client went away: the session is busy or ended")
+	}
 }
 
 // statelessSession returns the server's stateless session, starting it at

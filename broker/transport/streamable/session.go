@@ -316,8 +316,9 @@ func (sess *session) streamStandalone(w http.ResponseWriter, r *http.Request) {
 // application/json when the client accepts it and nothing else came first,
 // else an event stream with what the session sent while handling the
 // request, the reply last. An initialize answered with an error ends the
-// session it opened; one answered with a result sets its version.
-func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchange, jsonOK, initialize bool) {
+// session it opened; one answered with a result sets its version. It
+// reports whether the reply came.
+func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchange, jsonOK, initialize bool) (replied bool) {
 	ev := newEventWriter(w)
 	var tick <-chan time.Time
 	if ex.stream {
@@ -352,7 +353,7 @@ func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchang
 				w.WriteHeader(status)
 				_ = ev.write(msg)
 			}
-			return
+			return true
 		case <-tick:
 			// A long request (a consent question, a large tree): the stream
 			// starts, so that proxies and the client see it alive.
@@ -360,15 +361,15 @@ func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchang
 				err = ev.comment()
 			}
 		case <-r.Context().Done():
-			return
+			return false
 		case <-sess.done:
 			if !ev.started {
 				sess.srv.ended(w, r, "")
 			}
-			return
+			return false
 		}
 		if err != nil {
-			return
+			return false
 		}
 	}
 }
