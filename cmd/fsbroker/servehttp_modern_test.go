@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -232,5 +233,39 @@ func TestServeHTTPModernHeaders(t *testing.T) {
 	}
 	if got := readFile(t, target); got != "written" {
 		t.Errorf("the write left %q", got)
+	}
+}
+
+// TestServeHTTPModernRefusesSelfConsent: without --consent, a 2026-07-28
+// client over HTTP that declares elicitation and would approve every
+// question is asked none (the client asking for access would answer its
+// own question): the write is refused (one refusing decision in the
+// trail), nothing is written, no grant kept.
+func TestServeHTTPModernRefusesSelfConsent(t *testing.T) {
+	t.Parallel()
+	b := newHTTPBroker(t)
+	b.preapprove = false
+	b.start(t)
+	var asked atomic.Int32
+	cs := b.connectOn(t, "", "self-approver", &mcp.ClientOptions{ElicitationHandler: countAsked(&asked, acceptEveryField)})
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		t.Fatalf("the SDK client speaks %q, want %s", v, modernVersion)
+	}
+	planted := filepath.Join(b.rw, "planted.sh")
+	if text, isErr := callTool(t, cs, "write_file", map[string]any{"path": planted, "content": "echo pwned\n"}); !isErr ||
+		!strings.HasPrefix(text, "PERMISSION_DENIED") {
+		t.Errorf("write_file: %q (isError %v), want PERMISSION_DENIED", text, isErr)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the client was asked %d consent questions", n)
+	}
+	if _, err := os.Stat(planted); !os.IsNotExist(err) {
+		t.Errorf("%s exists (%v)", planted, err)
+	}
+	if recs := b.recordsNaming(t, "planted.sh"); len(recs) != 1 || recs[0].Allow == nil || *recs[0].Allow {
+		t.Errorf("decisions on planted.sh: %+v, want one refusal", recs)
+	}
+	if g := grantsOf(t, b.state, b.id, true); len(g) > 0 {
+		t.Errorf("grants kept: %+v", g)
 	}
 }
