@@ -47,7 +47,7 @@ const CodeHeaderMismatch = -32020
 // for the stateless session, over the whole server.
 const maxModernBodies = 4 * bodySlots
 
-// base64Sentinel marks a header value carried as base64 (=?base64?...?=).
+// The marks around a header value carried as base64 (=?base64?B64?=).
 const (
 	base64Prefix = "=?base64?"
 	base64Suffix = "?="
