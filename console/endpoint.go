@@ -77,11 +77,17 @@ func NewEndpoint(listen, certFile, keyFile string) (Endpoint, error) {
 	return ep, nil
 }
 
-// Listen listens on the endpoint.
+// Listen listens on the endpoint. Without TLS, the address it binds must
+// be a loopback one, whatever the host's name said (a localhost that
+// resolves elsewhere): else it fails, wrapping ErrNeedsTLS.
 func (e Endpoint) Listen() (net.Listener, error) {
 	ln, err := net.Listen("tcp", e.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", e.Addr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); e.TLS == nil && (!ok || !tcp.IP.IsLoopback()) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("%w: --listen %s bound %s, which is not a loopback address", ErrNeedsTLS, e.Addr, ln.Addr())
 	}
 	return ln, nil
 }

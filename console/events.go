@@ -6,6 +6,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ const (
 	// heartbeat keeps an idle stream open through proxies, and finds
 	// pages that went away.
 	heartbeat = 15 * time.Second
+	// maxStreams bounds the event streams open at once; past it a stream
+	// gets 503 (the browser's EventSource tries again).
+	maxStreams = 32
+	// streamWriteTimeout bounds each write to a stream: a page that stops
+	// reading loses its stream instead of holding its writer.
+	streamWriteTimeout = 10 * time.Second
 )
 
 // event is one Server-Sent Event.
@@ -225,11 +232,15 @@ func (f *feed) follow(ctx context.Context, dir string, log hclog.Logger, m *metr
 // grants tables, or the activity rows that match its filter (after those it
 // has: "after" in the query, or Last-Event-ID when the browser reconnects).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("503: %d event streams are open already; close a console tab", maxStreams), http.StatusServiceUnavailable)
 		return
 	}
+	rc := http.NewResponseController(w)
 	q := r.URL.Query()
 	sub := &subscriber{view: q.Get("view"), ch: make(chan event, subscriberQueue)}
 	var after uint64
@@ -250,6 +261,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return // no streaming here
+	}
 
 	// Registered first, then the current state: nothing falls in between.
 	s.hub.add(sub)
@@ -275,15 +289,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // too slow: the browser reconnects
 			}
-			if writeEvent(w, ev) != nil {
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if writeEvent(w, ev) != nil || rc.Flush() != nil {
 				return
 			}
-			flusher.Flush()
 		case <-tick.C:
-			if _, err := w.Write([]byte(": still here\n\n")); err != nil {
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			if _, err := w.Write([]byte(": still here\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
-			flusher.Flush()
 		}
 	}
 }

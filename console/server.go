@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -91,21 +90,24 @@ const metricsPath = "/metrics"
 // Server is the console: an http.Handler, and what keeps its views up to
 // date (Run).
 type Server struct {
-	cfg        Config
-	log        hclog.Logger
-	token      string
-	cookie     string
-	scheme     string
-	hosts      map[string]bool // Host headers served: host:port, lower case
-	origins    map[string]bool // Origin headers taken on a POST
-	url        string
-	mux        *http.ServeMux
-	pages      *template.Template
-	hub        *hub
-	feed       *feed
-	verifyMu   sync.Mutex // one verification at a time
-	verified   *verification
-	verifiedMu sync.Mutex // guards verified
+	cfg      Config
+	log      hclog.Logger
+	token    string
+	cookie   string
+	scheme   string
+	hosts    map[string]bool // Host headers served: host:port, lower case
+	origins  map[string]bool // Origin headers taken on a POST
+	url      string
+	mux      *http.ServeMux
+	pages    *template.Template
+	hub      *hub
+	feed     *feed
+	streams  chan struct{} // one token per event stream open (maxStreams)
+	verifier verifier
+	// searching holds a token while a trail search runs: one at a time.
+	searching chan struct{}
+	// searchBudget is how many records a trail search reads at most.
+	searchBudget int
 }
 
 // New returns the console for cfg, served at bound (the listener's
@@ -117,7 +119,8 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 	var b [tokenBytes]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	s := &Server{cfg: cfg, log: cfg.Log, token: base64.RawURLEncoding.EncodeToString(b[:]),
-		hosts: map[string]bool{}, origins: map[string]bool{}, hub: newHub(), feed: newFeed()}
+		hosts: map[string]bool{}, origins: map[string]bool{}, hub: newHub(), feed: newFeed(),
+		streams: make(chan struct{}, maxStreams), searching: make(chan struct{}, 1), searchBudget: searchReadLimit}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
 	}
@@ -211,6 +214,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := r.Cookie(s.cookie)
 	if err != nil || !s.tokenMatches(c.Value) {
 		s.unauthorized(w)
+		return
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		// A page of another site, or of another port of this machine
+		// (same-site: the SameSite cookie goes with its requests), gets
+		// nothing: no search, no verification, no event stream held open.
+		http.Error(w, "403: the console answers its own pages and the address bar only (Sec-Fetch-Site "+site+")", http.StatusForbidden)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -5,29 +5,53 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsbroker/fsbroker/audit"
 )
 
-// verifyMaxAge is how old a verification the trail view shows before it
-// verifies again.
-const verifyMaxAge = 30 * time.Second
+// Bounds of the trail view's work.
+const (
+	// verifyMaxAge is how old a verification the trail view shows before
+	// it starts another.
+	verifyMaxAge = 30 * time.Second
+	// verifyWait is how long a request waits for a verification running:
+	// past it, the page says the verification runs, and shows the last
+	// one. A verification never runs in a request handler.
+	verifyWait = 2 * time.Second
+	// searchReadLimit is how many records one trail search reads at most,
+	// and searchTimeout how long it reads: past either it stops, and says
+	// so (narrow it by time).
+	searchReadLimit = 2_000_000
+	searchTimeout   = 10 * time.Second
+)
 
 // trailView is the trail view's search and verification.
 type trailView struct {
 	Searched bool
 	Problem  string
-	Rows     []row
-	Matched  int
-	Shown    int
-	Verify   verification
+	// Stopped says why the search stopped before the trail's end ("": it
+	// read it all).
+	Stopped string
+	Rows    []row
+	// Read counts the records read, Matched those that matched, Shown
+	// those shown.
+	Read    int
+	Matched int
+	Shown   int
+	// Verify is the last verification finished (nil: none yet).
+	Verify *verification
+	// Verifying says a verification runs, started at VerifyingSince.
+	Verifying      bool
+	VerifyingSince time.Time
 }
 
 // verification is the outcome of one audit.Verify of the trail.
@@ -49,12 +73,9 @@ type segmentStatus struct {
 	Torn    bool // a killed writer's unfinished last line: not tampering
 }
 
-// verify verifies the trail now (one verification at a time), as fsbroker
-// audit verify does, against the keys Config.Keys gives, and keeps the
-// outcome.
+// verify verifies the trail, as fsbroker audit verify does, against the
+// keys Config.Keys gives. The verifier runs it, one at a time.
 func (s *Server) verify() verification {
-	s.verifyMu.Lock()
-	defer s.verifyMu.Unlock()
 	v := verification{At: time.Now()}
 	files, _ := filepath.Glob(filepath.Join(s.cfg.AuditDir, "*.jsonl"))
 	slices.Sort(files)
@@ -94,26 +115,56 @@ func (s *Server) verify() verification {
 		}
 		v.Segments = append(v.Segments, st)
 	}
-	s.verifiedMu.Lock()
-	s.verified = &v
-	s.verifiedMu.Unlock()
 	return v
 }
 
-// lastVerification is the kept verification, made again when older than
-// verifyMaxAge.
-func (s *Server) lastVerification() verification {
-	s.verifiedMu.Lock()
-	v := s.verified
-	s.verifiedMu.Unlock()
-	if v == nil || time.Since(v.At) > verifyMaxAge {
-		return s.verify()
+// verifier runs the trail's verifications, one at a time, off the request
+// handlers, and keeps the last outcome.
+type verifier struct {
+	mu      sync.Mutex
+	last    *verification
+	running chan struct{} // closed when the verification running ends; nil: none runs
+	since   time.Time     // when it started
+}
+
+// verification returns the trail's verification for a page: it starts one
+// when none runs and the last is older than verifyMaxAge (or again is
+// set), waits for the one running at most verifyWait (and ctx), and returns
+// the last finished (nil if none) and whether one still runs, since when.
+func (s *Server) verification(ctx context.Context, again bool) (last *verification, running bool, since time.Time) {
+	vf := &s.verifier
+	vf.mu.Lock()
+	if vf.running == nil && (again || vf.last == nil || time.Since(vf.last.At) > verifyMaxAge) {
+		done := make(chan struct{})
+		vf.running, vf.since = done, time.Now()
+		go func() {
+			v := s.verify()
+			vf.mu.Lock()
+			vf.last, vf.running = &v, nil
+			vf.mu.Unlock()
+			close(done)
+		}()
 	}
-	return *v
+	done := vf.running
+	vf.mu.Unlock()
+	if done != nil {
+		t := time.NewTimer(verifyWait)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	vf.mu.Lock()
+	defer vf.mu.Unlock()
+	return vf.last, vf.running != nil, vf.since
 }
 
 // search runs the trail view's search: the last searchRows records that
-// match, oldest first.
+// match, oldest first. Searches run one at a time (another waits for the
+// one running as long as its request does); each reads at most
+// searchBudget records, for at most searchTimeout.
 func (s *Server) search(ctx context.Context, form filterForm) trailView {
 	var v trailView
 	v.Searched = true
@@ -122,18 +173,35 @@ func (s *Server) search(ctx context.Context, form filterForm) trailView {
 		v.Problem = err.Error()
 		return v
 	}
-	r, err := audit.NewReader(s.cfg.AuditDir, f)
+	select {
+	case s.searching <- struct{}{}:
+		defer func() { <-s.searching }()
+	case <-ctx.Done():
+		v.Problem = "another search was still running; try again"
+		return v
+	}
+	r, err := audit.NewReader(s.cfg.AuditDir, audit.Filter{})
 	if err != nil {
 		v.Problem = err.Error()
 		return v
 	}
+	readCtx, cancel := context.WithTimeout(ctx, searchTimeout)
+	defer cancel()
 	last := make([]record, 0, searchRows)
-	for e, err := range r.Entries(ctx) {
+	for e, err := range r.Entries(readCtx) {
 		if err != nil {
-			if ctx.Err() != nil {
+			if readCtx.Err() != nil {
 				break
 			}
 			continue // a line that is not a record: verification says so
+		}
+		if v.Read == s.searchBudget {
+			v.Stopped = fmt.Sprintf("the search stopped after reading %d records", v.Read)
+			break
+		}
+		v.Read++
+		if !f.Match(&e.Record) {
+			continue
 		}
 		v.Matched++
 		if len(last) == searchRows {
@@ -141,6 +209,9 @@ func (s *Server) search(ctx context.Context, form filterForm) trailView {
 			last = last[:searchRows-1]
 		}
 		last = append(last, record{index: uint64(v.Matched), rec: e.Record, segment: e.Segment})
+	}
+	if v.Stopped == "" && readCtx.Err() != nil && ctx.Err() == nil {
+		v.Stopped = fmt.Sprintf("the search stopped after %s, having read %d records", searchTimeout, v.Read)
 	}
 	for _, rec := range last {
 		v.Rows = append(v.Rows, rowOf(rec))
@@ -156,14 +227,18 @@ func (s *Server) trailPage(w http.ResponseWriter, r *http.Request) {
 	if q.Has("search") {
 		p.Trail = s.search(r.Context(), p.Filter)
 	}
-	p.Trail.Verify = s.lastVerification()
+	p.Trail.Verify, p.Trail.Verifying, p.Trail.VerifyingSince = s.verification(r.Context(), false)
 	s.render(w, p)
 }
 
-// verifyNow verifies the trail again.
+// verifyNow starts a verification of the trail (unless one runs), and
+// waits for it at most verifyWait.
 func (s *Server) verifyNow(w http.ResponseWriter, r *http.Request) {
-	s.verify()
-	back(w, r, "/trail", url.Values{"done": {"verified"}})
+	done := "verified"
+	if _, running, _ := s.verification(r.Context(), true); running {
+		done = "verifying"
+	}
+	back(w, r, "/trail", url.Values{"done": {done}})
 }
 
 // Summary says, in a line, what the verification found.

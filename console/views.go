@@ -81,6 +81,8 @@ func flashOf(q url.Values) *flash {
 		return &flash{Text: fmt.Sprintf("Lifted %d block(s). Running brokers allow the pre-approved access again within a second.", n("blocks"))}
 	case "verified":
 		return &flash{Text: "The trail was verified again."}
+	case "verifying":
+		return &flash{Text: "The trail is being verified; reload the page to see the outcome."}
 	}
 	switch q.Get("error") {
 	case "gone":
