@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -182,5 +184,60 @@ func TestConsoleRowsShowControlCharactersEscaped(t *testing.T) {
 	}
 	if !strings.Contains(ev.data, `\u202e`) {
 		t.Errorf("a row does not show the override escaped: %q", ev.data)
+	}
+}
+
+// TestConsoleCookieStaysWithTheConsole attacks the cookie's reach: cookies
+// ignore ports, so a cookie for the whole host would go with the browser's
+// requests to any server on this machine, another user's included. A
+// browser's cookie jar (RFC 6265, as net/http/cookiejar keeps it) holding
+// the console's cookie sends it to no other port's pages, nor to this
+// console's own outside its prefix; the cookie is not the token, and
+// the token is not the cookie.
+func TestConsoleCookieStaysWithTheConsole(t *testing.T) {
+	tc := newTestConsole(t)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := hc.Get(tc.srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != tc.base+"/consent" {
+		t.Fatalf("the URL with the token led to %s: %s", resp.Request.URL, resp.Status)
+	}
+	for _, other := range []string{"http://127.0.0.1:1/", "http://127.0.0.1:8080/consent", tc.origin + "/", tc.origin + "/consent", tc.origin + "/c/"} {
+		u, _ := url.Parse(other)
+		if cs := jar.Cookies(u); len(cs) != 0 {
+			t.Errorf("the browser would send %s the console's cookie %v", other, cs)
+		}
+	}
+	u, _ := url.Parse(tc.base + "/grants")
+	cs := jar.Cookies(u)
+	if len(cs) != 1 {
+		t.Fatalf("the browser would send the console's own page %d cookies, want 1", len(cs))
+	}
+	token := strings.TrimPrefix(tc.srv.URL(), tc.base+"/?token=")
+	if cs[0].Value == token {
+		t.Errorf("the cookie is the token itself")
+	}
+	req, _ := http.NewRequest(http.MethodGet, tc.base+"/consent?token="+url.QueryEscape(cs[0].Value), nil)
+	if resp, _ := do(t, req); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the cookie's value as the token: %s, want 401", resp.Status)
+	}
+	req, _ = http.NewRequest(http.MethodGet, tc.base+"/consent", nil)
+	req.AddCookie(&http.Cookie{Name: tc.srv.cookie, Value: token})
+	if resp, _ := do(t, req); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the token as the cookie: %s, want 401", resp.Status)
+	}
+	for _, p := range []string{"/consent", "/static/console.js", "/c/consent", "/"} {
+		req, _ := http.NewRequest(http.MethodGet, tc.origin+p, nil)
+		req.AddCookie(cs[0])
+		if resp, _ := do(t, req); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s, outside the prefix, with the cookie: %s, want 401", p, resp.Status)
+		}
 	}
 }

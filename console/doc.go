@@ -28,11 +28,17 @@
 //
 // # Who may use it
 //
-// New makes a random token (256 bits from crypto/rand); the URL to open
-// holds it once. A request with the right token in its query gets a cookie
-// (HttpOnly, SameSite=Strict, named for the port) and is sent on to the same
-// address without the token; every other request needs the cookie, compared
-// in constant time, and gets 401 without it, assets included. Every request
+// New makes a random token (256 bits from crypto/rand) and a secret path
+// prefix (/c/ and 128 random bits) every page is served under; the URL to
+// open holds both, once. A request under the prefix with the right token in
+// its query gets a cookie holding a session secret of its own (not the
+// token; HttpOnly, SameSite=Strict, Path the prefix, named for the port) and
+// is sent on to the same address without the token. Cookies ignore ports:
+// with the prefix as its Path the browser sends the cookie to no other
+// server of this machine. Every other request needs the cookie, compared
+// in constant time, and gets 401 without it (or outside the prefix), assets
+// included; with it, a request a page of another site or port sends
+// (Sec-Fetch-Site other than same-origin or none) gets 403. Every request
 // must name, in its Host header, an address the console is served on (on
 // loopback: 127.0.0.1, localhost or [::1], with the port), so that a page
 // of another site whose name is made to point at 127.0.0.1 (DNS rebinding)

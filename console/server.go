@@ -34,8 +34,13 @@ var templateFiles embed.FS
 //go:embed static
 var staticFiles embed.FS
 
-// tokenBytes is the size of the token: 256 random bits.
+// tokenBytes is the size of the token and of the session the cookie
+// holds: 256 random bits.
 const tokenBytes = 32
+
+// prefixBytes is the size of the secret path prefix every page is served
+// under: 128 random bits.
+const prefixBytes = 16
 
 // contentSecurityPolicy lets the page load its own script, style and
 // images and connect to its own origin (the event stream), and nothing
@@ -93,6 +98,8 @@ type Server struct {
 	cfg      Config
 	log      hclog.Logger
 	token    string
+	session  string // the cookie's value
+	prefix   string // "/c/<128 random bits>": every page is under it
 	cookie   string
 	scheme   string
 	hosts    map[string]bool // Host headers served: host:port, lower case
@@ -116,10 +123,9 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 	if cfg.Queue == nil || cfg.Grants == nil || cfg.Keys == nil || cfg.Revoke == nil || cfg.Restore == nil {
 		return nil, errors.New("console: Queue, Grants, Keys, Revoke and Restore are required")
 	}
-	var b [tokenBytes]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	s := &Server{cfg: cfg, log: cfg.Log, token: base64.RawURLEncoding.EncodeToString(b[:]),
-		hosts: map[string]bool{}, origins: map[string]bool{}, hub: newHub(), feed: newFeed(),
+	s := &Server{cfg: cfg, log: cfg.Log, token: randomString(tokenBytes), session: randomString(tokenBytes),
+		prefix: "/c/" + randomString(prefixBytes),
+		hosts:  map[string]bool{}, origins: map[string]bool{}, hub: newHub(), feed: newFeed(),
 		streams: make(chan struct{}, maxStreams), searching: make(chan struct{}, 1), searchBudget: searchReadLimit}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -132,7 +138,7 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 	}
 	_, port, _ := net.SplitHostPort(hosts[0])
 	s.cookie = "fsbroker-console-" + port // cookies ignore ports: one name per console
-	s.url = scheme + "://" + hosts[0] + "/?token=" + s.token
+	s.url = scheme + "://" + hosts[0] + s.prefix + "/?token=" + s.token
 	pages, err := template.New("").Funcs(templateFuncs).ParseFS(templateFiles, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
@@ -146,7 +152,7 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/consent", http.StatusSeeOther)
+		http.Redirect(w, r, s.prefix+"/consent", http.StatusSeeOther)
 	})
 	s.mux.HandleFunc("GET /consent", s.consentPage)
 	s.mux.HandleFunc("POST /consent/answer", s.answer)
@@ -165,6 +171,13 @@ func New(cfg Config, bound net.Addr) (*Server, error) {
 
 // URL is the address to open: it holds the token. Print it once.
 func (s *Server) URL() string { return s.url }
+
+// randomString is n random bytes (crypto/rand), base64url without padding.
+func randomString(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
 
 // Handle mounts h at pattern (an http.ServeMux pattern: "GET /metrics"),
 // behind the same checks as the pages: the Host header, the token, and the
@@ -187,14 +200,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "421: the console is not served under the host "+r.Host, http.StatusMisdirectedRequest)
 		return
 	}
-	if r.URL.Path == metricsPath && s.cfg.Metrics != nil && r.Method == http.MethodGet && r.Header.Get("Authorization") != "" {
+	// Every page is under the secret prefix, and so is the cookie's Path:
+	// a browser sends the cookie to no other server of this host (cookies
+	// ignore ports), unless asked for a URL under the prefix.
+	rest, inside := strings.CutPrefix(r.URL.Path, s.prefix)
+	inside = inside && strings.HasPrefix(rest, "/")
+	if !inside {
+		rest = r.URL.Path
+	}
+	if rest == metricsPath && s.cfg.Metrics != nil && r.Method == http.MethodGet && r.Header.Get("Authorization") != "" {
 		// A Prometheus scraper sends the token as a bearer token; it has
-		// no cookie. Only GET /metrics takes it so.
+		// no cookie. Only GET /metrics takes it so, under the prefix or not.
 		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || !s.tokenMatches(bearer) {
 			s.unauthorized(w)
 			return
 		}
-		s.mux.ServeHTTP(w, r)
+		s.mux.ServeHTTP(w, s.stripped(r, rest))
+		return
+	}
+	if !inside {
+		s.unauthorized(w)
 		return
 	}
 	if token, ok := r.URL.Query()["token"]; ok {
@@ -202,17 +227,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.unauthorized(w)
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.session, Path: s.prefix, HttpOnly: true,
 			Secure: s.scheme == "https", SameSite: http.SameSiteStrictMode})
 		// The token leaves the address bar (and the history) at once.
 		q := r.URL.Query()
 		q.Del("token")
-		to := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+		to := url.URL{Path: s.prefix + rest, RawQuery: q.Encode()}
 		http.Redirect(w, r, to.String(), http.StatusSeeOther)
 		return
 	}
 	c, err := r.Cookie(s.cookie)
-	if err != nil || !s.tokenMatches(c.Value) {
+	if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session)) != 1 {
 		s.unauthorized(w)
 		return
 	}
@@ -229,7 +254,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.mux.ServeHTTP(w, r)
+	s.mux.ServeHTTP(w, s.stripped(r, rest))
+}
+
+// stripped is r for the path rest, the prefix taken off (as
+// http.StripPrefix does).
+func (s *Server) stripped(r *http.Request, rest string) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.URL = new(url.URL)
+	*r2.URL = *r.URL
+	r2.URL.Path = rest
+	r2.URL.RawPath = strings.TrimPrefix(r.URL.RawPath, s.prefix)
+	return r2
 }
 
 // tokenMatches compares v with the token in constant time.

@@ -28,7 +28,8 @@ import (
 type testConsole struct {
 	srv     *Server
 	ts      *httptest.Server
-	base    string // http://127.0.0.1:PORT
+	base    string // http://127.0.0.1:PORT/c/PREFIX: where the pages are
+	origin  string // http://127.0.0.1:PORT
 	state   string
 	store   *grants.Store
 	queue   *consent.Queue
@@ -72,9 +73,10 @@ func newTestConsole(t *testing.T) *testConsole {
 	tc.ts.Config.Handler = tc.srv
 	tc.ts.Start()
 	t.Cleanup(tc.ts.Close)
-	tc.base = tc.ts.URL
-	if !strings.HasPrefix(tc.srv.URL(), tc.base+"/?token=") {
-		t.Fatalf("URL %s is not on %s", tc.srv.URL(), tc.base)
+	tc.origin = tc.ts.URL
+	tc.base, _, _ = strings.Cut(tc.srv.URL(), "/?token=")
+	if !strings.HasPrefix(tc.base, tc.origin+"/c/") || len(tc.base) <= len(tc.origin+"/c/") {
+		t.Fatalf("URL %s is not under a prefix on %s", tc.srv.URL(), tc.origin)
 	}
 	return tc
 }
@@ -107,8 +109,8 @@ func (tc *testConsole) login(t *testing.T) *http.Cookie {
 		t.Fatalf("the URL with the token: %s, cookies %v; want 303 and a cookie", resp.Status, resp.Cookies())
 	}
 	c := resp.Cookies()[0]
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
-		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/", c)
+	if prefix := strings.TrimPrefix(tc.base, tc.origin); !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != prefix {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Path=%s", c, prefix)
 	}
 	if loc := resp.Header.Get("Location"); strings.Contains(loc, "token") {
 		t.Errorf("the redirect keeps the token: %s", loc)
@@ -148,7 +150,7 @@ func TestConsoleNeedsTheToken(t *testing.T) {
 	}
 	// The token in a POST's URL gives nothing either.
 	req, _ := http.NewRequest(http.MethodPost, tc.srv.URL(), nil)
-	req.Header.Set("Origin", tc.base)
+	req.Header.Set("Origin", tc.origin)
 	if resp, _ := do(t, req); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
 		t.Errorf("POST with the token: %s, cookies %v; want 401", resp.Status, resp.Cookies())
 	}
@@ -179,7 +181,7 @@ func TestConsoleNeedsTheToken(t *testing.T) {
 func TestConsoleRefusesOtherHosts(t *testing.T) {
 	tc := newTestConsole(t)
 	cookie := tc.login(t)
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(tc.base, "http://"))
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(tc.origin, "http://"))
 	for _, host := range []string{"attacker.example:" + port, "attacker.example", "127.0.0.1:1", "localhost.attacker.example:" + port, "127.0.0.2:" + port} {
 		req, _ := http.NewRequest(http.MethodGet, tc.base+"/consent", nil)
 		req.Host = host
@@ -205,7 +207,7 @@ func TestConsoleRefusesOtherHosts(t *testing.T) {
 func TestConsoleChangesNeedItsOwnOrigin(t *testing.T) {
 	tc := newTestConsole(t)
 	cookie := tc.login(t)
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(tc.base, "http://"))
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(tc.origin, "http://"))
 	post := func(origin, site string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, tc.base+"/grants/revoke", strings.NewReader("id=0123456789abcdef01234567"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -221,7 +223,7 @@ func TestConsoleChangesNeedItsOwnOrigin(t *testing.T) {
 	}
 	for _, c := range []struct{ origin, site string }{
 		{"", ""}, {"null", ""}, {"http://attacker.example", ""}, {"http://127.0.0.1:1", ""}, {"http://localhost:1", "same-site"},
-		{"https://127.0.0.1:" + port, ""}, {tc.base, "cross-site"}, {tc.base, "same-site"}, {tc.base + "/x", ""},
+		{"https://127.0.0.1:" + port, ""}, {tc.origin, "cross-site"}, {tc.origin, "same-site"}, {tc.origin + "/x", ""},
 	} {
 		if resp := post(c.origin, c.site); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("POST with Origin %q, Sec-Fetch-Site %q: %s, want 403", c.origin, c.site, resp.Status)
@@ -230,7 +232,7 @@ func TestConsoleChangesNeedItsOwnOrigin(t *testing.T) {
 	if n := tc.revokes.Load(); n != 0 {
 		t.Fatalf("refused POSTs reached Revoke %d times", n)
 	}
-	if resp := post(tc.base, "same-origin"); resp.StatusCode != http.StatusSeeOther {
+	if resp := post(tc.origin, "same-origin"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("POST from the console's own origin: %s, want 303", resp.Status)
 	}
 	if n := tc.revokes.Load(); n != 1 {
@@ -247,7 +249,7 @@ func TestConsoleAnswerForNoRequest(t *testing.T) {
 	answer := func(form url.Values) string {
 		req, _ := http.NewRequest(http.MethodPost, tc.base+"/consent/answer", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", tc.base)
+		req.Header.Set("Origin", tc.origin)
 		req.AddCookie(cookie)
 		resp, body := do(t, req)
 		if resp.StatusCode != http.StatusSeeOther {

@@ -238,7 +238,7 @@ func (s *Server) verifyNow(w http.ResponseWriter, r *http.Request) {
 	if _, running, _ := s.verification(r.Context(), true); running {
 		done = "verifying"
 	}
-	back(w, r, "/trail", url.Values{"done": {done}})
+	s.back(w, r, "/trail", url.Values{"done": {done}})
 }
 
 // Summary says, in a line, what the verification found.

@@ -126,10 +126,10 @@ func (s *Server) renderEvent(name, tmpl string, data any) event {
 	return event{name: name, data: b.String()}
 }
 
-// back sends the browser to the view path with the query q (a change's
-// outcome): POST, then redirect, then GET.
-func back(w http.ResponseWriter, r *http.Request, path string, q url.Values) {
-	http.Redirect(w, r, path+"?"+q.Encode(), http.StatusSeeOther)
+// back sends the browser to the view path (under the console's prefix)
+// with the query q (a change's outcome): POST, then redirect, then GET.
+func (s *Server) back(w http.ResponseWriter, r *http.Request, path string, q url.Values) {
+	http.Redirect(w, r, s.prefix+path+"?"+q.Encode(), http.StatusSeeOther)
 }
 
 // consentList is the consent view's list of waiting requests.
@@ -202,7 +202,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		q.Set("approved", strconv.Itoa(len(approved)))
 		q.Set("of", strconv.Itoa(len(req.Request.Paths)))
 	}
-	back(w, r, "/consent", q)
+	s.back(w, r, "/consent", q)
 }
 
 // pendingRequests are the requests waiting.
@@ -468,7 +468,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		q.Set("grants", strconv.Itoa(c.Revoked))
 		q.Set("blocks", strconv.Itoa(c.Blocked))
 	}
-	back(w, r, "/grants", q)
+	s.back(w, r, "/grants", q)
 }
 
 // restore lifts a block, as fsbroker grants restore --id does.
@@ -495,5 +495,5 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		q.Set("done", "lifted")
 		q.Set("blocks", strconv.Itoa(c.Lifted))
 	}
-	back(w, r, "/grants", q)
+	s.back(w, r, "/grants", q)
 }

@@ -54,12 +54,13 @@ type consoleProc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string // the address printed, with the token
-	base   string // scheme://host:port
+	base   string // scheme://host:port/c/PREFIX: where the pages are
+	origin string // scheme://host:port
 	stderr *testlog.Lines
 	exited chan struct{}
 }
 
-var consoleURL = regexp.MustCompile(`^fsbroker console: open (https?://[^/ ]+)/\?token=[A-Za-z0-9_-]{43}$`)
+var consoleURL = regexp.MustCompile(`^fsbroker console: open ((https?://[^/ ]+)/c/[A-Za-z0-9_-]{22})/\?token=[A-Za-z0-9_-]{43}$`)
 
 // startConsole runs fsbroker console with args and reads the address it
 // prints.
@@ -93,7 +94,7 @@ func startConsole(t *testing.T, args ...string) *consoleProc {
 		if !ok || m == nil {
 			t.Fatalf("fsbroker console printed %q, want the address to open; stderr:\n%s", line, c.stderr)
 		}
-		c.url, c.base = strings.TrimPrefix(line, "fsbroker console: open "), m[1]
+		c.url, c.base, c.origin = strings.TrimPrefix(line, "fsbroker console: open "), m[1], m[2]
 	case <-time.After(waitLimit):
 		t.Fatalf("fsbroker console printed no address within %v; stderr:\n%s", waitLimit, c.stderr)
 	}
@@ -500,8 +501,8 @@ func TestConsoleServesTLSBeyondLoopback(t *testing.T) {
 	}
 	hc := &http.Client{Timeout: waitLimit, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 		Jar: &cookieJar{}}
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.base, "https://"))
-	for _, base := range []string{c.base, "https://localhost:" + port} {
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(c.origin, "https://"))
+	for _, base := range []string{c.base, "https://localhost:" + port + strings.TrimPrefix(c.base, c.origin)} {
 		resp, err := hc.Get(c.url)
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@
   if (view === 'activity') {
     params.set('after', page.dataset.after || '0');
   }
-  const events = new EventSource('/events?' + params.toString());
+  const events = new EventSource('events?' + params.toString());
 
   events.addEventListener('pending', (e) => {
     badge.textContent = e.data;
