@@ -27,6 +27,9 @@ type fileConfig struct {
 	Policies string       `json:"policies"`
 	Consent  string       `json:"consent"`
 	ServerID string       `json:"serverId"`
+	// Metrics is --metrics ADDR, Notify --notify (nil: not in the file).
+	Metrics string `json:"metrics"`
+	Notify  *bool  `json:"notify"`
 	// OPA is OPA's own configuration (services, bundles, keys) for pulling the policy set
 	// from a bundle server.
 	OPA json.RawMessage `json:"opa"`

@@ -568,6 +568,12 @@ func (o *options) mergeConfig(c *fileConfig) error {
 	if c.Consent != "" && !o.set["consent"] {
 		o.consentSpec = c.Consent
 	}
+	if c.Metrics != "" && !o.set["metrics"] {
+		o.metricsAddr = c.Metrics
+	}
+	if c.Notify != nil && !o.set["notify"] {
+		o.notify = *c.Notify
+	}
 	if c.Audit.Dir != "" && !o.set["audit"] {
 		o.auditDir = c.Audit.Dir
 		if !filepath.IsAbs(o.auditDir) {

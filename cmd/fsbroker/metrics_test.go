@@ -7,10 +7,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -262,4 +264,51 @@ func TestConsoleMetricsMatchTheTrail(t *testing.T) {
 	if got[metricstest.Decision{Result: metrics.ResultDeny, Code: "INVALID_PARAMS"}] != 1 {
 		t.Errorf("fsbroker_decisions_total = %v: want the session's one invalid request", got)
 	}
+}
+
+// TestMetricsAndNotifyFromTheConfigFile: the config file's metrics and
+// notify keys are --metrics and --notify: a metrics address that is not
+// loopback is refused there too (exit status 2, nothing served); a
+// loopback one is served; notify: false sends no notification, and the
+// flag, when given, wins over the file.
+func TestMetricsAndNotifyFromTheConfigFile(t *testing.T) {
+	t.Parallel()
+	w := newConsentWorld(t)
+	config := func(metricsAddr string) string {
+		path := filepath.Join(t.TempDir(), "fsbroker.yaml")
+		writeFile(t, path, fmt.Sprintf("roots:\n  - path: %s\n    consent: preapproved\nstateDir: %s\nmetrics: %q\nnotify: false\n",
+			w.proj, w.state, metricsAddr))
+		return path
+	}
+	for _, addr := range []string{"0.0.0.0:9464", "192.0.2.10:9464", "metrics.example:9464"} {
+		_, errOut, code := runFsbroker(t, nil, "stdio", "--config", config(addr))
+		if code != 2 || !strings.Contains(errOut, "loopback only") || strings.Contains(errOut, "serving metrics") {
+			t.Errorf("metrics: %s in the config file: exit status %d, stderr %q: want 2, loopback only, nothing served", addr, code, errOut)
+		}
+	}
+
+	addr := dbustest.StartBus(t)
+	svc := dbustest.ServeNotifications(t, addr)
+	quiet := startProcEnv(t, exec.Command(brokerBin, "stdio", "--config", config("127.0.0.1:0")), notify.BusAddressEnv+"="+addr)
+	metricstest.Scrape(t, quiet.metricsURL())
+	quiet.handshake("2025-11-25")
+	csRead(t, quiet, 1, "proj/a.txt", "alpha")
+	quiet.closeStdin()
+	if code := quiet.waitExit(); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+
+	// The flag wins over the file: this broker notifies, and the service
+	// gets its notification alone (the first broker, gone now, sent none).
+	loud := startProcEnv(t, exec.Command(brokerBin, "stdio", "--config", config("127.0.0.1:0"), "--notify"), notify.BusAddressEnv+"="+addr)
+	loud.handshake("2025-11-25")
+	csRead(t, loud, 1, "proj/a.txt", "alpha")
+	svc.Await(t, "the files-used notification of the broker with --notify", waitLimit, func(c dbustest.Call) bool {
+		return c.Method == "Notify" && strings.Contains(c.Summary, "is using files")
+	})
+	if calls := svc.Calls(); len(calls) != 1 {
+		t.Errorf("the service got %d calls, want the one of --notify (notify: false sends none): %+v", len(calls), calls)
+	}
+	loud.closeStdin()
+	loud.waitExit()
 }
