@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -115,6 +116,8 @@ func consoleFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 			return configErrorf("--state-dir %s: %v", state, err)
 		}
 		defer store.Close()
+		changes := &grantsTrail{tf: &tf}
+		defer changes.close(log)
 		ln, err := ep.Listen()
 		if err != nil {
 			return configErrorf("%v", err)
@@ -142,7 +145,7 @@ func consoleFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 				r := revoke(store, f, blocksOf(f, current, consoleTool+" by "+operator()))
 				errs := append(r.blockErrs, r.revokeErr)
 				if recs := r.records(consoleTool); len(recs) > 0 {
-					if err := recordGrantChanges(&tf, recs); err != nil {
+					if err := changes.record(recs); err != nil {
 						errs = append(errs, fmt.Errorf("revoked, but the audit trail does not show it: %w", err))
 					}
 				}
@@ -151,7 +154,7 @@ func consoleFlags(fs *pflag.FlagSet) func(ctx context.Context, args []string, st
 			Restore: func(f grants.RevokeFilter) (console.Change, error) {
 				restored, err := restoreBoth(store, f)
 				if len(restored) > 0 {
-					if rerr := recordGrantChanges(&tf, blockRecords("grants/restore", true, restored, consoleTool)); rerr != nil {
+					if rerr := changes.record(blockRecords("grants/restore", true, restored, consoleTool)); rerr != nil {
 						err = errors.Join(err, fmt.Errorf("lifted, but the audit trail does not show it: %w", rerr))
 					}
 				}
@@ -209,4 +212,49 @@ func serveConsole(ctx context.Context, srv *console.Server, ln net.Listener, ep 
 		return errAlreadyLogged
 	}
 	return nil
+}
+
+// grantsTrail records the console's revocations and restores in the audit
+// trail as fsbroker grants revoke and restore record theirs (the same
+// records, synced at each), through one writer opened at the first change
+// and kept until the console stops: one segment for all of them, where
+// each run of the commands (one change a process) opens its own.
+type grantsTrail struct {
+	tf *trailFlags
+	mu sync.Mutex
+	w  *audit.Writer // nil until the first change, or after a failed one
+}
+
+// record appends recs, opening the writer if need be. A writer that failed
+// is closed, and the next change opens another.
+func (g *grantsTrail) record(recs []audit.Record) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w == nil {
+		w, err := openGrantsTrail(g.tf)
+		if err != nil {
+			return err
+		}
+		g.w = w
+	}
+	for _, rec := range recs {
+		if _, err := g.w.Append(context.Background(), rec); err != nil {
+			_ = g.w.Close()
+			g.w = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// close closes the writer, if a change opened it.
+func (g *grantsTrail) close(log hclog.Logger) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		if err := g.w.Close(); err != nil {
+			log.Error("the audit trail of the console's changes did not close cleanly", "error", err)
+		}
+		g.w = nil
+	}
 }

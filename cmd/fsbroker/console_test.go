@@ -559,3 +559,56 @@ func TestConsoleRefusesWhatIsNotPrivate(t *testing.T) {
 		t.Errorf("a broker on a queue open to others: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
+
+// TestConsoleChangesShareOneSegment: the console's revocations and
+// restores are recorded as fsbroker grants revoke and restore record theirs,
+// in one segment of the trail for all of them (a process of the commands
+// makes one change, and one segment, per run; the console is one process).
+func TestConsoleChangesShareOneSegment(t *testing.T) {
+	w := newConsentWorld(t)
+	c := startConsole(t, "--state-dir", w.state, "--root", w.proj)
+	hc := c.client()
+	post := func(path string, form url.Values) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", c.origin)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Location")
+	}
+	segments := func() []string {
+		names, _ := filepath.Glob(filepath.Join(w.state, "audit", "*.jsonl"))
+		return names
+	}
+	before := len(segments())
+	blockID := regexp.MustCompile(`id="block-([0-9a-f]+)"`)
+	for i := range 3 {
+		if loc := post("/grants/revoke", url.Values{"path": {"proj"}}); !strings.Contains(loc, "done=revoked") {
+			t.Fatalf("revoke %d: redirected to %s", i+1, loc)
+		}
+		_, page := c.get(hc, "/grants")
+		ids := blockID.FindAllStringSubmatch(page, -1)
+		if len(ids) != 1 {
+			t.Fatalf("blocks shown after revoke %d: %v", i+1, ids)
+		}
+		if loc := post("/grants/restore", url.Values{"id": {ids[0][1]}}); !strings.Contains(loc, "done=lifted") {
+			t.Fatalf("restore %d: redirected to %s", i+1, loc)
+		}
+	}
+	if made := len(segments()) - before; made != 1 {
+		t.Errorf("six changes made %d segments, want 1", made)
+	}
+	var changes int
+	for _, rec := range trailRecords(t, w.state) {
+		if rec.Method == "grants/revoke" || rec.Method == "grants/restore" {
+			changes++
+		}
+	}
+	if changes != 6 {
+		t.Errorf("the trail holds %d records of the changes, want 6 (3 blocks, 3 lifted)", changes)
+	}
+}

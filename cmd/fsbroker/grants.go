@@ -853,16 +853,23 @@ func blockRecords(method string, lifted bool, bs []grants.Block, tool string) []
 	return recs
 }
 
-// recordGrantChanges writes records of revocations, blocks and restores to the audit trail
-// the brokers on this state directory write (in a segment of this process's own).
-func recordGrantChanges(tf *trailFlags, recs []audit.Record) error {
+// openGrantsTrail opens the audit writer the grants commands record their
+// changes with: a segment of their own in the trail of tf, synced at each
+// record.
+func openGrantsTrail(tf *trailFlags) (*audit.Writer, error) {
 	state, err := tf.state()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o := &options{stateDir: state, auditDir: tf.auditPath, auditSync: "always", auditSegment: audit.DefaultMaxSegmentBytes,
 		auditSegmentAge: audit.DefaultMaxSegmentAge}
-	w, err := openAudit(o)
+	return openAudit(o)
+}
+
+// recordGrantChanges writes records of revocations, blocks and restores to the audit trail
+// the brokers on this state directory write (in a segment of this process's own).
+func recordGrantChanges(tf *trailFlags, recs []audit.Record) error {
+	w, err := openGrantsTrail(tf)
 	if err != nil {
 		return err
 	}
