@@ -42,12 +42,53 @@ const (
 	updateScreenshotsEnv = "FSBROKER_UPDATE_SCREENSHOTS"
 )
 
-// consoleLatency bounds how long the page and the brokers may take to show
-// a change (a record in the activity view, a revocation reaching a running
-// broker): PROTOCOL.md promises a second; the assertion leaves room for a
-// loaded machine (the race detector, a browser and six other engineers on
-// two cores), and the log shows each measure.
-const consoleLatency = 5 * time.Second
+// consoleLatency is PROTOCOL.md's promise: a record shows in the activity
+// view, and a revocation made in the page reaches a running broker, within
+// a second.
+const consoleLatency = time.Second
+
+// latencyHops is how many waits for a CPU a change passes on its way (the
+// broker or the console writing it, the console's or the broker's goroutine
+// that notices it, the page's event loop, the test's own poll): each may be
+// delayed by the machine's load, by up to the lateness watchScheduling
+// measures while it travels.
+const latencyHops = 4
+
+// latencyBound is the bound a measured latency is held to: the promise,
+// plus latencyHops times the worst scheduling lateness seen meanwhile. On an
+// idle machine that lateness is a millisecond or so, and the bound is the
+// promise; on a loaded CI runner (the race detector, a browser and other
+// jobs on two cores) it grows by what the load was measured to cost, not
+// by a guess. A mechanism that breaks the promise (a poll of more than a
+// second) exceeds it whatever the load.
+func latencyBound(lateness time.Duration) time.Duration { return consoleLatency + latencyHops*lateness }
+
+// watchScheduling measures, until the function it returns is called, how
+// late this machine wakes a goroutine that sleeps 5 ms at a time, and
+// returns the worst lateness seen.
+func watchScheduling() (stop func() time.Duration) {
+	const tick = 5 * time.Millisecond
+	done := make(chan struct{})
+	worst := make(chan time.Duration, 1)
+	go func() {
+		var late time.Duration
+		for {
+			select {
+			case <-done:
+				worst <- late
+				return
+			default:
+			}
+			asked := time.Now()
+			time.Sleep(tick)
+			late = max(late, time.Since(asked)-tick)
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		return <-worst
+	}
+}
 
 // consoleProc is a running fsbroker console.
 type consoleProc struct {
@@ -274,6 +315,20 @@ func (b *browser) waitFor(t *testing.T, what, expression string) time.Time {
 	return time.Now()
 }
 
+// seenAt waits until the JavaScript expression is true, and returns when
+// the page saw it (its own clock, polled every 10 ms): not when the answer
+// reached the test.
+func (b *browser) seenAt(t *testing.T, what, expression string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitLimit)
+	defer cancel()
+	ms, err := chromedp.Run(ctx, chromedp.Poll[float64]("("+expression+") && Date.now()", chromedp.WithPollingInterval(10*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return time.UnixMilli(int64(ms))
+}
+
 // screenshot writes the page as docs/console/NAME.png when the screenshots
 // are being made (FSBROKER_UPDATE_SCREENSHOTS=1).
 func (b *browser) screenshot(t *testing.T, name string) {
@@ -382,13 +437,16 @@ func TestConsoleEndToEnd(t *testing.T) {
 
 	// Activity: a refusal appears, marked, as it is written.
 	b.do(t, "open the activity view", chromedp.Navigate(c.base+"/activity"), chromedp.WaitVisible(chromedp.CSS("#activity-rows tr")))
+	lateness := watchScheduling()
 	csRefused(t, p, "read-b", "files/read", map[string]any{"path": "proj/b.txt"}, "PERMISSION_DENIED")
 	answered := time.Now()
-	seen := b.waitFor(t, "the refusal in the activity view",
+	seen := b.seenAt(t, "the refusal in the activity view",
 		`Array.from(document.querySelectorAll('#activity-rows tr.refused')).some(r => r.textContent.includes('b.txt') && r.dataset.result === 'deny')`)
-	t.Logf("the refusal showed in the activity view %v after its reply", seen.Sub(answered))
-	if d := seen.Sub(answered); d > consoleLatency {
-		t.Errorf("the refusal took %v to show (PROTOCOL.md: within a second)", d)
+	late := lateness()
+	t.Logf("the refusal showed in the activity view %v after its reply (scheduling lateness meanwhile: up to %v; bound %v)",
+		seen.Sub(answered), late, latencyBound(late))
+	if d := seen.Sub(answered); d > latencyBound(late) {
+		t.Errorf("the refusal took %v to show (PROTOCOL.md: within a second; with the %v the load cost, %v)", d, latencyBound(late)-consoleLatency, latencyBound(late))
 	}
 	b.screenshot(t, "activity")
 
@@ -399,10 +457,18 @@ func TestConsoleEndToEnd(t *testing.T) {
 		t.Errorf("the grant as shown: %q, want its server and by console", g)
 	}
 	b.screenshot(t, "grants")
-	refusedAt := make(chan time.Time, 1)
+	// The promise: a read sent more than a second after the click is
+	// refused. So what is measured is when the last read still allowed was
+	// sent, after the click (its reply's way back is not the promise's).
+	type readOutcome struct {
+		sent    time.Time
+		refused bool
+	}
+	outcomes := make(chan readOutcome, 1024)
 	stop := make(chan struct{})
 	var reads sync.WaitGroup
 	reads.Go(func() {
+		defer close(outcomes)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -410,6 +476,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 			default:
 			}
 			rid := fmt.Sprintf("poll-%d", i)
+			sent := time.Now()
 			if csSend(p, rid, "files/read", map[string]any{"path": "proj/a.txt"}) != nil {
 				return
 			}
@@ -417,25 +484,37 @@ func TestConsoleEndToEnd(t *testing.T) {
 			if m == nil {
 				return
 			}
+			outcomes <- readOutcome{sent: sent, refused: m.Error != nil}
 			if m.Error != nil {
-				refusedAt <- time.Now()
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
 	defer func() { close(stop); reads.Wait() }()
+	lateness = watchScheduling()
 	clicked := time.Now()
 	b.do(t, "revoke the grant", chromedp.Click(chromedp.CSS(`tr[data-path="proj/a.txt"] button.revoke`)),
 		chromedp.WaitVisible(chromedp.CSS("p.flash")))
-	select {
-	case at := <-refusedAt:
-		t.Logf("the first read refused came %v after the click on revoke", at.Sub(clicked))
-		if d := at.Sub(clicked); d > consoleLatency {
-			t.Errorf("the revocation took %v to reach the broker (PROTOCOL.md: within a second)", d)
+	lastAllowed, refused := clicked, false
+	for o := range outcomes {
+		if o.refused {
+			refused = true
+			break
 		}
-	case <-time.After(waitLimit):
+		if o.sent.After(lastAllowed) {
+			lastAllowed = o.sent
+		}
+	}
+	late = lateness()
+	if !refused {
 		t.Fatalf("reads under the revoked grant were still answered %v after the click", waitLimit)
+	}
+	t.Logf("the last read allowed was sent %v after the click on revoke (scheduling lateness meanwhile: up to %v; bound %v)",
+		lastAllowed.Sub(clicked), late, latencyBound(late))
+	if d := lastAllowed.Sub(clicked); d > latencyBound(late) {
+		t.Errorf("a read sent %v after the click was still allowed (PROTOCOL.md: refused within a second; with the %v the load cost, %v)",
+			d, latencyBound(late)-consoleLatency, latencyBound(late))
 	}
 	if f := b.text(t, "p.flash"); !strings.Contains(f, "Revoked 1 grant") {
 		t.Errorf("the page says %q after the revocation", f)
