@@ -232,7 +232,10 @@ func (q *Queue) readRequest(id string) (QueuedRequest, error) {
 }
 
 // readFile reads a regular file of the queue, not through a symbolic link,
-// of at most maxQueueFile bytes.
+// of at most maxQueueFile bytes. What it opens is checked again once open
+// (another process may have put something else at the name since the
+// Lstat), and the open does not wait (openQueueFile: a FIFO put there is
+// refused, not waited on).
 func (q *Queue) readFile(name string) ([]byte, error) {
 	path := filepath.Join(q.dir, name)
 	fi, err := os.Lstat(path)
@@ -247,7 +250,7 @@ func (q *Queue) readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer root.Close()
-	f, err := root.Open(name)
+	f, err := openQueueFile(root, name)
 	if err != nil {
 		return nil, err
 	}

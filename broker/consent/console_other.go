@@ -31,3 +31,7 @@ func checkPrivate(_, dir string) error {
 // ownFile reports whether fi is a file of this process's user: where there
 // are no Unix owners (Windows), the directory's ACL decides (checkPrivate).
 func ownFile(os.FileInfo) bool { return true }
+
+// openQueueFile opens name in root for reading (no FIFO can be put there
+// without Unix file types).
+func openQueueFile(root *os.Root, name string) (*os.File, error) { return root.Open(name) }

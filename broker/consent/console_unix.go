@@ -53,3 +53,11 @@ func ownFile(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && int(st.Uid) == os.Geteuid()
 }
+
+// openQueueFile opens name in root for reading without waiting: a FIFO
+// (put at the name by another process after the caller looked) opens at
+// once instead of waiting for a writer, and is then refused as not a
+// regular file.
+func openQueueFile(root *os.Root, name string) (*os.File, error) {
+	return root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/internal/helperproc"
 )
 
 // nobody is the user the forging process runs as.
@@ -88,5 +90,90 @@ func TestConsoleAnotherUserCannotForge(t *testing.T) {
 	}
 	if r := result(t, done); len(r.Approved) != 0 {
 		t.Errorf("the broker approved %q from a queue open to others", r.Approved)
+	}
+}
+
+func init() { platformRoles["fifoswap"] = fifoSwapRole }
+
+// fifoSwapJob is what the fifoswap helper reads on stdin.
+type fifoSwapJob struct {
+	Dir     string `json:"dir"`
+	Name    string `json:"name"`
+	Content []byte `json:"content"`
+	MS      int    `json:"ms"`
+}
+
+// fifoSwapRole puts, for the job's time, a regular file with the job's
+// content and a FIFO in turn at the queue file's name (each made aside,
+// then renamed over it), as a process of the same user could, then prints
+// how many swaps it made.
+func fifoSwapRole([]string) error {
+	var job fifoSwapJob
+	if err := json.NewDecoder(os.Stdin).Decode(&job); err != nil {
+		return err
+	}
+	target := filepath.Join(job.Dir, job.Name)
+	regular, fifo := filepath.Join(job.Dir, "swap-regular"), filepath.Join(job.Dir, "swap-fifo")
+	swaps := 0
+	for end := time.Now().Add(time.Duration(job.MS) * time.Millisecond); time.Now().Before(end); swaps++ {
+		if err := os.WriteFile(regular, job.Content, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(regular, target); err != nil {
+			return err
+		}
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(fifo, target); err != nil {
+			return err
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(swaps)
+}
+
+// TestConsoleQueueFileSwappedForAFIFO attacks the reading of a queue file:
+// a process of the same user (this test binary, as a second process) swaps
+// a valid request file and a FIFO in turn at its name, so that a reader
+// that looked (Lstat: a regular file) then opens a FIFO, whose open waits
+// for a writer that never comes. The console's Pending (and the broker's
+// look for its answer, the same reader) must never hang: each call returns.
+func TestConsoleQueueFileSwappedForAFIFO(t *testing.T) {
+	state := t.TempDir()
+	q, err := OpenQueue(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newRequestID()
+	content, err := json.Marshal(QueuedRequest{Version: queueVersion, ID: id, Created: time.Now().UTC(),
+		Deadline: time.Now().Add(time.Minute).UTC(), PID: os.Getpid(), Request: sampleRequest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _ := json.Marshal(fifoSwapJob{Dir: q.Dir(), Name: requestPrefix + id + queueExt, Content: content, MS: 2000})
+	p := helperproc.Start(t, helperproc.Command("fifoswap"))
+	p.Send(string(job))
+	swapped := make(chan string, 1)
+	go func() { swapped <- p.Line() }()
+	calls := 0
+	for {
+		returned := make(chan struct{})
+		go func() {
+			_, _ = q.Pending(time.Now())
+			_, _ = q.readAnswer(id) // the broker's reader: no answer file, so nothing to swap there
+			close(returned)
+		}()
+		select {
+		case <-returned:
+			calls++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Pending hung (a FIFO opened as the request file?) after %d calls", calls)
+		}
+		select {
+		case n := <-swapped:
+			t.Logf("%d calls of Pending returned while the helper made %s swaps", calls, n)
+			return
+		default:
+		}
 	}
 }

@@ -22,8 +22,16 @@ import (
 // as its controlling terminal (or none), and it calls the prompt provider
 // for real.
 func TestMain(m *testing.M) {
-	os.Exit(helperproc.Run(m, helperproc.Roles{"prompt": promptRole, "console": consoleRole}))
+	roles := helperproc.Roles{"prompt": promptRole, "console": consoleRole}
+	for name, role := range platformRoles {
+		roles[name] = role
+	}
+	os.Exit(helperproc.Run(m, roles))
 }
+
+// platformRoles are the helper's roles of one platform's tests (their
+// files' init adds them).
+var platformRoles = helperproc.Roles{}
 
 // helperJob is what a helper reads on stdin.
 type helperJob struct {
