@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -894,7 +895,10 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 	}
 	refused := make(chan refusal, 1)
 	stop := make(chan struct{})
-	var reads sync.WaitGroup
+	var (
+		reads       sync.WaitGroup
+		lastAllowed atomic.Int64 // when the last read allowed was sent (UnixNano)
+	)
 	reads.Add(1)
 	go func() {
 		defer reads.Done()
@@ -905,6 +909,7 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 			default:
 			}
 			id := fmt.Sprintf("bg-%d", i)
+			sent := time.Now()
 			if csSend(p, id, "files/read", map[string]any{"path": "proj/watched/a.txt"}) != nil {
 				return
 			}
@@ -916,6 +921,7 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 				refused <- refusal{time.Now(), m}
 				return
 			}
+			lastAllowed.Store(sent.UnixNano())
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
@@ -925,6 +931,7 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 	changedMu.Lock()
 	armed = true
 	changedMu.Unlock()
+	lateness := watchScheduling()
 	start := time.Now()
 	stdout, stderr, code := runFsbroker(t, nil, "grants", "revoke", "--state-dir", w.state, "--server", csPeer, "--path", "proj/watched")
 	exited := time.Now()
@@ -938,23 +945,28 @@ func TestConsentRevocationFromAnotherProcess(t *testing.T) {
 	select {
 	case r = <-refused:
 	case <-time.After(5 * time.Second):
+		lateness()
 		t.Fatal("reads under the revoked grant were still answered 5 s after fsbroker grants revoke exited")
 	}
-	// The latency runs from the grants file's change (when the test's watch
-	// saw it; else the command's start, an upper bound) to the first refused
-	// read. PROTOCOL.md promises 1 s; the assertion leaves room for a loaded
-	// machine, the log shows the measure.
+	late := lateness()
+	// The promise (PROTOCOL.md: 1 s): a read sent more than a second after
+	// the grants file's change (when the test's watch saw it; else the
+	// command's start, an upper bound) is refused. So the latency is when
+	// the last read still allowed was sent, after the change; it is held to
+	// latencyBound (the second, plus what the load measured meanwhile cost),
+	// and the log shows the measures.
 	changedMu.Lock()
 	from, what := changedAt, "the grants file changed"
 	changedMu.Unlock()
 	if from.IsZero() || from.After(r.at) {
 		from, what = start, "fsbroker grants revoke started"
 	}
-	latency := r.at.Sub(from)
-	t.Logf("revocation latency: the first refused read came %v after %s (%v after the command started, %v after it exited; it ran %v)",
-		latency, what, r.at.Sub(start), r.at.Sub(exited), exited.Sub(start))
-	if latency > 5*time.Second || r.at.Sub(exited) > 5*time.Second {
-		t.Errorf("the revocation took %v to take effect (PROTOCOL.md: 1 s)", latency)
+	latency := max(time.Unix(0, lastAllowed.Load()).Sub(from), 0)
+	t.Logf("revocation latency: the last read allowed was sent %v after %s, the first refused came back %v after it (%v after the command started, %v after it exited; it ran %v); scheduling lateness up to %v, bound %v",
+		latency, what, r.at.Sub(from), r.at.Sub(start), r.at.Sub(exited), exited.Sub(start), late, latencyBound(late))
+	if latency > latencyBound(late) {
+		t.Errorf("a read sent %v after %s was still allowed (PROTOCOL.md: refused within 1 s; with the %v the load cost, %v)",
+			latency, what, latencyBound(late)-promisedLatency, latencyBound(late))
 	}
 	if d := dataOf(t, r.m); d.Code != "PERMISSION_DENIED" || !strings.Contains(d.Reason, "consent") {
 		t.Fatalf("the read after the revocation: %s, want PERMISSION_DENIED naming consent", r.m.Raw)

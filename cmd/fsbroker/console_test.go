@@ -42,54 +42,6 @@ const (
 	updateScreenshotsEnv = "FSBROKER_UPDATE_SCREENSHOTS"
 )
 
-// consoleLatency is PROTOCOL.md's promise: a record shows in the activity
-// view, and a revocation made in the page reaches a running broker, within
-// a second.
-const consoleLatency = time.Second
-
-// latencyHops is how many waits for a CPU a change passes on its way (the
-// broker or the console writing it, the console's or the broker's goroutine
-// that notices it, the page's event loop, the test's own poll): each may be
-// delayed by the machine's load, by up to the lateness watchScheduling
-// measures while it travels.
-const latencyHops = 4
-
-// latencyBound is the bound a measured latency is held to: the promise,
-// plus latencyHops times the worst scheduling lateness seen meanwhile. On an
-// idle machine that lateness is a millisecond or so, and the bound is the
-// promise; on a loaded CI runner (the race detector, a browser and other
-// jobs on two cores) it grows by what the load was measured to cost, not
-// by a guess. A mechanism that breaks the promise (a poll of more than a
-// second) exceeds it whatever the load.
-func latencyBound(lateness time.Duration) time.Duration { return consoleLatency + latencyHops*lateness }
-
-// watchScheduling measures, until the function it returns is called, how
-// late this machine wakes a goroutine that sleeps 5 ms at a time, and
-// returns the worst lateness seen.
-func watchScheduling() (stop func() time.Duration) {
-	const tick = 5 * time.Millisecond
-	done := make(chan struct{})
-	worst := make(chan time.Duration, 1)
-	go func() {
-		var late time.Duration
-		for {
-			select {
-			case <-done:
-				worst <- late
-				return
-			default:
-			}
-			asked := time.Now()
-			time.Sleep(tick)
-			late = max(late, time.Since(asked)-tick)
-		}
-	}()
-	return func() time.Duration {
-		close(done)
-		return <-worst
-	}
-}
-
 // consoleProc is a running fsbroker console.
 type consoleProc struct {
 	t      *testing.T
@@ -446,7 +398,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	t.Logf("the refusal showed in the activity view %v after its reply (scheduling lateness meanwhile: up to %v; bound %v)",
 		seen.Sub(answered), late, latencyBound(late))
 	if d := seen.Sub(answered); d > latencyBound(late) {
-		t.Errorf("the refusal took %v to show (PROTOCOL.md: within a second; with the %v the load cost, %v)", d, latencyBound(late)-consoleLatency, latencyBound(late))
+		t.Errorf("the refusal took %v to show (PROTOCOL.md: within a second; with the %v the load cost, %v)", d, latencyBound(late)-promisedLatency, latencyBound(late))
 	}
 	b.screenshot(t, "activity")
 
@@ -514,7 +466,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 		lastAllowed.Sub(clicked), late, latencyBound(late))
 	if d := lastAllowed.Sub(clicked); d > latencyBound(late) {
 		t.Errorf("a read sent %v after the click was still allowed (PROTOCOL.md: refused within a second; with the %v the load cost, %v)",
-			d, latencyBound(late)-consoleLatency, latencyBound(late))
+			d, latencyBound(late)-promisedLatency, latencyBound(late))
 	}
 	if f := b.text(t, "p.flash"); !strings.Contains(f, "Revoked 1 grant") {
 		t.Errorf("the page says %q after the revocation", f)
