@@ -50,6 +50,8 @@ type policySet struct {
 	consentRef string
 	hasConsent bool
 	cache      *decisionCache // nil unless the set is cacheable
+	// rules gives each decision its rule cache, seeded with the set's constant rules.
+	rules ruleCachePool
 	// obligations keeps the last obligations its decisions gave, converted (parseDecision).
 	obligations obligationsMemo
 	batches     *batchCache // Visible and Consentable results; nil unless the set is cacheable
@@ -144,6 +146,12 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	}
 	if set.consent, err = prepare(ctx, c, store, set.consentRef, hook); err != nil {
 		return nil, err
+	}
+	if err := seedRules(ctx, c, store, &set.rules); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		opts.logger.Debug("the constant rules of this policy set are computed in every evaluation", "why", err)
 	}
 	return set, nil
 }

@@ -234,7 +234,7 @@ func (e *Engine) decideWith(ctx context.Context, set *policySet, input any) (Dec
 	if err != nil {
 		return deny(set.revision, reasonBadInput), fmt.Errorf("engine: decision input: %w", err)
 	}
-	rs, err := eval(ctx, set.decision, v)
+	rs, err := evalWith(ctx, set.decision, &set.rules, v)
 	return set.decisionOf(rs, err)
 }
 
@@ -249,6 +249,11 @@ var neverCancelled = topdown.NewCancel()
 // callback for one that can. A panic in evaluation is returned as an error, so the caller still
 // fails closed.
 func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts ...rego.EvalOption) (rs rego.ResultSet, err error) {
+	return evalWith(ctx, pq, &unseededRules, input, opts...)
+}
+
+// evalWith is eval with the rules' cache taken from rules, which may hold seeds.
+func evalWith(ctx context.Context, pq rego.PreparedEvalQuery, rules *ruleCachePool, input ast.Value, opts ...rego.EvalOption) (rs rego.ResultSet, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			rs, err = nil, fmt.Errorf("evaluation panicked: %v", r)
@@ -260,7 +265,10 @@ func eval(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value, opts 
 		stop := context.AfterFunc(ctx, cancel.Cancel)
 		defer stop()
 	}
-	opts = append(opts, rego.EvalParsedInput(input), rego.EvalExternalCancel(cancel), rego.EvalMetrics(metrics.NoOp()))
+	cache := rules.get()
+	defer cache.release()
+	opts = append(opts, rego.EvalParsedInput(input), rego.EvalExternalCancel(cancel), rego.EvalMetrics(metrics.NoOp()),
+		rego.EvalVirtualCache(cache))
 	return pq.Eval(ctx, opts...)
 }
 

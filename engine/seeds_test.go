@@ -1,0 +1,113 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package engine
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// constantsPolicy has rules of every kind constantRules must tell apart.
+const constantsPolicy = `package fsbroker.authz
+
+limit := data.cfg.limit
+doubled := limit * 2
+from_function := twice(limit)
+twice(x) := x * 2
+reads_input := input.path.mountPath
+depends_on_input := reads_input
+now := time.now_ns()
+later := now + 1
+mocked := x if {
+	x := limit with data.cfg.limit as 1
+}
+printed if print("x")
+undefined_rule := data.cfg.missing
+partial contains 1
+obligations["limit"] := limit
+
+decision := {"allow": true, "obligations": obligations} if {
+	limit == 7
+	doubled == 14
+	mocked == 1
+	not undefined_rule
+	depends_on_input == "proj/a"
+} else := {"allow": false}
+`
+
+// TestConstantRules checks which rules are computed once per set: none that reads input, has a
+// with, calls a nondeterministic built-in or print (compiled in only when the log is at debug
+// level), or depends on one that does.
+func TestConstantRules(t *testing.T) {
+	files := map[string]string{"authz.rego": constantsPolicy, "cfg/data.json": `{"limit": 7}`}
+	debug := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want []string
+	}{
+		{"printing", []Option{WithLogger(debug)}, []string{"doubled", "from_function", "limit", "undefined_rule"}},
+		{"print compiled out", nil, []string{"doubled", "from_function", "limit", "printed", "undefined_rule"}},
+	} {
+		set := newTestEngine(t, files, tc.opts...).current()
+		var got []string
+		for i, ref := range set.rules.seedRefs {
+			name, ok := strings.CutPrefix(ref.String(), "data.fsbroker.authz.")
+			if !ok {
+				continue // the library's
+			}
+			got = append(got, name)
+			if name == "undefined_rule" && set.rules.seedValues[i] != nil {
+				t.Errorf("%s: undefined_rule seeded with %v, want undefined", tc.name, set.rules.seedValues[i])
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: constant rules = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSeededDecisions checks decisions that read seeded rules: the seeded values are the
+// rules' own, a rule under `with` is computed with what the with gives, and the input still
+// decides.
+func TestSeededDecisions(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"authz.rego": constantsPolicy, "cfg/data.json": `{"limit": 7}`})
+	ctx := context.Background()
+	for range 3 { // the caches are reused
+		d, err := e.Decide(ctx, map[string]any{"path": map[string]any{"mountPath": "proj/a"}})
+		if err != nil || !d.Allow || d.Obligations["limit"] == nil {
+			t.Fatalf("Decide(proj/a) = %+v, %v; want an allow with the limit", d, err)
+		}
+		d, err = e.Decide(ctx, map[string]any{"path": map[string]any{"mountPath": "proj/b"}})
+		if err != nil || d.Allow {
+			t.Fatalf("Decide(proj/b) = %+v, %v; want a denial", d, err)
+		}
+	}
+}
+
+// TestBrokenSecretsGlobStillDenies loads the built-in set with an extra secrets pattern that is
+// not a valid glob: its constant rules then cannot all be computed, and every read must still
+// be denied (the secrets rule fails closed), through Decide as the broker calls it.
+func TestBrokenSecretsGlobStillDenies(t *testing.T) {
+	files := defaultFiles(t)
+	files["data.json"] = `{"fsbroker": {"limits": {"max_write_bytes": 16777216, "max_bytes_per_day": 1073741824,
+		"max_read_bytes": 16777216, "max_watches": 64}, "secrets": {"extra_patterns": ["[unclosed"], "extra_dirs": [], "allow": []},
+		"servers": {}, "consent": {"never_write": [".git"], "never": []}, "hardlinks": {"allow": []}}}`
+	e := newTestEngine(t, files, WithRunTests(false))
+	in := testInput(t, "read", "proj/src/main.go", false, grant("read", "proj"))
+	d, err := e.Decide(context.Background(), in)
+	if d.Allow {
+		t.Fatalf("Decide with a broken secrets glob = %+v, %v; want a denial", d, err)
+	}
+	healthy := newTestEngine(t, defaultFiles(t), WithRunTests(false))
+	if d, err := healthy.Decide(context.Background(), in); err != nil || !d.Allow {
+		t.Fatalf("the same read with the built-in data = %+v, %v; want an allow", d, err)
+	}
+}
