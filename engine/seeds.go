@@ -97,8 +97,7 @@ func constantRules(c *ast.Compiler) []ast.Ref {
 func selfContained(r *ast.Rule) bool {
 	ok := true
 	check := func(op any) {
-		name := fmt.Sprint(op)
-		if b, found := ast.BuiltinMap[name]; (found && b.Nondeterministic) || clockBuiltins[name] || notConstantCalls[name] {
+		if clockCall("", op) != "" || notConstantCalls[fmt.Sprint(op)] {
 			ok = false
 		}
 	}

@@ -5,9 +5,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -110,4 +112,30 @@ func TestBrokenSecretsGlobStillDenies(t *testing.T) {
 	if d, err := healthy.Decide(context.Background(), in); err != nil || !d.Allow {
 		t.Fatalf("the same read with the built-in data = %+v, %v; want an allow", d, err)
 	}
+}
+
+// TestSeededDecisionsConcurrently decides with the built-in set from several goroutines at once,
+// reads that are allowed and reads the secrets rule denies, so that the race detector sees the
+// seeds and the pooled rule caches shared between evaluations.
+func TestSeededDecisionsConcurrently(t *testing.T) {
+	e := newTestEngine(t, defaultFiles(t), WithRunTests(false))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				allowed := fmt.Sprintf("proj/src/g%d/file%d.go", g, i)
+				secret := fmt.Sprintf("proj/src/g%d/%d/.env", g, i)
+				if d, err := e.Decide(ctx, testInput(t, "read", allowed, false, grant("read", "proj"))); err != nil || !d.Allow {
+					t.Errorf("Decide(%s) = %+v, %v; want an allow", allowed, d, err)
+					return
+				}
+				if d, err := e.Decide(ctx, testInput(t, "read", secret, false, grant("read", "proj"))); err != nil || d.Allow {
+					t.Errorf("Decide(%s) = %+v, %v; want a denial", secret, d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
