@@ -24,12 +24,14 @@ func (c *Corridor) writtenToday(caller Caller, now time.Time) int64 {
 }
 
 // checkUsage refuses a write when the shared usage store cannot be read: the
-// daily quota could not be enforced.
+// daily quota could not be enforced. It reads the count verified against
+// its file (usage.Store.TodayVerified), so that the decision's input, made
+// next from the same cached count, misses no change to the file.
 func (c *Corridor) checkUsage(caller Caller, now time.Time) error {
 	if c.usage == nil {
 		return nil
 	}
-	if _, err := c.usage.Today(caller.StateKey(), now); err != nil {
+	if _, err := c.usage.TodayVerified(caller.StateKey(), now); err != nil {
 		c.log.Error("cannot read the server's usage; refusing the write", "error", err)
 		return errcode.Wrap(errcode.IOError, "the daily write quota cannot be checked", err)
 	}

@@ -33,8 +33,35 @@ import (
 //	                          prints their totals when all are done
 //	loop DIR                  prints "ready", then adds 1 until killed,
 //	                          printing each total at once
+//	step DIR                  for each line N on stdin, adds N and prints
+//	                          the total once the Add returned
 func TestMain(m *testing.M) {
-	os.Exit(helperproc.Run(m, helperproc.Roles{"adds": addsRole, "loop": loopRole}))
+	os.Exit(helperproc.Run(m, helperproc.Roles{"adds": addsRole, "loop": loopRole, "step": stepRole}))
+}
+
+// stepRole adds what the test sends, one Add a line.
+func stepRole(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want DIR, got %q", args)
+	}
+	s, err := usage.Open(args[0])
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		n, err := strconv.ParseInt(in.Text(), 10, 64)
+		if err != nil {
+			return err
+		}
+		total, err := s.Add(helperServer, day0, n)
+		if err != nil {
+			return err
+		}
+		fmt.Println(total)
+	}
+	return in.Err()
 }
 
 // helperServer is the server whose count the helpers add to.
@@ -173,6 +200,43 @@ func TestTwoProcesses(t *testing.T) {
 	checkSequence(t, helperServer, totals)
 	if got := today(t, s, helperServer, day0); got != want {
 		t.Fatalf("Today is %d, want %d", got, want)
+	}
+}
+
+// TestOtherProcessSeenAtOnce attacks the cached count: another broker
+// process on the same directory writes, and this process's very next Today
+// (with a maximum staleness of an hour, so that no reread by age can hide a
+// count that is not checked) must include those bytes, or a daily quota
+// would be under-counted. Each Add of the other process replaces the file
+// with a count of the same length, in the same second, the case a stat by
+// size and time alone would miss.
+func TestOtherProcessSeenAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, usage.WithMaxStale(time.Hour))
+	other := helperproc.Start(t, helperproc.Command("step", dir))
+	var want int64
+	for i := range 40 {
+		// Today caches the count; the other process adds; Today again.
+		if got := today(t, s, helperServer, day0); got != want {
+			t.Fatalf("step %d: Today is %d, want %d", i, got, want)
+		}
+		n := int64(1)
+		if i == 0 {
+			n = 100 // then every count has three digits
+		}
+		other.Send(strconv.FormatInt(n, 10))
+		line := other.Line()
+		total, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("helper printed %q", line)
+		}
+		want += n
+		if total != want {
+			t.Fatalf("step %d: the other process's Add returned %d, want %d", i, total, want)
+		}
+		if got := today(t, s, helperServer, day0); got != want {
+			t.Fatalf("step %d: after the other process's Add returned, Today is %d, want %d: its write is not counted", i, got, want)
+		}
 	}
 }
 

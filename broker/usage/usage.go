@@ -67,18 +67,37 @@
 // # Staleness
 //
 // Today is on the path of every decision and avoids reading the file: it
-// keeps the last count read or written in memory, and checks it with one
-// stat(2) of the count file (file identity, size and modification time;
-// every Add replaces the file, so another process's Add changes them). An Add
-// through the same Store is visible at once; an Add by another Store or
-// process is visible to the next Today after its rename. The stat cannot
-// tell two files apart when a replacement reuses the inode number of the
-// cached file and has the same size and modification time (within the file
-// system's timestamp granularity; on Windows, which has no inode number in
-// a stat, size and time alone), so Today also rereads the file when its
-// last read is older than the maximum staleness (WithMaxStale, default 1s):
-// a Today result never misses an Add that completed more than that long
-// before the call.
+// keeps the last count read or written in memory, and checks it without a
+// system call. On unix the directory holds a generation file (GenerationName,
+// one page of 512 counters) that every Store on the directory maps shared
+// (mmap(2), MAP_SHARED): each Add increments its server's counter (a slot
+// chosen by the identity's hash) while it holds the server's exclusive lock,
+// before it replaces the count file, and Today answers from memory only
+// while the counter is the one it read, under the server's lock, before it
+// last read the file (or the one its own Add set). An Add through any Store
+// of any process on the directory is thus visible to every Today that starts
+// after that Add returned (and to some that start during it). Two servers
+// may share a slot; an Add of one then only makes Today reread the other's
+// file.
+//
+// What does not go through a Store, an operator editing, restoring or
+// removing a count file by hand, or a broker of a version before the
+// generation file writing to the same directory, does not move the counter:
+// TodayVerified, which the broker calls before a write, checks the cached
+// count with a stat(2) of the count file as well (below), and Today rereads
+// the file when its last read is older than the maximum staleness
+// (WithMaxStale, default 1s), so a Today result never misses such a change
+// made more than that long before the call. Where the generation
+// file cannot be mapped (another platform, or an error, which is logged),
+// Today checks the cached count with one stat(2) of the count file instead
+// (file identity, size and modification time; every Add replaces the file,
+// so another process's Add changes them), which cannot tell two files apart
+// when a replacement reuses the inode number of the cached file and has the
+// same size and modification time; the maximum staleness bounds that too.
+//
+// The generation file must stay at least a page long while brokers run on
+// the directory: shrinking it under them makes their next Today fault (the
+// state directory is the broker's own, 0700).
 //
 // Staleness aside, a decision and the Add after the write are not one atomic
 // step: two processes may both decide before either adds, so writes decided
@@ -95,6 +114,8 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -106,6 +127,13 @@ import (
 // DirName is the name of the usage directory inside the broker's state
 // directory: Open(filepath.Join(stateDir, usage.DirName)).
 const DirName = "usage"
+
+// GenerationName is the name of the generation file in the usage directory
+// (see the package documentation, Staleness).
+const GenerationName = "generation"
+
+// generationSlots is the number of counters in the generation file.
+const generationSlots = 512
 
 // Defaults of the options.
 const (
@@ -183,6 +211,11 @@ type Store struct {
 	mu      sync.Mutex
 	closed  bool
 	servers map[string]*entry
+
+	// genMu keeps gen mapped while a Today or an Add uses it; Close unmaps
+	// it and sets it to nil.
+	genMu sync.RWMutex
+	gen   *generation // nil: each cached count is checked with a stat
 }
 
 // entry is one server's count as this Store knows it.
@@ -196,10 +229,14 @@ type entry struct {
 	// goroutines queue here rather than poll the cross-process lock.
 	io sync.Mutex
 
+	slot int // the entry's counter in the generation file
+
 	mu         sync.Mutex // guards the fields below; never held during I/O
 	loaded     bool
 	readAt     time.Time // monotonic time of the last read or write of the file
 	stamp      stamp     // the file as last read or written
+	gen        uint64    // the generation counter before that read, or after that write
+	genKnown   bool      // gen was read from the mapped generation file
 	rec        record
 	err        error // the last read's error, kept with its stamp
 	pending    int64 // bytes an Add failed to record
@@ -233,7 +270,33 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
 	s.dir = d
+	g, err := mapGeneration(filepath.Join(dir, GenerationName))
+	if err != nil {
+		s.log.Warn("usage counts are checked with a stat per decision", "error", err)
+	}
+	s.gen = g
 	return s, nil
+}
+
+// loadGen reads the counter of slot, if the generation file is mapped.
+func (s *Store) loadGen(slot int) (uint64, bool) {
+	s.genMu.RLock()
+	defer s.genMu.RUnlock()
+	if s.gen == nil {
+		return 0, false
+	}
+	return s.gen.load(slot), true
+}
+
+// bumpGen increments the counter of slot, if the generation file is mapped,
+// and returns its new value.
+func (s *Store) bumpGen(slot int) (uint64, bool) {
+	s.genMu.RLock()
+	defer s.genMu.RUnlock()
+	if s.gen == nil {
+		return 0, false
+	}
+	return s.gen.bump(slot), true
 }
 
 // Close releases the Store; its methods return ErrClosed afterwards. Calls
@@ -245,7 +308,20 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.dir.Close()
+	s.genMu.Lock()
+	var uerr error
+	if s.gen != nil {
+		uerr = s.gen.unmap()
+		s.gen = nil
+	}
+	s.genMu.Unlock()
+	if err := s.dir.Close(); err != nil {
+		return err
+	}
+	if uerr != nil {
+		return fmt.Errorf("usage: unmap the generation file: %w", uerr)
+	}
+	return nil
 }
 
 // Path returns the file that holds server's count (which may not exist).
@@ -258,6 +334,20 @@ func (s *Store) Path(server string) string {
 // package documentation). A missing file is 0; a corrupt or unreadable one
 // is an error, never 0.
 func (s *Store) Today(server string, now time.Time) (int64, error) {
+	return s.today(server, now, false)
+}
+
+// TodayVerified is Today, with the cached count also checked with a stat of
+// the count file, so that a change made to it by hand (not through a Store)
+// is seen at once too: the broker calls it before a write, where the daily
+// quota is enforced, and Today on every other decision.
+func (s *Store) TodayVerified(server string, now time.Time) (int64, error) {
+	return s.today(server, now, true)
+}
+
+// today is Today; stat checks a cached count with a stat of its file even
+// when the generation counter says it is current.
+func (s *Store) today(server string, now time.Time, stat bool) (int64, error) {
 	e, err := s.entry(server)
 	if err != nil {
 		return 0, err
@@ -266,7 +356,7 @@ func (s *Store) Today(server string, now time.Time) (int64, error) {
 	if err != nil {
 		return 0, e.fail("today", err)
 	}
-	if n, ok, err := s.cached(e, day); ok {
+	if n, ok, err := s.cached(e, day, stat); ok {
 		return n, err
 	}
 	e.io.Lock()
@@ -276,10 +366,12 @@ func (s *Store) Today(server string, now time.Time) (int64, error) {
 		return 0, e.fail("today", err)
 	}
 	defer unlock()
+	gen, genKnown := s.loadGen(e.slot) // before the read: a later Add moves it
 	rec, st, err := e.read()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.install(rec, st, err)
+	e.gen, e.genKnown = gen, genKnown
 	if err != nil {
 		return 0, e.fail("today", err)
 	}
@@ -288,10 +380,25 @@ func (s *Store) Today(server string, now time.Time) (int64, error) {
 }
 
 // cached answers Today from memory when the file is the one last read or
-// written and that was less than the maximum staleness ago.
-func (s *Store) cached(e *entry, day string) (n int64, ok bool, err error) {
+// written and that was less than the maximum staleness ago: the generation
+// counter has not moved since, and (with stat, or without the generation
+// file) the file's stat is unchanged.
+func (s *Store) cached(e *entry, day string, stat bool) (n int64, ok bool, err error) {
 	e.mu.Lock()
 	fresh := e.loaded && time.Since(e.readAt) < s.maxStale
+	if fresh && e.genKnown {
+		if gen, known := s.loadGen(e.slot); !known || gen != e.gen {
+			e.mu.Unlock()
+			return 0, false, nil
+		}
+		if !stat {
+			defer e.mu.Unlock()
+			if e.err != nil {
+				return 0, true, e.fail("today", e.err)
+			}
+			return e.total(day), true, nil
+		}
+	}
 	e.mu.Unlock()
 	if !fresh {
 		return 0, false, nil
@@ -374,12 +481,17 @@ func (s *Store) add(e *entry, day string, n int64) (int64, error) {
 	if pending > 0 && pendingDay >= newDay {
 		total = satAdd(total, pending)
 	}
+	// Moved before the replace, under the exclusive lock: a Today of
+	// another Store that read the old counter rereads from now on, and
+	// waits for this lock to do so.
+	gen, genKnown := s.bumpGen(e.slot)
 	nst, err := s.write(e, record{day: newDay, bytes: total})
 	if err != nil {
 		return 0, err
 	}
 	e.mu.Lock()
 	e.install(record{day: newDay, bytes: total}, nst, nil)
+	e.gen, e.genKnown = gen, genKnown
 	e.pending, e.pendingDay = 0, ""
 	e.mu.Unlock()
 	return total, nil
@@ -401,6 +513,7 @@ func (s *Store) entry(server string) (*entry, error) {
 		name:   name,
 		path:   s.dir.DataPath(name),
 		want:   roundTrip(server),
+		slot:   slotOf(name),
 	}
 	s.servers[server] = e
 	return e, nil
@@ -414,9 +527,18 @@ func (e *entry) fail(op string, err error) error {
 	return &Error{Op: op, Server: e.server, Path: e.path, Err: err}
 }
 
-// install records what a read or a write found, under e.mu.
+// slotOf is the generation counter of a server, from its file name (hex
+// SHA-256).
+func slotOf(name string) int {
+	n, _ := strconv.ParseUint(name[:8], 16, 32) // a Name is 64 hex digits
+	return int(n % generationSlots)
+}
+
+// install records what a read or a write found, under e.mu; the caller sets
+// the generation.
 func (e *entry) install(rec record, st stamp, err error) {
 	e.loaded, e.readAt, e.stamp, e.err = true, time.Now(), st, err
+	e.genKnown = false
 	if err == nil {
 		e.rec = rec
 	}

@@ -1,0 +1,64 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build unix
+
+package usage
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// generationSize is the length of the generation file: generationSlots
+// 64-bit counters, one page.
+const generationSize = generationSlots * 8
+
+// mapGeneration opens (creating it) the directory's generation file and
+// maps its counter shared, so that every process on the directory sees
+// every other's increments in memory, without a system call.
+func mapGeneration(path string) (*generation, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the generation file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat the generation file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("the generation file %s is not a regular file", path)
+	}
+	if fi.Size() < generationSize {
+		// Growing it is harmless when another process did so first: a
+		// truncate to the same length changes nothing.
+		if err := f.Truncate(generationSize); err != nil {
+			return nil, fmt.Errorf("size the generation file: %w", err)
+		}
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, generationSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map the generation file: %w", err)
+	}
+	return &generation{mem: b, counters: (*[generationSlots]uint64)(unsafe.Pointer(&b[0]))}, nil
+}
+
+// generation is the shared counters, mapped: aligned uint64s in one page, so
+// the atomic operations hold across processes.
+type generation struct {
+	mem      []byte
+	counters *[generationSlots]uint64
+}
+
+// load is the counter of slot.
+func (g *generation) load(slot int) uint64 { return atomic.LoadUint64(&g.counters[slot]) }
+
+// bump increments the counter of slot and returns its new value.
+func (g *generation) bump(slot int) uint64 { return atomic.AddUint64(&g.counters[slot], 1) }
+
+func (g *generation) unmap() error { return unix.Munmap(g.mem) }
