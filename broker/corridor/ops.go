@@ -49,7 +49,11 @@ var readOp = operation[ReadRequest, ReadResult]{
 		return nil
 	},
 	canonicalize: func(ctx context.Context, c *Corridor, r ReadRequest) (requests, error) {
-		return c.resolveOne(ctx, "files/read", decision.OpRead, r.Path, true, r.Length, r.Params)
+		t, err := c.canonicalizeFor(ctx, r.Path, true, true)
+		if err != nil {
+			return requests{}, err
+		}
+		return oneRequest(request{method: "files/read", operation: decision.OpRead, path: t, requested: r.Path, bytes: r.Length, params: r.Params}), nil
 	},
 	execute: func(ctx context.Context, c *Corridor, cl *call, r ReadRequest, reqs requests) (ReadResult, error) {
 		res, err := c.exec.Read(ctx, reqs.all[0].path, executor.ReadOptions{Offset: r.Offset, Length: r.Length, UTF8: r.UTF8})

@@ -55,6 +55,17 @@ func oneRequest(req request) requests { return requests{n: 1, all: [2]request{re
 // list returns the requests in the order they are decided.
 func (rs *requests) list() []request { return rs.all[:rs.n] }
 
+// release closes what the requests' targets hold open (a read's file, kept
+// from its resolution: executor.ResolveRead).
+func (rs *requests) release() {
+	for _, req := range rs.list() {
+		req.path.Release()
+		if req.newPath != nil {
+			req.newPath.Release()
+		}
+	}
+}
+
 // operation is one request's own part of the corridor, for a request of type
 // Q with a result of type R. Each is a package-level value (ops.go): its
 // steps take the corridor and the request as arguments, so that a request
@@ -120,11 +131,13 @@ func run[Q, R any](ctx context.Context, c *Corridor, caller Caller, op *operatio
 		}
 		for i, req := range reqs.list() {
 			if err := c.decide(stageCtx, cl, req); err != nil {
+				reqs.release()
 				return zero, c.end(ctx, cl, err, attempt > 1 || i > 0)
 			}
 		}
 		c.observeFirstFileUse(cl, reqs.all[0])
 		result, err := op.execute(stageCtx, c, cl, q, reqs)
+		reqs.release()
 		if err != nil && errcode.Of(err) == errcode.ConcurrencyConflict && attempt < op.attempts {
 			continue
 		}
@@ -158,6 +171,13 @@ func (c *Corridor) end(ctx context.Context, cl *call, err error, decided bool) e
 // fsbroker serve under a host's roots), both the path as written and the
 // path it resolves to must lie in one of them.
 func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (executor.Target, error) {
+	return c.canonicalizeFor(ctx, raw, follow, false)
+}
+
+// canonicalizeFor is canonicalize; forRead resolves for a read
+// (executor.ResolveRead: links followed, the file kept open until its
+// requests are released).
+func (c *Corridor) canonicalizeFor(ctx context.Context, raw string, follow, forRead bool) (executor.Target, error) {
 	set := c.rootsOf(ctx)
 	p, err := canon.Parse(set, raw)
 	if err != nil {
@@ -173,16 +193,23 @@ func (c *Corridor) canonicalize(ctx context.Context, raw string, follow bool) (e
 			return executor.Target{}, errcode.New(errcode.InvalidPath, "names starting with "+executor.TempPrefix+" are reserved")
 		}
 	}
-	t, err := c.exec.Resolve(ctx, p, follow)
+	var t executor.Target
+	if forRead {
+		t, err = c.exec.ResolveRead(ctx, p)
+	} else {
+		t, err = c.exec.Resolve(ctx, p, follow)
+	}
 	if err != nil {
 		return executor.Target{}, err
 	}
 	if r := canon.Reroot(set, t.Path); r.Root != t.Path.Root {
+		t.Release()
 		if t, err = c.exec.Resolve(ctx, r, follow); err != nil {
 			return executor.Target{}, err
 		}
 	}
 	if !set.Allows(t.Path.Root, t.Path.Rel) {
+		t.Release()
 		return executor.Target{}, errcode.New(errcode.PermissionDenied, "a symbolic link on the path leaves the host's roots")
 	}
 	return t, nil

@@ -430,8 +430,49 @@ type Target struct {
 	// ParentExists is true when Path's parent directory exists (always
 	// true when Exists).
 	ParentExists bool
-	// parent describes the parent directory, when ParentExists.
+	// parent describes the parent directory, when ParentExists; zero in a
+	// target ResolveRead kept open (a write given one fails its parent's
+	// identity check: CONCURRENCY_CONFLICT).
 	parent Info
+	// held is the file itself, kept open O_PATH from ResolveRead to
+	// Release; nil for any other target.
+	held *heldFile
+}
+
+// Release closes what the target holds open (ResolveRead); it does nothing
+// for other targets, and nothing the second time. Every copy of a target
+// shares what it holds: after Release, a Read of any copy looks the path up
+// again.
+func (t Target) Release() {
+	if t.held != nil {
+		t.held.release()
+	}
+}
+
+// ResolveRead is Resolve with links followed, for a read of the target: on
+// Linux, when the path has no symbolic link on it and names a regular file,
+// it is looked up in one openat2(2) confined to the root (no link followed,
+// nothing above the root) that opens it O_PATH (which opens nothing: no FIFO
+// or device open), and the object found is kept open until Release, so that
+// Read reopens that very object for reading instead of looking the path up
+// and checking it again. A target it returns without holding anything (any
+// other path, or another platform) is Resolve's. The caller calls Release
+// once the read is done or refused: a kept target holds one descriptor.
+func (x *Executor) ResolveRead(ctx context.Context, p canon.Path) (Target, error) {
+	if err := deadline(ctx); err != nil {
+		return Target{}, err
+	}
+	rh, err := x.rootHandle(p.Root)
+	if err != nil {
+		return Target{}, err
+	}
+	if t, ok := rh.fast.resolveHeld(p); ok {
+		return t, nil
+	}
+	if t, ok := rh.fast.resolve(p, true, rh.info); ok {
+		return t, nil
+	}
+	return x.resolveSlow(ctx, rh, p, true)
 }
 
 // Resolve finds the canonical path of p, as the kernel would: segment by

@@ -7,3 +7,6 @@ package executor
 // test runs every check through the portable paths (os.Root) too: the paths
 // taken where openat2 is missing or refused.
 func WithoutFastPaths() Option { return func(x *Executor) { x.noFast = true } }
+
+// Holds reports whether t keeps its file open (ResolveRead's fast path).
+func Holds(t Target) bool { return t.held != nil }

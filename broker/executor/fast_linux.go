@@ -195,6 +195,96 @@ func (f *fastRoot) open(t Target) (fileReader, Info, error) {
 	return fdFile{fd: fd}, info, nil
 }
 
+// resolveHeld is ResolveRead's fast path: one openat2 of p with resolveFlags
+// and O_PATH|O_NOFOLLOW (nothing opened, no link followed, nothing outside
+// the root) and an fstat of what it found; ok only for a regular file, which
+// the target then holds (heldFile). The parent's identity is not looked up:
+// a read does not use it. Anything else (a link on the path or at its end, a
+// directory, a FIFO, a missing file, an error) is closed and left to
+// Resolve's paths.
+func (f *fastRoot) resolveHeld(p canon.Path) (t Target, ok bool) {
+	if f == nil || p.Rel == "" {
+		return Target{}, false
+	}
+	f.mu.RLock()
+	if f.fd < 0 {
+		f.mu.RUnlock()
+		return Target{}, false
+	}
+	fd, err := openat2(f.fd, p.Rel, unix.O_PATH|unix.O_NOFOLLOW)
+	f.mu.RUnlock()
+	if err != nil {
+		return Target{}, false
+	}
+	var st unix.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return Target{}, false
+	}
+	info := statInfo(&st)
+	if info.Type != TypeFile {
+		_ = unix.Close(fd)
+		return Target{}, false
+	}
+	return Target{Path: p, Exists: true, Info: info, ParentExists: true, held: &heldFile{fd: fd}}, true
+}
+
+// heldFile is the O_PATH descriptor of a regular file a Target was resolved
+// to (resolveHeld), kept until Release. It pins the object: whatever is put
+// at the path afterwards, a reopen of the descriptor opens the file found
+// then, which was a regular file inside the root.
+type heldFile struct {
+	mu sync.Mutex // held while the descriptor is used or closed
+	fd int        // -1 once released
+}
+
+// errNotHeld says that the held descriptor was released, or could not be
+// reopened through /proc: the read looks the path up again.
+var errNotHeld = errors.New("executor: the target holds nothing")
+
+// reopen opens the held file for reading through /proc/self/fd and checks
+// that it is still the version t was decided on (sameVersion: a write, a
+// rename or a removal since moved its change time; CONCURRENCY_CONFLICT).
+// errNotHeld when it was released or /proc cannot reopen it.
+func (h *heldFile) reopen(t Target) (fileReader, Info, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fd < 0 {
+		return nil, Info{}, errNotHeld
+	}
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Open("/proc/self/fd/"+strconv.Itoa(h.fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, Info{}, errNotHeld
+	}
+	var st unix.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return nil, Info{}, mapOSError(os.NewSyscallError("fstat", err), "the file cannot be read")
+	}
+	info := statInfo(&st)
+	if !sameVersion(info, t.Info) {
+		_ = unix.Close(fd)
+		return nil, Info{}, conflict("the file changed while the request was decided")
+	}
+	if info.Type != TypeFile {
+		_ = unix.Close(fd)
+		return nil, Info{}, notRegular()
+	}
+	return fdFile{fd: fd}, info, nil
+}
+
+// release closes the descriptor, once.
+func (h *heldFile) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fd >= 0 {
+		_ = unix.Close(h.fd)
+		h.fd = -1
+	}
+}
+
 // fdFile is a regular file open for reading by its bare descriptor: a
 // regular file never waits, so it needs none of os.File's poller machinery.
 // Its one owner closes it.

@@ -14,7 +14,11 @@ import (
 
 // The helper programs (internal/writer, internal/swapper) are built once per
 // test binary by helperproc, which removes them after the tests.
-func TestMain(m *testing.M) { os.Exit(helperproc.Run(m, nil)) }
+func TestMain(m *testing.M) { os.Exit(helperproc.Run(m, helperRoles)) }
+
+// helperRoles are the roles this test binary plays as a helper process
+// (helperproc); platform files add theirs in init.
+var helperRoles = helperproc.Roles{}
 
 // writerPath returns the built writer helper.
 func writerPath(t *testing.T) string {

@@ -56,7 +56,7 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 	if err != nil {
 		return ReadResult{}, err
 	}
-	f, now, err := openChecked(rh, t)
+	f, now, err := openTarget(rh, t)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -98,6 +98,19 @@ func (x *Executor) Read(ctx context.Context, t Target, o ReadOptions) (ReadResul
 		ETag:     ETag(now),
 		MimeType: x.mimeType(f, t.Path.Rel, buf, o.Offset),
 	}, nil
+}
+
+// openTarget opens the regular file resolved as t for reading: the object
+// ResolveRead kept, reopened, when t holds one; else by its path, checked
+// (openChecked).
+func openTarget(rh *rootHandle, t Target) (fileReader, Info, error) {
+	if t.held != nil {
+		f, info, err := t.held.reopen(t)
+		if !errors.Is(err, errNotHeld) {
+			return f, info, err
+		}
+	}
+	return openChecked(rh, t)
 }
 
 // readable refuses what cannot be read as a file.
