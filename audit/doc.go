@@ -72,10 +72,7 @@
 // the background within about 10 ms (up to the last 10 ms of records), [SyncAlways] makes
 // Append wait for the fsync of the group commit that holds its record (nothing acknowledged is
 // lost; concurrent appends share one fsync), and [SyncNone] never fsyncs (anything the kernel
-// had not yet written back). [Writer.TryDefer], for a record nothing waits on (an operation's
-// outcome), chains the record at once and writes it with the next record, in one write, or
-// from the syncer within about 10 ms ([SyncBatch] only): a crash of the broker can lose such
-// records of its last 10 ms, never an appended one.
+// had not yet written back).
 //
 // # Failing closed
 //

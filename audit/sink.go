@@ -198,20 +198,6 @@ func (g *Guarded) Append(ctx context.Context, rec Record) (uint64, error) {
 	return 0, g.settle(ctx, rec.Kind, fmt.Errorf("%w (%w): no answer within %s", ErrUnavailable, ErrTimeout, g.timeout), true)
 }
 
-// AppendDone is Append for a record of something that has happened already (the outcome of an
-// operation), which nothing waits on: when the sink is a [Writer] that can take it at once
-// without writing it ([Writer.TryDefer]: [SyncBatch] mode, the writer free), the record is
-// chained now and written to the kernel with the next record, in the same write, or by the
-// writer's syncer within about 10 ms; else it is Append.
-func (g *Guarded) AppendDone(ctx context.Context, rec Record) (uint64, error) {
-	if w, ok := g.sink.(*Writer); ok && ctx.Err() == nil && g.stuck.Load() == 0 {
-		if seq, done, err := w.TryDefer(rec); done {
-			return seq, g.settle(ctx, rec.Kind, err, false)
-		}
-	}
-	return g.Append(ctx, rec)
-}
-
 // finish settles an append that returned in time on w, and puts w back among the idle
 // workers.
 func (g *Guarded) finish(ctx context.Context, w *appendWorker, timedOut bool) (uint64, error) {

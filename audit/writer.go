@@ -37,7 +37,6 @@ type Writer struct {
 
 	failures atomic.Uint64
 	fsyncs   atomic.Uint64   // background fsyncs, for the benchmarks
-	writes   atomic.Uint64   // writes to the segment, for the benchmarks
 	queues   []*witnessQueue // one per witness ([WithWitness])
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -68,21 +67,15 @@ type Writer struct {
 	lastMAC    string
 	lastTime   string
 	lastKind   Kind
-	// unwritten holds the lines of the records TryDefer chained but did not write (unwrittenN
-	// of them; the chain stood at unwrittenFrom before the first): the next write writes them
-	// with its own record, or the syncer does (flushUnwritten). The buffer is reused for every
-	// record's line (see maxKeptLine).
-	unwritten     []byte
-	unwrittenN    int
-	unwrittenFrom chainState
-	sinceCkpt     int  // records since the last checkpoint record
-	covered       bool // the last checkpoint record is in the .ckpt file
-	broken        error
-	dirty         bool // the segment may end in a partial line that could not be cut away
-	closed        bool
-	written       uint64 // records written, over all segments
-	synced        uint64 // records known synced (or given up on, see failedUpTo)
-	failedUpTo    uint64 // records up to this one were in a failed fsync
+	line       []byte // the last record's line buffer, reused by the next (see maxKeptLine)
+	sinceCkpt  int    // records since the last checkpoint record
+	covered    bool   // the last checkpoint record is in the .ckpt file
+	broken     error
+	dirty      bool // the segment may end in a partial line that could not be cut away
+	closed     bool
+	written    uint64 // records written, over all segments
+	synced     uint64 // records known synced (or given up on, see failedUpTo)
+	failedUpTo uint64 // records up to this one were in a failed fsync
 }
 
 // Open starts a writer on dir (created if needed): it loads or creates the keys, publishes
@@ -293,68 +286,6 @@ func (w *Writer) TryAppend(rec Record) (seq uint64, done bool, err error) {
 	return seq, true, err
 }
 
-// TryDefer is TryAppend for a record that announces nothing still to come (the outcome of an
-// operation that has happened): in [SyncBatch] mode, when TryAppend could write it at once,
-// it chains the record (its seq, time and MAC are given now, in its place in the chain) but
-// leaves it in memory, to be written to the kernel with the next record in the same write, or
-// by the background syncer, before its fsync, within about 10 ms: one write then carries the
-// records that were ready together. A crash of the broker can lose the records deferred in
-// those 10 ms (never a record appended with Append or TryAppend); a write of them that fails
-// counts as a failure (Failures) and breaks the writer as any failed write does. In the other
-// modes, or when the writer is busy, it appends nothing and returns done false, for the caller
-// to Append.
-func (w *Writer) TryDefer(rec Record) (seq uint64, done bool, err error) {
-	if w.cfg.sync != SyncBatch {
-		return 0, false, nil
-	}
-	if err := rec.check(); err != nil {
-		return 0, true, err
-	}
-	if !w.mu.TryLock() {
-		return 0, false, nil
-	}
-	defer w.mu.Unlock()
-	if w.closed || rec.Kind == KindSessionEnd || w.rotationDue(true) || w.sinceCkpt >= w.cfg.ckptEvery {
-		return 0, false, nil
-	}
-	rec.Segment, rec.PrevSegment, rec.KeyID, rec.MACKeyID, rec.Removed = "", "", "", "", nil
-	from := w.chain()
-	buf, err := w.format(w.unwritten, &rec)
-	w.unwritten = buf
-	if err != nil {
-		return 0, true, err
-	}
-	if w.unwrittenN == 0 {
-		w.unwrittenFrom = from
-	}
-	w.unwrittenN++
-	w.work.Signal()
-	return rec.Seq, true, nil
-}
-
-// flushUnwritten writes the deferred records, with w.mu held (TryDefer).
-func (w *Writer) flushUnwritten() {
-	if w.unwrittenN == 0 {
-		return
-	}
-	n := w.unwrittenN
-	err := w.writeLines(w.unwritten, n)
-	w.dropUnwritten()
-	if err != nil {
-		w.setChain(w.unwrittenFrom)
-		w.failures.Add(uint64(n))
-	}
-}
-
-// dropUnwritten empties the deferred records' buffer, with w.mu held, keeping it for the next
-// line unless it grew large.
-func (w *Writer) dropUnwritten() {
-	w.unwritten, w.unwrittenN = w.unwritten[:0], 0
-	if cap(w.unwritten) > maxKeptLine {
-		w.unwritten = nil
-	}
-}
-
 // unavailable counts a failure and wraps err in ErrUnavailable.
 func (w *Writer) unavailable(err error) error {
 	w.failures.Add(1)
@@ -392,55 +323,9 @@ func (w *Writer) rotationDue(full bool) bool {
 // maxKeptLine is the largest line buffer write keeps for the next record.
 const maxKeptLine = 16 << 10
 
-// write appends rec as the next record of the segment, with w.mu held, in one write with the
-// records TryDefer left unwritten before it. On failure the writer is broken until a rotation
-// succeeds, and those records are lost with it (counted in Failures).
+// write appends rec as the next record of the segment, with w.mu held. On failure the writer
+// is broken until a rotation succeeds.
 func (w *Writer) write(rec *Record) error {
-	from := w.chain()
-	if w.unwrittenN > 0 {
-		from = w.unwrittenFrom
-	}
-	buf, err := w.format(w.unwritten, rec)
-	w.unwritten = buf
-	if err != nil {
-		return err // the deferred records stay for the next write
-	}
-	n := w.unwrittenN
-	err = w.writeLines(buf, n+1)
-	w.dropUnwritten()
-	if err != nil {
-		w.setChain(from)
-		w.failures.Add(uint64(n))
-		return err
-	}
-	return nil
-}
-
-// chainState is where the chain of the segment stands: what the next record follows.
-type chainState struct {
-	seq                   uint64
-	lastMAC, lastTime     string
-	lastKind              Kind
-	sinceCkpt, segRecords int
-	covered               bool
-}
-
-// chain returns where the chain stands, with w.mu held.
-func (w *Writer) chain() chainState {
-	return chainState{seq: w.seq, lastMAC: w.lastMAC, lastTime: w.lastTime, lastKind: w.lastKind,
-		sinceCkpt: w.sinceCkpt, segRecords: w.segRecords, covered: w.covered}
-}
-
-// setChain sets the chain back to c (the records after it were not written), with w.mu held.
-func (w *Writer) setChain(c chainState) {
-	w.seq, w.lastMAC, w.lastTime, w.lastKind = c.seq, c.lastMAC, c.lastTime, c.lastKind
-	w.sinceCkpt, w.segRecords, w.covered = c.sinceCkpt, c.segRecords, c.covered
-}
-
-// format appends rec's line to buf as the next record of the chain, and moves the chain on
-// to it, with w.mu held; the caller writes the line (writeLines), or sets the chain back. A
-// record too long to verify is ErrInvalidRecord, and leaves buf and the chain as they were.
-func (w *Writer) format(buf []byte, rec *Record) ([]byte, error) {
 	rec.V = Version
 	rec.Seq = w.seq + 1
 	if rec.Kind == KindSegmentStart {
@@ -449,14 +334,25 @@ func (w *Writer) format(buf []byte, rec *Record) ([]byte, error) {
 	rec.Time = formatTime(time.Now())
 	rec.Prev = w.lastMAC
 	rec.Mac = ""
-	start := len(buf)
-	buf, mac := appendLine(buf, rec, w.mac)
-	if n := len(buf) - start - 1; n > maxLine { // the line without its newline, as Verify reads it
-		// Verify reads no line longer than this; such a record would pass for an edit.
-		return buf[:start], fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, n, maxLine)
+	line, mac := appendLine(w.line[:0], rec, w.mac)
+	if cap(line) <= maxKeptLine {
+		w.line = line // reused by the next record (w.mu is held)
 	}
+	if len(line)-1 > maxLine { // the line without its newline, as Verify reads it
+		// Verify reads no line longer than this; such a record would pass for an edit.
+		return fmt.Errorf("%w: a line of %d bytes (at most %d)", ErrInvalidRecord, len(line)-1, maxLine)
+	}
+	if _, err := w.f.Write(line); err != nil {
+		w.broken = fmt.Errorf("write %s: %w", filepath.Base(w.f.Name()), err)
+		if terr := w.f.Truncate(w.off); terr != nil {
+			w.dirty = true
+		}
+		return w.broken
+	}
+	w.off += int64(len(line))
 	w.seq = rec.Seq
 	w.lastMAC, w.lastTime, w.lastKind = mac, rec.Time, rec.Kind
+	w.written++
 	if rec.Kind == KindCheckpoint {
 		w.sinceCkpt, w.covered = 0, false
 	} else {
@@ -465,23 +361,6 @@ func (w *Writer) format(buf []byte, rec *Record) ([]byte, error) {
 	if rec.Kind != KindCheckpoint && rec.Kind != KindSegmentStart {
 		w.segRecords++
 	}
-	return buf, nil
-}
-
-// writeLines writes the lines of n chained records to the segment in one write, with w.mu
-// held. On failure the segment is cut back to its last whole record and the writer is broken
-// until a rotation succeeds; the caller sets the chain back.
-func (w *Writer) writeLines(lines []byte, n int) error {
-	w.writes.Add(1)
-	if _, err := w.f.Write(lines); err != nil {
-		w.broken = fmt.Errorf("write %s: %w", filepath.Base(w.f.Name()), err)
-		if terr := w.f.Truncate(w.off); terr != nil {
-			w.dirty = true
-		}
-		return w.broken
-	}
-	w.off += int64(len(lines))
-	w.written += uint64(n)
 	return nil
 }
 
@@ -522,7 +401,7 @@ func (w *Writer) syncLoop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
-		for w.written == w.synced && w.unwrittenN == 0 && !w.closed {
+		for w.written == w.synced && !w.closed {
 			w.work.Wait()
 		}
 		if w.closed {
@@ -545,7 +424,6 @@ func (w *Writer) syncLoop() {
 				return
 			}
 		}
-		w.flushUnwritten()
 		target, f := w.written, w.f
 		w.mu.Unlock()
 		last = time.Now()

@@ -104,13 +104,6 @@ func (c *Corridor) auditPath(p string) string {
 // appendAudit appends one record of caller. Without a trail it does nothing
 // under WithoutAuditTrail, and fails otherwise.
 func (c *Corridor) appendAudit(ctx context.Context, caller Caller, rec audit.Record) error {
-	return c.appendAuditOf(ctx, caller, rec, false)
-}
-
-// appendAuditOf is appendAudit; done says that rec records what has happened
-// already and nothing waits on it (an outcome): the trail may then write it
-// with its next record (audit.Guarded.AppendDone).
-func (c *Corridor) appendAuditOf(ctx context.Context, caller Caller, rec audit.Record, done bool) error {
 	if c.observer != nil && rec.Kind == audit.KindDecision {
 		c.observer.Decided(rec.Allow != nil && *rec.Allow, rec.Code)
 	}
@@ -125,12 +118,7 @@ func (c *Corridor) appendAuditOf(ctx context.Context, caller Caller, rec audit.R
 	if c.observer != nil {
 		start = time.Now()
 	}
-	var err error
-	if done {
-		_, err = c.trail.AppendDone(ctx, rec)
-	} else {
-		_, err = c.trail.Append(ctx, rec)
-	}
+	_, err := c.trail.Append(ctx, rec)
 	if c.observer != nil {
 		c.observer.AuditAppended(time.Since(start), err)
 	}
@@ -316,10 +304,8 @@ func (c *Corridor) recordOutcome(ctx context.Context, cl *call, err error) {
 		}
 	}
 	// The operation has happened: a failure here is logged and counted by the
-	// guard, and the reply still goes out, within the guard's timeout. Nothing
-	// waits on the record: in the trail's batch mode it is written with the
-	// next record, the next request's decision say, or within about 10 ms.
-	c.appendAuditOf(context.WithoutCancel(ctx), cl.caller, rec, true)
+	// guard, and the reply still goes out, within the guard's timeout.
+	c.appendAudit(context.WithoutCancel(ctx), cl.caller, rec)
 }
 
 // RecordSession writes a session_start or session_end record of caller.
