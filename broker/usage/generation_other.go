@@ -16,8 +16,8 @@ func mapGeneration(string) (*generation, error) {
 // generation is never made on this platform.
 type generation struct{}
 
-func (g *generation) load(int) uint64 { return 0 }
+func (g *generation) load(int) (uint64, bool) { return 0, false }
 
-func (g *generation) bump(int) uint64 { return 0 }
+func (g *generation) bump(int) (uint64, bool) { return 0, false }
 
 func (g *generation) unmap() error { return nil }

@@ -8,6 +8,7 @@ package usage
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
@@ -55,10 +56,33 @@ type generation struct {
 	counters *[generationSlots]uint64
 }
 
-// load is the counter of slot.
-func (g *generation) load(slot int) uint64 { return atomic.LoadUint64(&g.counters[slot]) }
+// load is the counter of slot; ok is false when the mapped page cannot be
+// read (faultSafe).
+func (g *generation) load(slot int) (n uint64, ok bool) {
+	defer faultSafe(&ok)()
+	return atomic.LoadUint64(&g.counters[slot]), true
+}
 
-// bump increments the counter of slot and returns its new value.
-func (g *generation) bump(slot int) uint64 { return atomic.AddUint64(&g.counters[slot], 1) }
+// bump increments the counter of slot and returns its new value; ok is
+// false when the mapped page cannot be written (faultSafe).
+func (g *generation) bump(slot int) (n uint64, ok bool) {
+	defer faultSafe(&ok)()
+	return atomic.AddUint64(&g.counters[slot], 1), true
+}
+
+// faultSafe makes a fault on the mapped file (SIGBUS: the generation file
+// was shrunk under the mapping, by hand or by another program) a panic of
+// this goroutine that the returned function, deferred, recovers, setting
+// *ok false: the Store then checks its counts with a stat, as where the
+// file cannot be mapped, instead of the broker crashing.
+func faultSafe(ok *bool) func() {
+	old := debug.SetPanicOnFault(true)
+	return func() {
+		if recover() != nil {
+			*ok = false
+		}
+		debug.SetPanicOnFault(old)
+	}
+}
 
 func (g *generation) unmap() error { return unix.Munmap(g.mem) }

@@ -95,9 +95,10 @@
 // when a replacement reuses the inode number of the cached file and has the
 // same size and modification time; the maximum staleness bounds that too.
 //
-// The generation file must stay at least a page long while brokers run on
-// the directory: shrinking it under them makes their next Today fault (the
-// state directory is the broker's own, 0700).
+// The generation file should stay a page long while brokers run on the
+// directory (the state directory is the broker's own, 0700): shrunk under
+// them, the fault of reading it is recovered and the Store checks its
+// counts with a stat, as where the file cannot be mapped.
 //
 // Staleness aside, a decision and the Add after the write are not one atomic
 // step: two processes may both decide before either adds, so writes decided
@@ -285,7 +286,7 @@ func (s *Store) loadGen(slot int) (uint64, bool) {
 	if s.gen == nil {
 		return 0, false
 	}
-	return s.gen.load(slot), true
+	return s.gen.load(slot)
 }
 
 // bumpGen increments the counter of slot, if the generation file is mapped,
@@ -296,7 +297,7 @@ func (s *Store) bumpGen(slot int) (uint64, bool) {
 	if s.gen == nil {
 		return 0, false
 	}
-	return s.gen.bump(slot), true
+	return s.gen.bump(slot)
 }
 
 // Close releases the Store; its methods return ErrClosed afterwards. Calls
