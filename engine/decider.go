@@ -43,8 +43,7 @@ func (d Decider) Decide(ctx context.Context, in *decision.Input) decision.Verdic
 func (d Decider) Visible(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	batch := *in
 	batch.Operation, batch.Entries = decision.OpVisible, entries
-	doc, _ := encodeInput(&batch)
-	vis, err := d.Engine.Visible(ctx, doc)
+	vis, err := d.Engine.decideBatch(ctx, &batch, false)
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide visibility; hiding the entries", "method", in.Method, "error", err)
 	}
@@ -55,8 +54,7 @@ func (d Decider) Visible(ctx context.Context, in *decision.Input, entries []deci
 func (d Decider) Consentable(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	batch := *in
 	batch.Operation, batch.Entries = decision.OpConsent, entries
-	doc, _ := encodeInput(&batch)
-	ok, err := d.Engine.Consentable(ctx, doc)
+	ok, err := d.Engine.decideBatch(ctx, &batch, true)
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide what may be granted; granting nothing", "error", err)
 	}
@@ -70,8 +68,7 @@ func (d Decider) Consentable(ctx context.Context, in *decision.Input, entries []
 func (d Decider) Carried(ctx context.Context, in *decision.Input, entries []decision.InputPath) decision.Verdict {
 	batch := *in
 	batch.Entries = entries
-	doc, _ := encodeInput(&batch)
-	dec, err := d.Engine.Decide(ctx, doc)
+	dec, err := d.Engine.Decide(ctx, brokerBatchInput(d.Engine.sessions.of(&batch), &batch))
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide on a directory's entries; denying", "method", in.Method, "error", err)
 	}

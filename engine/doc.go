@@ -95,7 +95,10 @@
 // a batch is decided as a whole (a rule may look at every entry), so the key is the whole input
 // without its top-level time member, as a SHA-256 with the length hashed; at most 256 results
 // and about 4 MiB per set. A repeated 1,000-entry listing page then costs a scan and a hash of
-// its input (about 0.4 ms) instead of an evaluation (about 13 ms).
+// its input (about 0.4 ms) instead of an evaluation (about 13 ms). The broker's own batches
+// ([Decider.Visible], Consentable, Carried) are built as OPA values without JSON, with facts
+// for the hide rules on each entry (batchinput.go), and keyed on a SHA-256 of their fields; a
+// first 1,000-entry listing page costs about 6 ms with the default set.
 //
 // The derived visible and consentable decide each entry on its own (with input as ...): a
 // 1,000-entry batch costs about 15 us per entry plus the decision, 16 ms with an allow-all

@@ -332,15 +332,25 @@ func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery,
 	if err := ctx.Err(); err != nil {
 		return map[string]bool{}, fmt.Errorf("engine: %w", err)
 	}
-	var key batchKey
-	cached := false
+	var key *batchKey
+	lookup := false
 	if set.batches != nil {
-		var timeValue []byte
-		key, timeValue, cached = batchKeyOf(query, input)
-		if cached && (timeValue == nil || validJSONValue(timeValue)) {
-			if paths, ok := set.batches.get(key); ok {
-				return paths, nil
-			}
+		if k, timeValue, ok := batchKeyOf(query, input); ok {
+			key, lookup = &k, timeValue == nil || validJSONValue(timeValue)
+		}
+	}
+	return evalPathSetKeyed(ctx, set, pq, query, input, key, lookup)
+}
+
+// evalPathSetKeyed is evalPathSet with the input's batch cache key given (nil: not cached);
+// lookup is false to keep a result without looking one up.
+func evalPathSetKeyed(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery, query string, input any, key *batchKey, lookup bool) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return map[string]bool{}, fmt.Errorf("engine: %w", err)
+	}
+	if key != nil && lookup {
+		if paths, ok := set.batches.get(*key); ok {
+			return paths, nil
 		}
 	}
 	v, err := inputValue(input)
@@ -359,8 +369,8 @@ func evalPathSet(ctx context.Context, set *policySet, pq rego.PreparedEvalQuery,
 	if err != nil {
 		return map[string]bool{}, fmt.Errorf("engine: %s (revision %s): %w", query, set.revision, err)
 	}
-	if cached {
-		set.batches.put(key, paths)
+	if key != nil {
+		set.batches.put(*key, paths)
 	}
 	return paths, nil
 }

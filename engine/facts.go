@@ -32,6 +32,7 @@ const (
 
 // addFacts adds the facts to doc, an input document it may change.
 func addFacts(doc ast.Object) ast.Object {
+	doc = addEntryFacts(doc) // batchinput.go
 	for _, role := range [...]string{"path", "newPath"} {
 		if t := doc.Get(inputKey(role)); t != nil {
 			if p, ok := t.Value.(ast.Object); ok {

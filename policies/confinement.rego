@@ -37,8 +37,19 @@ deny contains {"code": permission_denied, "reason": sprintf("confinement: %s is 
 }
 
 # An entry is only shown, never opened: what must hold is that the name shown
-# (mountPath) is the one the other rules judged (mount and relative).
+# (mountPath) is the one the other rules judged (mount and relative), joined
+# as trim_suffix(concat("/", [mount, relative]), "/"). The engine hands each
+# entry that join as e.joinedMountPath (when it sets input.entryFacts); an
+# entry without it is hidden (fail closed).
 hide contains e.mountPath if {
+	input.entryFacts
+	some e in input.entries
+	not e.mountPath == e.joinedMountPath
+}
+
+# Without the engine's facts (an input a test builds), the join is made here.
+hide contains e.mountPath if {
+	not input.entryFacts
 	some e in input.entries
 	e.mountPath != trim_suffix(concat("/", [e.mount, e.relative]), "/")
 }
