@@ -265,8 +265,9 @@ func batchValueKey(query string, p *sessionPart, in *decision.Input) batchKey {
 	return batchKey{query: query, sum: sha256.Sum256(b), n: len(b)}
 }
 
-// decideBatch evaluates the query of set that pq prepares (Visible's or Consentable's) for the
-// broker's batch in, built as OPA values, its result kept in the batch cache (evalPathSet).
+// decideBatch evaluates the current set's visible (or, with consent, consentable) for the
+// broker's batch in: from the batch cache when it holds the batch, else built as OPA values and
+// evaluated, the result kept (evalPathSet).
 func (e *Engine) decideBatch(ctx context.Context, in *decision.Input, consent bool) (map[string]bool, error) {
 	set := e.current()
 	if set == nil {
@@ -280,7 +281,10 @@ func (e *Engine) decideBatch(ctx context.Context, in *decision.Input, consent bo
 	var key *batchKey
 	if set.batches != nil {
 		k := batchValueKey(query, part, in)
+		if paths, ok := set.batches.get(k); ok {
+			return paths, nil // before the input is built
+		}
 		key = &k
 	}
-	return evalPathSetKeyed(ctx, set, pq, query, brokerBatchInput(part, in), key, true)
+	return evalPathSetKeyed(ctx, set, pq, query, brokerBatchInput(part, in), key, false)
 }

@@ -279,3 +279,34 @@ func TestEntryWithoutItsFactsShowsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestDeciderBatchesAreCached: the same batch decided again (at another time) is answered by the
+// batch cache, and a batch that differs in one entry is not.
+func TestDeciderBatchesAreCached(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(ctx, Source{FS: policies.FS}, WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Decider{Engine: e}
+	in := batchValueCases(t)[2]
+	in.Operation = decision.OpList
+	entries := make([]decision.InputPath, 10)
+	setFirstListingEntries(entries, 1)
+	cached := func() int {
+		c := e.current().batches
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.m)
+	}
+	first, _ := d.Visible(ctx, &in, entries)
+	in.Time = decision.NewInputTime(time.Now().Add(time.Hour))
+	again, _ := d.Visible(ctx, &in, entries)
+	if cached() != 1 || !reflect.DeepEqual(first, again) || len(first) == 0 {
+		t.Fatalf("%d batches cached; %v then %v", cached(), first, again)
+	}
+	entries[3].Relative = "x/.env"
+	if _, err := d.Visible(ctx, &in, entries); err != nil || cached() != 2 {
+		t.Fatalf("a changed entry: %v, %d batches cached", err, cached())
+	}
+}

@@ -57,3 +57,26 @@ func BenchmarkVisibleFirstListing(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkVisibleRepeatedListing is BenchmarkVisibleFirstListing's listing of one directory
+// over and over, as a client that lists it again does: the batch cache answers every iteration
+// but the first, so this is the cost of its key and its lookup.
+func BenchmarkVisibleRepeatedListing(b *testing.B) {
+	ctx := context.Background()
+	e, err := New(ctx, Source{FS: policies.FS}, WithRunTests(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := Decider{Engine: e}
+	in := decision.Input{Version: 1, Method: "files/list", Operation: decision.OpList,
+		Server:  decision.InputServer{ID: "example", Name: "example", Version: "1.0.0"},
+		Session: decision.InputSession{ID: "s1", ProtocolVersion: "2025-11-25", Transport: "stdio"},
+		Grants:  firstTouchGrants(20)}
+	entries := make([]decision.InputPath, 1000)
+	setFirstListingEntries(entries, 0)
+	percentilesPrepared(b, func(int) { in.Time = decision.NewInputTime(time.Now()) }, func() {
+		if vis, err := d.Visible(ctx, &in, entries); err != nil || len(vis) != 980 {
+			b.Fatalf("Visible: %d visible, %v; want 980", len(vis), err)
+		}
+	})
+}
