@@ -81,13 +81,13 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 	case EditArgs:
 		return s.edit(ctx, caller, a, params)
 	case ListWithSizesArgs:
-		entries, _, err := s.listAll(ctx, caller, a.Path, false, params)
+		entries, _, err := s.listAll(ctx, caller, a.Path, false, true, params)
 		if err != nil {
 			return ToolResult{}, err
 		}
 		return TextResult(ListingWithSizesText(listingEntries(entries), a.SortBy)), nil
 	case TreeArgs:
-		entries, _, err := s.listAll(ctx, caller, a.Path, true, params)
+		entries, _, err := s.listAll(ctx, caller, a.Path, true, false, params)
 		if err != nil {
 			return ToolResult{}, err
 		}
@@ -97,7 +97,7 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 		}
 		return TextResult(TreeText(tree)), nil
 	case SearchArgs:
-		entries, dir, err := s.listAll(ctx, caller, a.Path, true, params)
+		entries, dir, err := s.listAll(ctx, caller, a.Path, true, false, params)
 		if err != nil {
 			return ToolResult{}, err
 		}
@@ -134,7 +134,7 @@ func (s *Session) runTool(ctx context.Context, caller corridor.Caller, args any,
 func (s *Session) runPathTool(ctx context.Context, caller corridor.Caller, a PathArgs, params []byte) (ToolResult, error) {
 	switch caller.Tool {
 	case ToolListDirectory:
-		entries, _, err := s.listAll(ctx, caller, a.Path, false, params)
+		entries, _, err := s.listAll(ctx, caller, a.Path, false, false, params)
 		if err != nil {
 			return ToolResult{}, err
 		}
@@ -341,17 +341,21 @@ func (s *Session) overWholeFileLimit(size, limit int64) error {
 
 // listAll lists the directory p through the corridor, every page, and
 // returns the entries and the directory's mount-relative path ("" when it
-// has no entry to tell it by).
-func (s *Session) listAll(ctx context.Context, caller corridor.Caller, p string, recursive bool, params []byte) ([]corridor.ListEntry, string, error) {
+// has no entry to tell it by). Without sizes the entries carry names and
+// types only (corridor.ListRequest.TypesOnly: list_directory,
+// directory_tree and search_files need no more).
+func (s *Session) listAll(ctx context.Context, caller corridor.Caller, p string, recursive, sizes bool, params []byte) ([]corridor.ListEntry, string, error) {
 	all, err := consented(ctx, s, caller, "read", []string{p}, func() ([]corridor.ListEntry, error) {
-		return s.listPages(ctx, caller, p, recursive, params)
+		return s.listPages(ctx, caller, p, recursive, sizes, params)
 	})
 	return all, listedDir(all), err
 }
 
-// listPages lists the directory p, following the cursor to the end.
-func (s *Session) listPages(ctx context.Context, caller corridor.Caller, p string, recursive bool, params []byte) ([]corridor.ListEntry, error) {
-	req := corridor.ListRequest{Path: p, Recursive: recursive, IncludeHidden: true, MaxDepth: -1, Limit: listPage, Params: params}
+// listPages lists the directory p, following the cursor to the end (with
+// sizes and times, or names and types only).
+func (s *Session) listPages(ctx context.Context, caller corridor.Caller, p string, recursive, sizes bool, params []byte) ([]corridor.ListEntry, error) {
+	req := corridor.ListRequest{Path: p, Recursive: recursive, IncludeHidden: true, MaxDepth: -1, Limit: listPage, Params: params,
+		TypesOnly: !sizes}
 	var all []corridor.ListEntry
 	for {
 		page, err := s.cfg.Corridor.List(ctx, caller, req)

@@ -128,7 +128,7 @@ var listOp = operation[ListRequest, ListResult]{
 	execute: func(ctx context.Context, c *Corridor, cl *call, r ListRequest, reqs requests) (ListResult, error) {
 		req := reqs.all[0]
 		page, err := c.exec.List(ctx, req.path, executor.ListOptions{Recursive: r.Recursive,
-			IncludeHidden: r.IncludeHidden, MaxDepth: r.MaxDepth, Limit: r.Limit, Cursor: r.Cursor})
+			IncludeHidden: r.IncludeHidden, MaxDepth: r.MaxDepth, Limit: r.Limit, Cursor: r.Cursor, TypesOnly: r.TypesOnly})
 		if err != nil {
 			return ListResult{}, err
 		}

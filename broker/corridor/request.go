@@ -124,6 +124,10 @@ type ListRequest struct {
 	Limit         int
 	Cursor        string
 	Params        []byte
+	// TypesOnly: the caller needs each entry's path, name and type only;
+	// Size and Modified are zero, and entries are not stat'ed where the
+	// directory gives their types (executor.ListOptions.TypesOnly).
+	TypesOnly bool
 }
 
 // ListEntry is one entry the caller may see.

@@ -37,7 +37,18 @@ type ListOptions struct {
 	// moved it) PERMISSION_DENIED: for a listing of what an operation would
 	// carry along, which must not take a root with it.
 	RefuseRoots bool
+	// TypesOnly is for a caller that needs each entry's name and type only
+	// (its size, time and identity are then zero): an entry's type
+	// is the one the directory records (getdents' d_type) and the entry is
+	// stat'ed only where the directory does not say (DT_UNKNOWN, platforms
+	// without d_type, names served from a large directory's snapshot, names
+	// past the first maxTypedNames of a read). Not with RefuseRoots.
+	TypesOnly bool
 }
+
+// maxTypedNames bounds the types a TypesOnly walk keeps from one reading of
+// a directory; the names past them are stat'ed.
+const maxTypedNames = 4096
 
 // Entry is one listed file system object. Links are reported as links: the
 // size and time are the link's own (lstat), never its target's.
@@ -71,7 +82,8 @@ type ListResult struct {
 //
 // Cost: a directory's names are read without a stat (getdents), only the
 // entries of the page are stat'ed (fstatat relative to the open directory,
-// never following a link), and a large directory's sorted names are kept
+// never following a link; with TypesOnly, only those whose type getdents
+// does not give), and a large directory's sorted names are kept
 // between pages as a snapshot (see snapshot.go), so that a page costs a
 // binary search and its own entries, not the whole directory.
 func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResult, error) {
@@ -96,6 +108,9 @@ func (x *Executor) List(ctx context.Context, t Target, o ListOptions) (ListResul
 	}
 	if !o.Recursive {
 		o.MaxDepth = 0
+	}
+	if o.RefuseRoots {
+		o.TypesOnly = false // each entry's identity is checked
 	}
 	h, err := x.handle(t.Path.Root)
 	if err != nil {
@@ -237,12 +252,15 @@ func (w *walker) walk(depth int, prefix string, st dirStamp, after []string) err
 		if d == nil {
 			return nil // the directory was moved away while it was walked
 		}
-		es, err := d.lstat(name)
+		es, err := it.describe(d, name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed since the names were read
 			}
 			return mapOSError(err, "an entry cannot be read")
+		}
+		if w.o.TypesOnly {
+			es = entryStat{typ: es.typ} // the same whether stat'ed or not
 		}
 		if !returned {
 			w.emit(prefix, name, es)
@@ -407,6 +425,17 @@ type nameIter struct {
 	batch     []string // the smallest names from the start on
 	more      bool     // names after batch were left out
 	snap      *snapshot
+	types     map[string]string // for TypesOnly: names' types as the directory records them
+}
+
+// describe returns what a walk needs of the entry name of d: its type from
+// it.types when the walk needs no more and the directory gave it, else its
+// lstat.
+func (it *nameIter) describe(d *dirFile, name string) (entryStat, error) {
+	if typ, ok := it.types[name]; ok {
+		return entryStat{typ: typ}, nil
+	}
+	return d.lstat(name)
 }
 
 // remaining is how many names are left (a lower bound when more is set).
@@ -498,6 +527,10 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 	if w.buf == nil {
 		w.buf = make([]byte, readBuffer)
 	}
+	var types map[string]string
+	if w.o.TypesOnly {
+		types = make(map[string]string)
+	}
 	var r rawNames
 	if keep && st.size >= growFrom {
 		// About the names' bytes: a directory's size is its records' on
@@ -508,7 +541,11 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		// listing would make room for nothing.
 		r.grow(int(min(st.size/2, maxGrowHint, int64(x.snaps.maxBytes))))
 	}
-	add := func(name []byte) {
+	add := func(name []byte, typ string) {
+		if typ != "" && types != nil && len(types) < maxTypedNames &&
+			(w.o.IncludeHidden || len(name) == 0 || name[0] != '.') {
+			types[string(name)] = typ
+		}
 		if !keep {
 			top.addBytes(name)
 			return
@@ -540,7 +577,7 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		}
 	}
 	if !keep {
-		return nameIter{batch: top.sorted(), more: top.dropped}, nil
+		return nameIter{batch: top.sorted(), more: top.dropped, types: types}, nil
 	}
 	raw, ends, weight := r.packed()
 	if len(ends) < minSnapshotNames {
@@ -550,7 +587,7 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		if found && !incl {
 			i++
 		}
-		return nameIter{batch: names[i:]}, nil
+		return nameIter{batch: names[i:], types: types}, nil
 	}
 	s := newSnapshot(raw, ends, st, settled(st, wall), readAt)
 	s.bytes = weight
@@ -560,7 +597,7 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 		top.add(raw[start:e])
 		start = e
 	}
-	return nameIter{batch: top.sorted(), more: top.dropped, snap: s}, nil
+	return nameIter{batch: top.sorted(), more: top.dropped, snap: s, types: types}, nil
 }
 
 // readBuffer is the size of a walk's getdents buffer.

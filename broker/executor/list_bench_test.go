@@ -232,3 +232,35 @@ func BenchmarkListTree(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkList100: the listing of a 100-entry directory (fsbroker serve's list_directory of
+// the end-to-end benchmark), each iteration another of 200 such directories: with each entry
+// stat'ed (files/list's sizes and times) and with the types the directory gives (TypesOnly).
+func BenchmarkList100(b *testing.B) {
+	f := newFixture(b)
+	const dirs = 200
+	targets := make([]executor.Target, dirs)
+	for d := range dirs {
+		name := fmt.Sprintf("l100/d%03d", d)
+		makeFlatDir(b, f, name, 100)
+		targets[d] = f.resolve(b, "proj/"+name, true)
+	}
+	ctx := context.Background()
+	for _, typesOnly := range []bool{false, true} {
+		name := "stat"
+		if typesOnly {
+			name = "types-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				res, err := f.x.List(ctx, targets[i%dirs], executor.ListOptions{Limit: 1000, TypesOnly: typesOnly})
+				if err != nil || len(res.Entries) != 100 {
+					b.Fatal(len(res.Entries), err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -14,9 +14,10 @@ import (
 
 // readBatch gives add the names of the next getdents64 call on d (the
 // broker's temporary files left out), without a string per name: each is
-// valid only during the call. It reports done at the end of the directory.
-// buf is the walk's read buffer.
-func (d *dirFile) readBatch(buf []byte, add func(name []byte)) (done bool, err error) {
+// valid only during the call, with its type as the directory records it
+// (d_type: "" where the file system does not say, DT_UNKNOWN). It reports
+// done at the end of the directory. buf is the walk's read buffer.
+func (d *dirFile) readBatch(buf []byte, add func(name []byte, typ string)) (done bool, err error) {
 	var n int
 	for {
 		n, err = unix.Getdents(d.fd, buf)
@@ -37,7 +38,7 @@ func (d *dirFile) readBatch(buf []byte, add func(name []byte)) (done bool, err e
 		if reclen < nameOff || reclen > len(b) {
 			break
 		}
-		name := b[nameOff:reclen]
+		name, typ := b[nameOff:reclen], direntType(b[18])
 		b = b[reclen:]
 		for i, c := range name {
 			if c == 0 {
@@ -49,7 +50,23 @@ func (d *dirFile) readBatch(buf []byte, add func(name []byte)) (done bool, err e
 			(len(name) >= len(TempPrefix) && string(name[:len(TempPrefix)]) == TempPrefix) {
 			continue
 		}
-		add(name)
+		add(name, typ)
 	}
 	return false, nil
+}
+
+// direntType is the entry type of a d_type: "" for DT_UNKNOWN (or a value
+// this does not know), which the caller must stat to tell.
+func direntType(t byte) string {
+	switch t {
+	case unix.DT_REG:
+		return TypeFile
+	case unix.DT_DIR:
+		return TypeDirectory
+	case unix.DT_LNK:
+		return TypeSymlink
+	case unix.DT_FIFO, unix.DT_CHR, unix.DT_BLK, unix.DT_SOCK:
+		return TypeOther
+	}
+	return ""
 }
