@@ -50,22 +50,25 @@ func batchValueCases(t *testing.T) []decision.Input {
 // before), facts included.
 func TestBatchValueMatchesParse(t *testing.T) {
 	for i, in := range batchValueCases(t) {
-		doc, _ := encodeInput(&in)
-		want, err := parsedWithFacts(doc)
-		if err != nil {
-			t.Fatalf("input %d: parse %s: %v", i, doc, err)
-		}
 		got, ok := batchValue(newSessionPart(&in), &in)
-		if !ok {
-			t.Fatalf("input %d: not built", i)
-		}
-		if got.Compare(want) != 0 {
-			t.Errorf("input %d:\n got %v\nwant %v", i, got, want)
+		if want := parsedInput(t, &in); !ok || got.Compare(want) != 0 {
+			t.Errorf("input %d (built: %v):\n got %v\nwant %v", i, ok, got, want)
 		}
 		if got.Get(ast.StringTerm(factEntryFacts)) == nil {
 			t.Errorf("input %d: no %s", i, factEntryFacts)
 		}
 	}
+}
+
+// parsedInput is the value the engine gets from in encoded as JSON, facts included.
+func parsedInput(t *testing.T, in *decision.Input) ast.Value {
+	t.Helper()
+	doc, _ := encodeInput(in)
+	v, err := parsedWithFacts(doc)
+	if err != nil {
+		t.Fatalf("parse %s: %v", doc, err)
+	}
+	return v
 }
 
 // FuzzBatchValue: for any entry, the value built is the one the JSON parses to.
@@ -81,15 +84,8 @@ func FuzzBatchValue(f *testing.F) {
 				{Requested: mountPath, Root: root, Mount: mount, Relative: mountPath, MountPath: mountPath + "/" + rel, Type: "file"},
 			}}
 		got, ok := batchValue(newSessionPart(&in), &in)
-		doc, _ := encodeInput(&in)
-		want, err := parsedWithFacts(doc)
-		switch {
-		case !ok:
-			t.Fatalf("not built: %s", doc)
-		case err != nil:
-			t.Fatalf("parse %s: %v", doc, err)
-		case got.Compare(want) != 0:
-			t.Fatalf("\n got %v\nwant %v", got, want)
+		if want := parsedInput(t, &in); !ok || got.Compare(want) != 0 {
+			t.Fatalf("built: %v\n got %v\nwant %v", ok, got, want)
 		}
 	})
 }

@@ -33,6 +33,20 @@ func setFirstListingEntries(entries []decision.InputPath, i int) {
 	}
 }
 
+// listingDecider is the broker's decision stage with the built-in set, and the input of a
+// files/list by a server holding 20 grants.
+func listingDecider(b *testing.B) (Decider, decision.Input) {
+	e, err := New(context.Background(), Source{FS: policies.FS}, WithRunTests(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Decider{Engine: e}, decision.Input{Version: 1, Method: "files/list", Operation: decision.OpList,
+		Server:  decision.InputServer{ID: "example", Name: "example", Version: "1.0.0"},
+		Session: decision.InputSession{ID: "s1", ProtocolVersion: "2025-11-25", Transport: "stdio"},
+		Grants:  firstTouchGrants(20),
+		Time:    decision.NewInputTime(time.Now())}
+}
+
 // BenchmarkVisibleFirstListing is the visibility decision of a first listing of a 1,000-entry
 // directory as the broker makes it: engine.Decider's Visible (the batch's input built, the
 // batch cache asked, the built-in set evaluated, the result kept), each iteration a directory
@@ -40,16 +54,7 @@ func setFirstListingEntries(entries []decision.InputPath, i int) {
 // and p99 of the wall time and of the thread's CPU time (percentiles).
 func BenchmarkVisibleFirstListing(b *testing.B) {
 	ctx := context.Background()
-	e, err := New(ctx, Source{FS: policies.FS}, WithRunTests(false))
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := Decider{Engine: e}
-	in := decision.Input{Version: 1, Method: "files/list", Operation: decision.OpList,
-		Server:  decision.InputServer{ID: "example", Name: "example", Version: "1.0.0"},
-		Session: decision.InputSession{ID: "s1", ProtocolVersion: "2025-11-25", Transport: "stdio"},
-		Grants:  firstTouchGrants(20),
-		Time:    decision.NewInputTime(time.Now())}
+	d, in := listingDecider(b)
 	entries := make([]decision.InputPath, 1000)
 	percentilesPrepared(b, func(i int) { setFirstListingEntries(entries, i) }, func() {
 		if vis, err := d.Visible(ctx, &in, entries); err != nil || len(vis) != 980 {
@@ -63,15 +68,7 @@ func BenchmarkVisibleFirstListing(b *testing.B) {
 // but the first, so this is the cost of its key and its lookup.
 func BenchmarkVisibleRepeatedListing(b *testing.B) {
 	ctx := context.Background()
-	e, err := New(ctx, Source{FS: policies.FS}, WithRunTests(false))
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := Decider{Engine: e}
-	in := decision.Input{Version: 1, Method: "files/list", Operation: decision.OpList,
-		Server:  decision.InputServer{ID: "example", Name: "example", Version: "1.0.0"},
-		Session: decision.InputSession{ID: "s1", ProtocolVersion: "2025-11-25", Transport: "stdio"},
-		Grants:  firstTouchGrants(20)}
+	d, in := listingDecider(b)
 	entries := make([]decision.InputPath, 1000)
 	setFirstListingEntries(entries, 0)
 	percentilesPrepared(b, func(int) { in.Time = decision.NewInputTime(time.Now()) }, func() {
