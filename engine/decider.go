@@ -14,10 +14,10 @@ import (
 
 // Decider is the broker's policy decision stage (decision.Decider) over an Engine:
 // data.fsbroker.authz.decision for every request and data.fsbroker.authz.visible and
-// consentable for listings, change events and files/consent. It encodes each input itself and
-// keys its decision cache on that encoding (inputKey), so no caller depends on how an input is
-// encoded. (Decisions reach a decision-log service from the audit trail: see package
-// decisionlog.)
+// consentable for listings, change events and files/consent. It builds each input itself, as
+// OPA values (requestValue, batchValue), and keys its caches on the input's fields (requestKey,
+// batchValueKey), so no caller depends on how an input is built. (Decisions reach a
+// decision-log service from the audit trail: see package decisionlog.)
 type Decider struct {
 	Engine *Engine
 	// Log receives the errors behind fail-closed answers; nil logs nothing.
@@ -39,7 +39,7 @@ func (d Decider) Decide(ctx context.Context, in *decision.Input) decision.Verdic
 }
 
 // Visible implements decision.Decider with data.fsbroker.authz.visible over in with the entries
-// in input.entries.
+// in input.entries (with their facts: batchinput.go), from the batch cache when it holds them.
 func (d Decider) Visible(ctx context.Context, in *decision.Input, entries []decision.InputPath) (map[string]bool, error) {
 	batch := *in
 	batch.Operation, batch.Entries = decision.OpVisible, entries
