@@ -1,0 +1,94 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// modernRaw sends a raw request of protocol 2026-07-28 (body) with the
+// headers its transport requires (name: Mcp-Name, "" for none) under ctx,
+// and returns the status, or 0 when no answer came before ctx ended.
+func (b *httpBroker) modernRaw(ctx context.Context, t *testing.T, method, name, body string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json",
+		"Authorization": "Bearer " + b.token, "MCP-Protocol-Version": modernVersion, "Mcp-Method": method} {
+		req.Header.Set(k, v)
+	}
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	resp, err := b.plain.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServeHTTPModernPendingConsentHoldsNoOneElse: every client of protocol
+// 2026-07-28 is served by the one session of the process, so requests of
+// one client that wait for the person (a consent command that does not
+// answer) must not hold the others' requests: while as many writes as
+// --max-in-flight wait for their consent, another client's tools/list is
+// answered.
+func TestServeHTTPModernPendingConsentHoldsNoOneElse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	script := csScript(t, dir, "wait.sh", "echo $$ >> '"+started+"'\n"+
+		"n=0\nwhile [ ! -e '"+release+"' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n"+
+		"cat > /dev/null\necho '{\"approvedPaths\":[]}'\n")
+	b := newHTTPBroker(t)
+	b.preapprove = false
+	const inFlight = 2
+	b.start(t, "--consent", "command:"+script, "--max-in-flight", "2")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+
+	var held sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range inFlight {
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			path := filepath.Join(b.rw, "held"+string(rune('a'+i))+".txt")
+			b.modernRaw(ctx, t, "tools/call", "write_file", modernWriteCall(modernVersion, path, "x"))
+		}()
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		data, _ := os.ReadFile(started)
+		if strings.Count(string(data), "\n") >= inFlight {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consent command started for %d of the %d writes", strings.Count(string(data), "\n"), inFlight)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	listCtx, listCancel := context.WithTimeout(context.Background(), waitLimit)
+	defer listCancel()
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta(modernVersion, "other-host") + `}}`
+	if status := b.modernRaw(listCtx, t, "tools/list", "", list); status != http.StatusOK {
+		t.Fatalf("another client's tools/list, while the writes wait for consent: status %d (0: no answer in %s)", status, waitLimit)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held.Wait()
+}
