@@ -186,6 +186,11 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 		NewSession: func(stream jsonrpc.RoutedStream) (func(context.Context) error, error) {
 			cfg := serveConfig(s, "http")
 			cfg.PinnedID = identity // the token's: a declared clientInfo.name selects nothing
+			if streamable.Stateless(stream) {
+				// It serves every 2026-07-28 client: each request it admits
+				// runs at once, none waits behind another client's consent.
+				cfg.ConnOptions = append(cfg.ConnOptions, jsonrpc.WithMaxInFlight(streamable.MaxStatelessRequests))
+			}
 			sess, err := serve.NewSession(stream, cfg)
 			if err != nil {
 				cfg.Corridor.Close()

@@ -43,6 +43,21 @@ const (
 // headers do not match the body, or a required one is missing or malformed.
 const CodeHeaderMismatch = -32020
 
+// MaxStatelessRequests bounds the requests without sessions awaiting their
+// replies at once, over the whole server (429 beyond). The stateless
+// session serves every client of the server, so its caller runs each
+// request it is given at once, up to this many (Stateless): a request that
+// waits (for the person's consent) then never holds another client's.
+const MaxStatelessRequests = maxPendingRequests
+
+// Stateless reports whether stream is the server's stateless session,
+// which serves the requests of every client without sessions
+// (Config.ModernVersions), for Config.NewSession.
+func Stateless(stream jsonrpc.RoutedStream) bool {
+	sess, ok := stream.(*session)
+	return ok && sess.stateless
+}
+
 // maxModernBodies bounds the bodies of stateless requests read or waiting
 // for the stateless session, over the whole server.
 const maxModernBodies = 4 * bodySlots
