@@ -92,3 +92,57 @@ func TestServeHTTPModernPendingConsentHoldsNoOneElse(t *testing.T) {
 	}
 	held.Wait()
 }
+
+// TestServeHTTPModernLargePendingWritesHoldNoOneElse: the bytes of the
+// 2026-07-28 requests that wait for their replies are bounded by the
+// transport, which refuses beyond (429), not by the session stopping its
+// reading: while three writes of 22 MiB (more than a session's 64 MiB
+// queue) wait for the person's consent, each of them is asked about and
+// another client's tools/list is answered.
+func TestServeHTTPModernLargePendingWritesHoldNoOneElse(t *testing.T) {
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	script := csScript(t, dir, "wait.sh", "echo $$ >> '"+started+"'\n"+
+		"n=0\nwhile [ ! -e '"+release+"' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n"+
+		"cat > /dev/null\necho '{\"approvedPaths\":[]}'\n")
+	b := newHTTPBroker(t)
+	b.preapprove = false
+	b.start(t, "--consent", "command:"+script, "--max-write-bytes", "30000000")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+
+	content := strings.Repeat("x", 22<<20)
+	var held sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const writes = 3
+	for i := range writes {
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			path := filepath.Join(b.rw, "large"+string(rune('a'+i))+".txt")
+			b.modernRaw(ctx, t, "tools/call", "write_file", modernWriteCall(modernVersion, path, content))
+		}()
+		deadline := time.Now().Add(waitLimit)
+		for {
+			data, _ := os.ReadFile(started)
+			if strings.Count(string(data), "\n") > i {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d of 22 MiB never reached its consent question (the session stopped reading)", i+1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	listCtx, listCancel := context.WithTimeout(context.Background(), waitLimit)
+	defer listCancel()
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta(modernVersion, "other-host") + `}}`
+	if status := b.modernRaw(listCtx, t, "tools/list", "", list); status != http.StatusOK {
+		t.Fatalf("another client's tools/list, while %d large writes wait for consent: status %d (0: no answer in %s)",
+			writes, status, waitLimit)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held.Wait()
+}
