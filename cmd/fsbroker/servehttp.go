@@ -187,9 +187,11 @@ func runServeHTTP(ctx context.Context, o *options, stderr io.Writer) error {
 			cfg := serveConfig(s, "http")
 			cfg.PinnedID = identity // the token's: a declared clientInfo.name selects nothing
 			if streamable.Stateless(stream) {
-				// It serves every 2026-07-28 client: each request it admits
-				// runs at once, none waits behind another client's consent.
-				cfg.ConnOptions = append(cfg.ConnOptions, jsonrpc.WithMaxInFlight(streamable.MaxStatelessRequests))
+				// It serves every 2026-07-28 client: each request the
+				// transport admits runs at once, and is read at once, so none
+				// waits behind another client's consent.
+				cfg.ConnOptions = append(cfg.ConnOptions, jsonrpc.WithMaxInFlight(streamable.MaxStatelessRequests),
+					jsonrpc.WithMaxQueued(jsonrpc.DefaultMaxQueued, 2*streamable.MaxStatelessBytes))
 			}
 			sess, err := serve.NewSession(stream, cfg)
 			if err != nil {

@@ -50,6 +50,15 @@ const CodeHeaderMismatch = -32020
 // waits (for the person's consent) then never holds another client's.
 const MaxStatelessRequests = maxPendingRequests
 
+// MaxStatelessBytes bounds the bytes of the requests without sessions
+// awaiting their replies at once, over the whole server (429 beyond): the
+// memory the clients of the stateless session hold with requests that
+// wait. Its caller lets the session hold twice as much (Stateless), so that
+// the session never stops reading, for every client, because of requests
+// this bound admitted (one whose client went away leaves it at once, and
+// the session when the cancellation stops it).
+const MaxStatelessBytes = 256 << 20
+
 // Stateless reports whether stream is the server's stateless session,
 // which serves the requests of every client without sessions
 // (Config.ModernVersions), for Config.NewSession.
@@ -123,6 +132,13 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest, "not a JSON-RPC request")
 		return
 	}
+	weight := int64(len(renamed))
+	if !s.admitStatelessBytes(weight) {
+		writeJSON(w, http.StatusTooManyRequests, errorBody(msg.ID, jsonrpc.CodeInvalidRequest,
+			"too many bytes of requests await their replies"))
+		return
+	}
+	defer s.statelessBytes.Add(-weight)
 	ex, status := sess.register(inner, streamOK)
 	if ex == nil {
 		writeJSON(w, status, errorBody(msg.ID, jsonrpc.CodeInvalidRequest, "too many requests await their replies"))
@@ -141,6 +157,20 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 		sess.unregister(inner, ex)
 		if r.Context().Err() != nil {
 			s.cancelStateless(sess, inner)
+		}
+	}
+}
+
+// admitStatelessBytes counts n more bytes of stateless requests awaiting
+// their replies, unless that would pass the server's bound.
+func (s *Server) admitStatelessBytes(n int64) bool {
+	for {
+		held := s.statelessBytes.Load()
+		if held+n > s.maxStatelessBytes {
+			return false
+		}
+		if s.statelessBytes.CompareAndSwap(held, held+n) {
+			return true
 		}
 	}
 }

@@ -166,7 +166,11 @@ type Server struct {
 	refused        atomic.Int64  // requests refused for want of the token
 	modernSeq      atomic.Uint64 // the ids given to stateless requests
 	modernSlots    chan struct{} // bodies of stateless requests
-	lastRefusalLog atomic.Int64  // when one was last logged (Unix nanoseconds)
+	statelessBytes atomic.Int64  // the bytes of stateless requests awaiting their replies
+	// maxStatelessBytes bounds statelessBytes (MaxStatelessBytes; tests
+	// lower it).
+	maxStatelessBytes int64
+	lastRefusalLog    atomic.Int64 // when one was last logged (Unix nanoseconds)
 
 	mu       sync.Mutex
 	sessions map[string]*session // open sessions by id
@@ -204,7 +208,8 @@ func NewServer(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Log, runCtx: ctx, cancelRun: cancel, tokenSum: sha256.Sum256([]byte(cfg.Token)),
 		slotWait: slotWait, initSlots: make(chan struct{}, bodySlots), modernSlots: make(chan struct{}, maxModernBodies),
-		sessions: map[string]*session{}}, nil
+		maxStatelessBytes: MaxStatelessBytes,
+		sessions:          map[string]*session{}}, nil
 }
 
 // Close ends every session (their requests in flight get the session's
