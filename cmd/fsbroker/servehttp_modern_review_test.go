@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsbroker/fsbroker/audit"
 )
 
 // modernRaw sends a raw request of protocol 2026-07-28 (body) with the
@@ -145,4 +147,27 @@ func TestServeHTTPModernLargePendingWritesHoldNoOneElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	held.Wait()
+}
+
+// TestServeHTTPModernRefusesForeignOriginAndHost: a request of protocol
+// 2026-07-28, with its headers right, from a web page of another origin
+// (Origin) or through a name that only resolves to this machine (DNS
+// rebinding: Host) is refused with 403 before the stateless session is
+// reached: nothing written, no session started.
+func TestServeHTTPModernRefusesForeignOriginAndHost(t *testing.T) {
+	t.Parallel()
+	b := startServeHTTP(t)
+	path := filepath.Join(b.rw, "foreign.txt")
+	for _, header := range [][2]string{{"Origin", "https://evil.example"}, {"Origin", "null"}, {"Host", "evil.example"},
+		{"Host", "rebind.example:80"}} {
+		r := b.raw(t, http.MethodPost, "", modernWriteCall(modernVersion, path, "planted"), "MCP-Protocol-Version", modernVersion,
+			"Mcp-Method", "tools/call", "Mcp-Name", "write_file", header[0], header[1])
+		if r.status != http.StatusForbidden {
+			t.Errorf("%s: %s: %d %s, want 403", header[0], header[1], r.status, r.body)
+		}
+	}
+	b.requireUntouched(t, path)
+	if recs := trailRecordsOf(t, b.trail, audit.KindSessionStart); len(recs) > 0 {
+		t.Errorf("a session started: %+v", recs)
+	}
 }
