@@ -6,10 +6,13 @@ package streamable
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 )
@@ -63,5 +66,65 @@ func TestStatelessBytesBounded(t *testing.T) {
 	defer mu.Unlock()
 	if len(stateless) != 2 || !stateless[0] || stateless[1] {
 		t.Fatalf("Stateless of the sessions opened (the stateless one, then an HTTP session's): %v", stateless)
+	}
+}
+
+// TestStatelessRepliesInTransitCount: a reply to a request without sessions
+// is held until its client has read it (writeTimeout at most), so its bytes
+// count against the server's bound until then: clients that send large
+// reads and never read the replies cannot hold more than the bound (beyond,
+// 429), and once such a client goes, requests are served again.
+func TestStatelessRepliesInTransitCount(t *testing.T) {
+	big := strings.Repeat("z", 24<<20)
+	ep := startEndpoint(t, func(c *Config) {
+		c.ModernVersions = []string{"2026-07-28"}
+		c.NewSession = func(stream jsonrpc.RoutedStream) (func(context.Context) error, error) {
+			conn := jsonrpc.NewConn(stream, func(_ context.Context, req *jsonrpc.Message) (any, error) {
+				text := "small"
+				if strings.Contains(string(req.Params), `"big"`) {
+					text = big
+				}
+				return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}, nil
+			}, nil)
+			return conn.Serve, nil
+		}
+	})
+	ep.srv.maxStatelessBytes = 16 << 20 // less than the reply
+	addr := strings.TrimSuffix(strings.TrimPrefix(ep.url, "http://"), EndpointPath)
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	if err := slow.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big",` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	if _, err := fmt.Fprintf(slow, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json\r\n"+
+		"Authorization: Bearer %s\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: big\r\n"+
+		"Content-Length: %d\r\n\r\n%s", EndpointPath, addr, ep.token, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	// The slow client reads nothing: its reply stays in transit.
+	awaitStatus(t, ep, http.StatusTooManyRequests, "while a 24 MiB reply waits for a client that does not read it")
+	slow.Close()
+	awaitStatus(t, ep, http.StatusOK, "once the slow client is gone")
+}
+
+// awaitStatus sends a small request without sessions until it gets status,
+// for at most waitLimit.
+func awaitStatus(t *testing.T, ep *testEndpoint, want int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		status, body, _ := modernPost(t, ep, `2`, "tools/call", "small", `"name":"small",`)
+		if status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %.200s, want %d", when, status, body, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
