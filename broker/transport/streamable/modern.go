@@ -51,9 +51,10 @@ const CodeHeaderMismatch = -32020
 const MaxStatelessRequests = maxPendingRequests
 
 // MaxStatelessBytes bounds the bytes of the requests without sessions
-// awaiting their replies at once, over the whole server (429 beyond): the
-// memory the clients of the stateless session hold with requests that
-// wait. Its caller lets the session hold twice as much (Stateless), so that
+// awaiting their replies, and of their replies not yet read by their
+// clients, at once, over the whole server (429 beyond): the memory the
+// clients of the stateless session hold with requests that wait and with
+// replies they do not read. Its caller lets the session hold twice as much (Stateless), so that
 // the session never stops reading, for every client, because of requests
 // this bound admitted (one whose client went away leaves it at once, and
 // the session when the cancellation stops it).
@@ -145,7 +146,16 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 		return
 	}
 	outer := msg.ID
-	ex.reply = func(reply []byte) ([]byte, int) { return restoreID(reply, inner, outer) }
+	var replyBytes int64
+	ex.reply = func(reply []byte) ([]byte, int) {
+		restored, status := restoreID(reply, inner, outer)
+		// Held until its client has read it (writeTimeout at most): its
+		// bytes count against the bound until the POST ends.
+		replyBytes = int64(len(restored))
+		s.statelessBytes.Add(replyBytes)
+		return restored, status
+	}
+	defer func() { s.statelessBytes.Add(-replyBytes) }()
 	defer close(ex.gone)
 	if !sess.deliver(r.Context(), renamed) {
 		sess.unregister(inner, ex)
