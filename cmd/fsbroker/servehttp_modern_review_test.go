@@ -1,7 +1,7 @@
 // Copyright 2026 The fsbroker Authors
 // SPDX-License-Identifier: Apache-2.0
 
-//go:build unix
+//go:build linux
 
 package main
 
