@@ -1,6 +1,8 @@
 // Copyright 2026 The fsbroker Authors
 // SPDX-License-Identifier: Apache-2.0
 
+//go:build unix
+
 package executor_test
 
 import (
