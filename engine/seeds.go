@@ -135,8 +135,10 @@ func selfContained(r *ast.Rule) bool {
 }
 
 // seedRules evaluates the constant rules of c once, with store's data and no input, and sets
-// them as the seeds of pool. A rule whose evaluation fails (a built-in error, a conflict) is
-// left out: every evaluation then computes, and fails on, the rule as before.
+// them as the seeds of pool. Each rule is computed as a fresh evaluation would compute it (a
+// cache of its own), and a rule whose evaluation fails (a built-in error, a conflict, its own or
+// a rule's it reads) is left out: every evaluation then computes, and fails on, the rule as
+// before.
 func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *ruleCachePool) error {
 	refs := constantRules(c)
 	if len(refs) == 0 {
@@ -147,7 +149,6 @@ func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *
 		return fmt.Errorf("engine: compute the constant rules: %w", err)
 	}
 	defer store.Abort(ctx, txn)
-	shared := topdown.NewVirtualCache() // what one rule computes, the next finds
 	value := ast.VarTerm("value")
 	var seedRefs []ast.Ref
 	var seedValues []*ast.Term
@@ -156,7 +157,10 @@ func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *
 			WithCompiler(c).
 			WithStore(store).
 			WithTransaction(txn).
-			WithVirtualCache(shared).
+			// A cache of its own: a rule that failed leaves the first value it computed in its
+			// cache (OPA keeps a complete rule's value before its other definitions confirm it),
+			// and a rule computed from that value would get a seed where every evaluation fails.
+			WithVirtualCache(topdown.NewVirtualCache()).
 			WithStrictBuiltinErrors(true).
 			Run(ctx)
 		switch {

@@ -139,3 +139,34 @@ func TestSeededDecisionsConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// conflictPolicy has a constant rule, limit, whose two definitions conflict (an evaluation
+// error), and guard, a constant rule computed from it, which the decision reads.
+const conflictPolicy = `package fsbroker.authz
+
+limit := 1 if data.cfg.a
+limit := 2 if data.cfg.b
+guard := limit + 1
+
+decision := {"allow": true} if {
+	input.path.mountPath == "proj/a"
+	guard > 0
+} else := {"allow": false}
+`
+
+// TestConstantRuleOnAFailingRuleFailsClosed attacks the seeding order: limit, computed first,
+// fails (its definitions conflict) and is not seeded, but its first value stays behind in the
+// cache the seeds are computed with; guard, computed next, must not be seeded from that value.
+// Every decision that reads guard must fail, as it does without seeds.
+func TestConstantRuleOnAFailingRuleFailsClosed(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"authz.rego": conflictPolicy, "cfg/data.json": `{"a": true, "b": true}`})
+	for _, ref := range e.current().rules.seedRefs {
+		if s := ref.String(); s == "data.fsbroker.authz.limit" || s == "data.fsbroker.authz.guard" {
+			t.Errorf("%s is seeded; it fails in every evaluation", s)
+		}
+	}
+	d, err := e.Decide(context.Background(), map[string]any{"path": map[string]any{"mountPath": "proj/a"}})
+	if err == nil || d.Allow {
+		t.Fatalf("Decide(proj/a) = %+v, %v; want a denial with the conflict's error", d, err)
+	}
+}
