@@ -21,21 +21,31 @@ const generationSize = generationSlots * 8
 
 // mapGeneration opens (creating it) the directory's generation file and
 // maps its counter shared, so that every process on the directory sees
-// every other's increments in memory, without a system call.
+// every other's increments in memory, without a system call. Only a regular
+// file of this process's user with no other name is mapped: the open follows
+// no symbolic link (one planted at the name would have the broker grow and
+// write the file it leads to), opens no FIFO or device for good (nothing
+// blocks, no terminal becomes the broker's), and a file another user owns,
+// who could put the counters back after an Add, is refused.
 func mapGeneration(path string) (*generation, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open the generation file: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat the generation file: %w", err)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat the generation file: %w", os.NewSyscallError("fstat", err))
 	}
-	if !fi.Mode().IsRegular() {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return nil, fmt.Errorf("the generation file %s is not a regular file", path)
+	case int(st.Uid) != os.Geteuid():
+		return nil, fmt.Errorf("the generation file %s belongs to user %d, not to this process's %d", path, st.Uid, os.Geteuid())
+	case st.Nlink != 1:
+		return nil, fmt.Errorf("the generation file %s has %d links, want 1", path, st.Nlink)
 	}
-	if fi.Size() < generationSize {
+	if st.Size < generationSize {
 		// Growing it is harmless when another process did so first: a
 		// truncate to the same length changes nothing.
 		if err := f.Truncate(generationSize); err != nil {

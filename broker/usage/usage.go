@@ -87,7 +87,9 @@
 // count with a stat(2) of the count file as well (below), and Today rereads
 // the file when its last read is older than the maximum staleness
 // (WithMaxStale, default 1s), so a Today result never misses such a change
-// made more than that long before the call. Where the generation
+// made more than that long before the call. Only a regular file of the
+// process's user with one link is mapped, opened without following a
+// symbolic link. Where the generation
 // file cannot be mapped (another platform, or an error, which is logged),
 // Today checks the cached count with one stat(2) of the count file instead
 // (file identity, size and modification time; every Add replaces the file,
