@@ -121,11 +121,17 @@ func run[Q, R any](ctx context.Context, c *Corridor, caller Caller, op *operatio
 			return zero, c.end(ctx, cl, err, false)
 		}
 	}
+	// What the requests hold open (a read's file) is released as soon as
+	// they are decided or done, and here in any case: a panic in a decision
+	// or an execution, which the JSON-RPC layer recovers, leaves nothing open.
+	var reqs requests
+	defer func() { reqs.release() }()
 	for attempt := 1; ; attempt++ {
 		// A retried attempt is decided, and recorded, on its own: the file
 		// the path names now may be another one (a link, a secret), and the
 		// policy must see that one.
-		reqs, err := op.canonicalize(stageCtx, c, q)
+		var err error
+		reqs, err = op.canonicalize(stageCtx, c, q)
 		if err != nil {
 			return zero, c.end(ctx, cl, err, attempt > 1)
 		}
