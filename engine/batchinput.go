@@ -30,7 +30,8 @@ import (
 //   - lowerSlashRelative: "/" + lower(relative), what the secrets patterns are matched against
 //     (secrets.rego);
 //   - joinedMountPath: mount and relative joined by "/", one trailing slash cut (the mount itself
-//     for an empty relative), what the entry's mountPath must be (confinement.rego);
+//     for an empty relative), what the entry's mountPath must be (confinement.rego): exactly the
+//     rule's trim_suffix(concat("/", [mount, relative]), "/");
 //
 // and to the input, input.entryFacts: true when every entry has them. A rule that reads a fact
 // computes it itself when input.entryFacts is absent (an input a test builds), and hides an
@@ -58,13 +59,9 @@ var batchMemberNames = sync.OnceValue(func() *batchNames {
 // entryFactValues are the facts of an entry whose mount and relative are those given, as
 // strings.
 func entryFactValues(mount, relative string) (lowerSlashRelative, joinedMountPath string) {
-	joined := mount
-	if relative != "" {
-		joined = mount + "/" + relative
-	}
-	// trim_suffix(concat("/", [mount, relative]), "/"), as the confinement rule wrote it: one
-	// trailing slash off.
-	joined = strings.TrimSuffix(joined, "/")
+	// trim_suffix(concat("/", [mount, relative]), "/"), as the confinement rule writes it: one
+	// trailing slash off (for an empty relative the slash the join added, not the mount's own).
+	joined := strings.TrimSuffix(mount+"/"+relative, "/")
 	return "/" + strings.ToLower(relative), joined
 }
 

@@ -306,3 +306,23 @@ func TestDeciderBatchesAreCached(t *testing.T) {
 		t.Fatalf("a changed entry: %v, %d batches cached", err, cached())
 	}
 }
+
+// TestJoinedMountPathIsTheRulesJoin attacks the joinedMountPath fact where it could differ from
+// the join the confinement rule makes without it, trim_suffix(concat("/", [mount, relative]),
+// "/"): an entry of an empty relative under a mount that ends in a slash (which no root of the
+// broker has, but a JSON input may) is joined as "proj/", not "proj", so the entry shown as
+// "proj" disagrees with what was judged and stays hidden, with the facts as without them.
+func TestJoinedMountPathIsTheRulesJoin(t *testing.T) {
+	e := newTestEngine(t, defaultFiles(t), WithRunTests(false))
+	in := visibleInput(t, "proj/a.txt")
+	entry := in["entries"].([]any)[0].(map[string]any)
+	entry["mount"], entry["relative"], entry["mountPath"], entry["requested"] = "proj/", "", "proj", "proj"
+	for _, input := range []any{in, json.RawMessage(mustJSON(t, in))} {
+		if vis, _ := e.Visible(t.Context(), input); len(vis) != 0 {
+			t.Errorf("%T: shown: %v", input, vis)
+		}
+	}
+	if lower, joined := entryFactValues("proj/", ""); lower != "/" || joined != "proj/" {
+		t.Errorf("entryFactValues(proj/, \"\") = %q, %q; want \"/\", \"proj/\"", lower, joined)
+	}
+}
