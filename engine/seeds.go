@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/storage"
@@ -134,11 +135,16 @@ func selfContained(r *ast.Rule) bool {
 	return ok
 }
 
+// seedBudget bounds the time a load spends computing the constant rules: a rule that takes
+// longer (and every rule after it) is left to each evaluation, which its request's deadline
+// bounds, instead of holding the load. The built-in set's take about a millisecond.
+const seedBudget = 2 * time.Second
+
 // seedRules evaluates the constant rules of c once, with store's data and no input, and sets
 // them as the seeds of pool. Each rule is computed as a fresh evaluation would compute it (a
 // cache of its own), and a rule whose evaluation fails (a built-in error, a conflict, its own or
 // a rule's it reads) is left out: every evaluation then computes, and fails on, the rule as
-// before.
+// before. So are the rules not computed within seedBudget.
 func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *ruleCachePool) error {
 	refs := constantRules(c)
 	if len(refs) == 0 {
@@ -149,6 +155,13 @@ func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *
 		return fmt.Errorf("engine: compute the constant rules: %w", err)
 	}
 	defer store.Abort(ctx, txn)
+	// OPA's query does not watch ctx: its cancellation, or the budget, stops the rule being
+	// computed, and the rules left are not seeded.
+	cancel := topdown.NewCancel()
+	stopOnDone := context.AfterFunc(ctx, cancel.Cancel)
+	defer stopOnDone()
+	budget := time.AfterFunc(seedBudget, cancel.Cancel)
+	defer budget.Stop()
 	value := ast.VarTerm("value")
 	var seedRefs []ast.Ref
 	var seedValues []*ast.Term
@@ -162,6 +175,7 @@ func seedRules(ctx context.Context, c *ast.Compiler, store storage.Store, pool *
 			// and a rule computed from that value would get a seed where every evaluation fails.
 			WithVirtualCache(topdown.NewVirtualCache()).
 			WithStrictBuiltinErrors(true).
+			WithCancel(cancel).
 			Run(ctx)
 		switch {
 		case ctx.Err() != nil:

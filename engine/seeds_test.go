@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -168,5 +169,35 @@ func TestConstantRuleOnAFailingRuleFailsClosed(t *testing.T) {
 	d, err := e.Decide(context.Background(), map[string]any{"path": map[string]any{"mountPath": "proj/a"}})
 	if err == nil || d.Allow {
 		t.Fatalf("Decide(proj/a) = %+v, %v; want a denial with the conflict's error", d, err)
+	}
+}
+
+// slowPolicy has a constant rule that takes seconds to compute (2.5e7 iterations, about 20 s here), and a
+// decision that reads it.
+const slowPolicy = `package fsbroker.authz
+
+slow := count({1 | some i in numbers.range(1, 5000); some j in numbers.range(1, 5000)})
+
+decision := {"allow": true} if {
+	input.path.mountPath == "proj/a"
+	slow > 0
+} else := {"allow": false}
+`
+
+// TestSlowConstantRuleDoesNotHoldTheLoad attacks the load with a constant rule that takes
+// seconds: computed at load without a bound, it held the set's load (the broker's start, or
+// every later reload) for as long. It must be left to each evaluation, which its request's
+// deadline bounds (a denial), as before the constant rules were computed at load.
+func TestSlowConstantRuleDoesNotHoldTheLoad(t *testing.T) {
+	e := newTestEngine(t, map[string]string{"authz.rego": slowPolicy})
+	for _, ref := range e.current().rules.seedRefs {
+		if ref.String() == "data.fsbroker.authz.slow" {
+			t.Fatal("the slow rule was computed at load")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if d, err := e.Decide(ctx, map[string]any{"path": map[string]any{"mountPath": "proj/a"}}); err == nil || d.Allow {
+		t.Fatalf("Decide under a deadline = %+v, %v; want a denial", d, err)
 	}
 }
