@@ -101,7 +101,7 @@ bench-e2e:
 		-o $(abspath $(BIN))/mcp-filesystem-server github.com/mark3labs/mcp-filesystem-server \
 		|| echo "bench: cannot build mark3labs/mcp-filesystem-server (bench/peers/mark3labs); it will be skipped" >&2
 	@sh bench/install-ts-server.sh >/dev/null || true
-	GOGC=400 GOMEMLIMIT=40MiB $(GO) test -run '^$$' -bench 'DecideFirstTouch$$' -benchtime 20000x -cpu 1 ./engine \
+	GOGC=400 GOMEMLIMIT=36MiB $(GO) test -run '^$$' -bench 'DecideFirstTouch$$' -benchtime 20000x -cpu 1 ./engine \
 		> $(BIN)/decide-first-touch.txt 2>&1 || true
 	@cat $(BIN)/decide-first-touch.txt
 	$(BIN)/fsbench -decide $(BIN)/decide-first-touch.txt $(BENCHFLAGS)

@@ -18,7 +18,7 @@ import (
 // set and 20 grants: p50 <= 15 us, p99 <= 60 us) is measured by a Go
 // benchmark, engine's BenchmarkDecideFirstTouch, not end to end: `make
 // bench-e2e` runs it first, as docs/performance.md says to (GOGC=400
-// GOMEMLIMIT=40MiB, -cpu 1), and hands its output to fsbench (-decide FILE),
+// GOMEMLIMIT=36MiB, -cpu 1), and hands its output to fsbench (-decide FILE),
 // which reads the figures and puts the budget beside the others.
 
 // decideBenchmark is the benchmark whose output -decide reads.

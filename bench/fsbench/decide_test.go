@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// decideBenchOutput is the output of `GOGC=400 GOMEMLIMIT=40MiB go test
+// decideBenchOutput is the output of `GOGC=400 GOMEMLIMIT=36MiB go test
 // -run '^$' -bench DecideFirstTouch -benchtime 2000x -cpu 1 ./engine` on the
 // project's machine (2026-11-27), as make bench-e2e hands it to fsbench.
 const decideBenchOutput = `goos: linux

@@ -18,9 +18,11 @@ const (
 	gcPercent = 400
 	// memoryLimit is the soft limit on the Go runtime's memory: past it the
 	// collector runs as often as needed, whatever gcPercent says, so the
-	// process stays within DESIGN.md's 64 MiB of RSS (about 19 MiB of it is
-	// the binary's own pages).
-	memoryLimit = 40 << 20
+	// process stays within DESIGN.md's 64 MiB of RSS (about 23 MiB of it is
+	// the binary's own pages and the runtime's outside the heap: with 40 MiB
+	// a 1 GiB chunked write peaked at 62.5-64.6 MiB, with 36 MiB at 58.6-59.6,
+	// its CPU the same within noise; docs/performance.md).
+	memoryLimit = 36 << 20
 )
 
 // tuneGC sets the collector's defaults (gcPercent, memoryLimit) for a broker
