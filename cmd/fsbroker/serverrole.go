@@ -36,8 +36,9 @@ A path argument may be absolute (inside a root), a file:// URI, or mount-relativ
 base name first). stdout carries only protocol messages; the log goes to stderr. The session ends
 when the input closes, or on SIGINT or SIGTERM. The files under the roots are also resources
 (resources/list, read, subscribe), under the same pipeline. A host on protocol 2026-07-28, which
-sends no initialize, is served on stdio and over --http too: its roots and the consent question are asked inside
-InputRequiredResults, under a sealed, expiring requestState (docs/serve.md).`
+sends no initialize, is served on stdio and over --http (without HTTP sessions): its roots and the
+consent question are asked inside InputRequiredResults, under a sealed, expiring requestState
+(docs/serve.md).`
 
 const serveExample = `  # In a host's config, instead of: npx -y @modelcontextprotocol/server-filesystem ~/project
   fsbroker serve --root ~/project
