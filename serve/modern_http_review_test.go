@@ -128,19 +128,7 @@ func TestModernHTTPCancelledWritesAreWholeAndRecorded(t *testing.T) {
 // of another client's. A write waiting for the person (a real consent
 // command) meanwhile is approved afterwards and runs whole.
 func TestModernHTTPNoClientCancelsAnother(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "ask.sh")
-	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "go")
-	body := "#!/bin/sh\necho $$ > " + started + ".tmp && mv " + started + ".tmp " + started + "\n" +
-		"n=0\nwhile [ ! -e " + release + " ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\n" +
-		"cat > /dev/null\necho '{\"approvedPaths\":[\"proj/dir/victim.txt\"]}'\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	provider, err := consent.NewCommand(script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider, started, release := heldConsentCommand(t, "proj/dir/victim.txt")
 	ps := openTestRuntime(t, provider)
 	t.Cleanup(func() { _ = ps.rt.Close() })
 	ep := startHTTPEndpoint(t, ps, "http-no-cross-cancel", nil)

@@ -264,6 +264,31 @@ func TestModernHTTPClientsShareNoIDs(t *testing.T) {
 	wg.Wait()
 }
 
+// heldConsentCommand is a real consent command that writes its process id
+// to started when asked, waits (at most a minute) until release exists, and
+// then approves the paths given.
+func heldConsentCommand(t *testing.T, approved ...string) (provider consent.Provider, started, release string) {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "ask.sh")
+	started, release = filepath.Join(dir, "started"), filepath.Join(dir, "go")
+	answer, err := json.Marshal(map[string][]string{"approvedPaths": approved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "#!/bin/sh\necho $$ > " + started + ".tmp && mv " + started + ".tmp " + started + "\n" +
+		"n=0\nwhile [ ! -e " + release + " ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n" +
+		"cat > /dev/null\necho '" + string(answer) + "'\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	provider, err = consent.NewCommand(script, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provider, started, release
+}
+
 // TestModernHTTPClosedStreamCancels: over Streamable HTTP on protocol
 // 2026-07-28, a client that closes its request's stream cancels the
 // request (the revision's basic/patterns/cancellation): a tools/call
@@ -271,19 +296,7 @@ func TestModernHTTPClientsShareNoIDs(t *testing.T) {
 // is stopped, its command ended, and nothing is written though the
 // command would have approved it; the server goes on serving.
 func TestModernHTTPClosedStreamCancels(t *testing.T) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "ask.sh")
-	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "go")
-	body := "#!/bin/sh\necho $$ > " + started + ".tmp && mv " + started + ".tmp " + started + "\n" +
-		"n=0\nwhile [ ! -e " + release + " ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done\n" +
-		"cat > /dev/null\necho '{\"approvedPaths\":[\"proj/dir/a.txt\",\"proj/dir/cancelled.txt\"]}'\n"
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	provider, err := consent.NewCommand(script, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider, started, release := heldConsentCommand(t, "proj/dir/a.txt", "proj/dir/cancelled.txt")
 	ps := openTestRuntime(t, provider)
 	t.Cleanup(func() { _ = ps.rt.Close() })
 	ep := startHTTPEndpoint(t, ps, "http-cancel", nil)

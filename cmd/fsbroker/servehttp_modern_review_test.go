@@ -42,6 +42,36 @@ func (b *httpBroker) modernRaw(ctx context.Context, t *testing.T, method, name, 
 	return resp.StatusCode
 }
 
+// unansweredConsentScript writes a consent command that appends its process
+// id to started each time it is asked, waits (at most a minute) until
+// release exists, and then approves nothing; release is made when the test
+// ends, so that no command outlives it.
+func unansweredConsentScript(t *testing.T) (script, started, release string) {
+	t.Helper()
+	dir := t.TempDir()
+	started, release = filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	script = csScript(t, dir, "wait.sh", "echo $$ >> '"+started+"'\n"+
+		"n=0\nwhile [ ! -e '"+release+"' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n"+
+		"cat > /dev/null\necho '{\"approvedPaths\":[]}'\n")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	return script, started, release
+}
+
+// waitForConsentAsks waits until the command of unansweredConsentScript has
+// been asked want times, or limit has passed, and returns how many times it
+// was.
+func waitForConsentAsks(started string, want int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		data, _ := os.ReadFile(started)
+		n := strings.Count(string(data), "\n")
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestServeHTTPModernPendingConsentHoldsNoOneElse: every client of protocol
 // 2026-07-28 is served by the one session of the process, so requests of
 // one client that wait for the person (a consent command that does not
@@ -50,16 +80,11 @@ func (b *httpBroker) modernRaw(ctx context.Context, t *testing.T, method, name, 
 // answered.
 func TestServeHTTPModernPendingConsentHoldsNoOneElse(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
-	script := csScript(t, dir, "wait.sh", "echo $$ >> '"+started+"'\n"+
-		"n=0\nwhile [ ! -e '"+release+"' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n"+
-		"cat > /dev/null\necho '{\"approvedPaths\":[]}'\n")
+	script, started, release := unansweredConsentScript(t)
 	b := newHTTPBroker(t)
 	b.preapprove = false
 	const inFlight = 2
 	b.start(t, "--consent", "command:"+script, "--max-in-flight", "2")
-	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 
 	var held sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
@@ -72,16 +97,8 @@ func TestServeHTTPModernPendingConsentHoldsNoOneElse(t *testing.T) {
 			b.modernRaw(ctx, t, "tools/call", "write_file", modernWriteCall(modernVersion, path, "x"))
 		}()
 	}
-	deadline := time.Now().Add(waitLimit)
-	for {
-		data, _ := os.ReadFile(started)
-		if strings.Count(string(data), "\n") >= inFlight {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the consent command started for %d of the %d writes", strings.Count(string(data), "\n"), inFlight)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if n := waitForConsentAsks(started, inFlight, waitLimit); n < inFlight {
+		t.Fatalf("the consent command started for %d of the %d writes", n, inFlight)
 	}
 	listCtx, listCancel := context.WithTimeout(context.Background(), waitLimit)
 	defer listCancel()
@@ -103,15 +120,10 @@ func TestServeHTTPModernPendingConsentHoldsNoOneElse(t *testing.T) {
 // another client's tools/list is answered.
 func TestServeHTTPModernLargePendingWritesHoldNoOneElse(t *testing.T) {
 	const largeWriteLimit = 4 * waitLimit
-	dir := t.TempDir()
-	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
-	script := csScript(t, dir, "wait.sh", "echo $$ >> '"+started+"'\n"+
-		"n=0\nwhile [ ! -e '"+release+"' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done\n"+
-		"cat > /dev/null\necho '{\"approvedPaths\":[]}'\n")
+	script, started, release := unansweredConsentScript(t)
 	b := newHTTPBroker(t)
 	b.preapprove = false
 	b.start(t, "--consent", "command:"+script, "--max-write-bytes", "30000000")
-	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 
 	content := strings.Repeat("x", 22<<20)
 	var held sync.WaitGroup
@@ -128,16 +140,8 @@ func TestServeHTTPModernLargePendingWritesHoldNoOneElse(t *testing.T) {
 		// A liveness bound, not a speed one: a race-built broker takes
 		// seconds to take in 22 MiB alone, and over 30 s on a loaded CI
 		// machine running the other packages' tests beside it.
-		deadline := time.Now().Add(largeWriteLimit)
-		for {
-			data, _ := os.ReadFile(started)
-			if strings.Count(string(data), "\n") > i {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("write %d of 22 MiB never reached its consent question (the session stopped reading)", i+1)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if waitForConsentAsks(started, i+1, largeWriteLimit) <= i {
+			t.Fatalf("write %d of 22 MiB never reached its consent question (the session stopped reading)", i+1)
 		}
 	}
 	listCtx, listCancel := context.WithTimeout(context.Background(), waitLimit)
