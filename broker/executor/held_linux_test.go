@@ -87,17 +87,7 @@ func swapperRole(args []string) error {
 // FIFO or the device.
 func TestHeldReadsUnderSwapsByAnotherProcess(t *testing.T) {
 	f := newFixture(t)
-	if err := os.MkdirAll(filepath.Join(f.outside, "d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(f.outside, "d", "f.txt"), []byte("SECRET"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.writeFile(t, "d/f.txt", "decided")
-	f.writeFile(t, "spare/f.txt", "OTHER")
-	if err := syscall.Mkfifo(f.host("spare/fifo"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f.makeSwapReadTree(t)
 	// A character device like /dev/zero (1, 5), where this process may make
 	// one (as root); else a second FIFO stands in for it.
 	if err := syscall.Mknod(f.host("spare/dev"), syscall.S_IFCHR|0o644, 1<<8|5); err != nil {

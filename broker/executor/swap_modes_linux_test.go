@@ -204,6 +204,24 @@ func TestModesResolveAndReadAlike(t *testing.T) {
 	}
 }
 
+// makeSwapReadTree makes the tree the read-swap attacks work on: the file
+// decided on (d/f.txt), its twin outside the root (a secret), another file
+// and a FIFO to swap in (spare/).
+func (f *fixture) makeSwapReadTree(t *testing.T) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(f.outside, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.outside, "d", "f.txt"), []byte("SECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.writeFile(t, "d/f.txt", "decided")
+	f.writeFile(t, "spare/f.txt", "OTHER")
+	if err := syscall.Mkfifo(f.host("spare/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReadsUnderConcurrentSwaps: resolutions and reads while another
 // goroutine keeps swapping the file and its directory for links out of the
 // root, FIFOs and another directory: every read returns the content of the
@@ -211,17 +229,7 @@ func TestModesResolveAndReadAlike(t *testing.T) {
 // is a brokered one.
 func TestReadsUnderConcurrentSwaps(t *testing.T) {
 	forEachMode(t, func(t *testing.T, f *fixture) {
-		if err := os.MkdirAll(filepath.Join(f.outside, "d"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(f.outside, "d", "f.txt"), []byte("SECRET"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f.writeFile(t, "d/f.txt", "decided")
-		f.writeFile(t, "spare/f.txt", "OTHER")
-		if err := syscall.Mkfifo(f.host("spare/fifo"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		f.makeSwapReadTree(t)
 		// Renames keep inodes: the content each inode must read as.
 		content := map[uint64]string{}
 		for _, raw := range []string{"proj/d/f.txt", "proj/spare/f.txt"} {

@@ -41,10 +41,7 @@ func TestMain(m *testing.M) {
 
 // stepRole adds what the test sends, one Add a line.
 func stepRole(args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("want DIR, got %q", args)
-	}
-	s, err := usage.Open(args[0])
+	s, err := openRoleStore(args)
 	if err != nil {
 		return err
 	}
@@ -64,15 +61,21 @@ func stepRole(args []string) error {
 	return in.Err()
 }
 
+// openRoleStore opens the store of a role whose only argument is its
+// directory.
+func openRoleStore(args []string) (*usage.Store, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("want DIR, got %q", args)
+	}
+	return usage.Open(args[0])
+}
+
 // helperServer is the server whose count the helpers add to.
 const helperServer = "shared-server"
 
 // loopRole adds 1 until killed.
 func loopRole(args []string) error {
-	if len(args) != 1 {
-		return fmt.Errorf("want DIR, got %q", args)
-	}
-	s, err := usage.Open(args[0])
+	s, err := openRoleStore(args)
 	if err != nil {
 		return err
 	}
