@@ -71,15 +71,16 @@ func main() {
 	flag.Var(&roots, "root", "a root `DIR[:rw]`, mounted under its base name (repeatable; read-only without :rw)")
 	doSync := flag.Bool("fsync", true, "fsync written files and their directory (files/write), as docs/protocol.md requires")
 	tools := flag.Bool("tools", false, "be an MCP filesystem server (tools/call of read_text_file, list_directory, write_file), the baseline of fsbroker serve")
+	fromMemory := flag.Bool("from-memory", false, "with --tools: answer read_text_file and list_directory from results prepared in memory before the first request (the harness's floor: no file system call per request)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline [--tools] --root DIR[:rw] ... [-fsync=false]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: fsbaseline [--tools [--from-memory]] --root DIR[:rw] ... [-fsync=false]\n\n"+
 			"The raw baseline of bench/fsbench: fsbroker's wire (files/read, files/write, files/list)\n"+
 			"over stdio with plain OS calls and no checks; with --tools, the reference filesystem\n"+
 			"server's (tools/call), the baseline of fsbroker serve.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if len(roots) == 0 || flag.NArg() > 0 {
+	if len(roots) == 0 || flag.NArg() > 0 || (*fromMemory && !*tools) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -91,6 +92,14 @@ func main() {
 		}
 		s.roots[r.mount] = r
 		s.order = append(s.order, r.mount)
+	}
+	if *fromMemory {
+		prepared, err := prepareResults(s.order, s.roots)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fsbaseline:", err)
+			os.Exit(1)
+		}
+		s.prepared = prepared
 	}
 	if err := s.serve(os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "fsbaseline:", err)
@@ -137,6 +146,9 @@ type server struct {
 	order []string // mounts, in flag order
 	fsync bool
 	tools bool // the MCP server side (--tools): the client sends initialize
+	// prepared holds, with --from-memory, every read_text_file and
+	// list_directory result of the roots by absolute path, made at start.
+	prepared map[string]json.RawMessage
 
 	mu  sync.Mutex // serializes whole lines on out
 	out io.Writer

@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,9 @@ func (s *server) callTool(params json.RawMessage) (any, *rpcError) {
 	default:
 		return nil, &rpcError{Code: -32602, Message: "Tool " + p.Name + " not found"}
 	}
+	if result, ok := s.prepared[filepath.Clean(p.Arguments.Path)]; ok && !write {
+		return result, nil
+	}
 	name, rerr := s.resolveAbs(p.Arguments.Path, write)
 	if rerr != nil {
 		return errorResult("Error: " + rerr.Message), nil
@@ -110,15 +114,7 @@ func (s *server) callTool(params json.RawMessage) (any, *rpcError) {
 		if err != nil {
 			return errorResult("Error: " + osError(err).Message), nil
 		}
-		lines := make([]string, 0, len(entries))
-		for _, e := range entries {
-			tag := "[FILE] "
-			if e.IsDir() {
-				tag = "[DIR] "
-			}
-			lines = append(lines, tag+e.Name())
-		}
-		return textResult(strings.Join(lines, "\n")), nil
+		return textResult(listingText(entries)), nil
 	case "write_file":
 		tmp, rerr := s.startTemp(name, true, false)
 		if rerr == nil {
@@ -158,4 +154,58 @@ func (s *server) resolveAbs(path string, write bool) (string, *rpcError) {
 		}
 	}
 	return "", fail("PERMISSION_DENIED", "not inside a root")
+}
+
+// listingText is list_directory's text: one "[DIR] name" or "[FILE] name"
+// line an entry.
+func listingText(entries []os.DirEntry) string {
+	lines := make([]string, 0, len(entries))
+	for _, e := range entries {
+		tag := "[FILE] "
+		if e.IsDir() {
+			tag = "[DIR] "
+		}
+		lines = append(lines, tag+e.Name())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// prepareResults makes --from-memory's results: for every directory and
+// regular file under the roots, the marshaled list_directory or
+// read_text_file result, by absolute path. Answering from it measures what
+// fsbench and the pipes cost around a server that does no work per request:
+// the floor under every target's figures.
+func prepareResults(order []string, roots map[string]root) (map[string]json.RawMessage, error) {
+	prepared := map[string]json.RawMessage{}
+	for _, mount := range order {
+		err := filepath.WalkDir(roots[mount].dir, func(name string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			var text string
+			switch {
+			case d.IsDir():
+				entries, err := os.ReadDir(name)
+				if err != nil {
+					return err
+				}
+				text = listingText(entries)
+			case d.Type().IsRegular():
+				data, err := os.ReadFile(name)
+				if err != nil {
+					return err
+				}
+				text = string(data)
+			default:
+				return nil
+			}
+			result, err := json.Marshal(textResult(text))
+			prepared[name] = result
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("preparing the results of %s: %w", roots[mount].dir, err)
+		}
+	}
+	return prepared, nil
 }
