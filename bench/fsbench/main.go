@@ -22,7 +22,12 @@
 //   - ts: the reference TypeScript filesystem MCP server
 //     (@modelcontextprotocol/server-filesystem) under node, installed into a
 //     cache directory by bench/install-ts-server.sh; skipped, with the
-//     reason, when it is not there.
+//     reason, when it is not there;
+//   - floor: in the serve workloads' reads and listings only, fsbaseline
+//     --tools --from-memory, which answers from results it prepared before
+//     the first request: no file system call per request, so its req/s is
+//     what fsbench and the pipes allow any server on this machine, the
+//     bound a budget stated against the reference server must fit under.
 //
 // For baseline and fsbroker, fsbench plays the MCP server: it answers the
 // child's initialize, then sends files/read, files/write and files/list. For
@@ -127,6 +132,7 @@ const (
 	defaultTS            = "node {tscache}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {root}"
 	defaultBaselineTools = "{bin}/fsbaseline --tools --root {root}:rw"
 	defaultBrokerServe   = "{bin}/fsbroker serve --config {config} --state-dir {state} --rate-limit 0"
+	defaultFloor         = "{bin}/fsbaseline --tools --from-memory --root {root}:rw"
 )
 
 // config is one fsbench run's settings (its flags).
@@ -138,6 +144,7 @@ type config struct {
 	ts            string
 	baselineTools string // the templates of the serve workloads (ts: ts)
 	brokerServe   string
+	floor         string // the floor's template (serve reads and listings only)
 	tsCache       string
 	workloads     string // comma-separated workload keys; empty: all
 
@@ -199,6 +206,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.ts, "ts", defaultTS, "command `template` of the TypeScript server (both kinds of workload)")
 	fs.StringVar(&cfg.baselineTools, "baseline-tools", defaultBaselineTools, "command `template` of the baseline in the serve workloads (an MCP server)")
 	fs.StringVar(&cfg.brokerServe, "fsbroker-serve", defaultBrokerServe, "command `template` of fsbroker in the serve workloads (fsbroker serve)")
+	fs.StringVar(&cfg.floor, "floor", defaultFloor, "command `template` of the floor, an MCP server answering the serve reads and listings from memory")
 	fs.StringVar(&cfg.tsCache, "ts-cache", defaultTSCache(), "`dir` of the TypeScript server's install ({tscache}; bench/install-ts-server.sh)")
 	fs.StringVar(&cfg.workloads, "workloads", "", "the `workloads` to run, comma-separated (default all: "+strings.Join(workloadKeys(), ",")+")")
 	fs.DurationVar(&cfg.duration, "duration", 2*time.Second, "measured time of each run")
@@ -410,7 +418,7 @@ func sizeName[T int | int64](size T) string {
 }
 
 // targetNames are the targets fsbench knows, in the report's order.
-var targetNames = []string{"baseline", "fsbroker", "mark3labs", "ts"}
+var targetNames = []string{"baseline", "fsbroker", "mark3labs", "ts", "floor"}
 
 // target is one program under test.
 type target struct {
@@ -424,6 +432,9 @@ type target struct {
 	// ts), is the name of its tool that reads a whole text file; "" for
 	// the targets in fsbroker's role outside the serve workloads.
 	readTool string
+	// floorOnly: the target runs only the serve workloads' reads and
+	// listings (the floor).
+	floorOnly bool
 }
 
 // template is tg's command template for w.
@@ -436,6 +447,12 @@ func (tg *target) template(w workload) string {
 
 // skipped is why tg does not run w ("": it does).
 func (tg *target) skipped(w workload) string {
+	if tg.floorOnly {
+		if !w.serve || w.kind == "start" {
+			return "n/a: the floor runs the serve reads and listings only"
+		}
+		return tg.serveSkip
+	}
 	if w.serve && tg.skip == "" {
 		return tg.serveSkip
 	}
@@ -644,8 +661,12 @@ func newTarget(cfg *config, name string) *target {
 	case "ts":
 		tg.tmpl, tg.serveTmpl, tg.readTool = cfg.ts, cfg.ts, "read_text_file"
 		tg.hint = "install it with bench/install-ts-server.sh, or give -ts"
+	case "floor":
+		tg.serveTmpl, tg.floorOnly = cfg.floor, true
+		tg.skip = tg.skipped(workload{})
+		tg.hint = "build it with `make bench-e2e` or give -floor"
 	}
-	if strings.TrimSpace(tg.tmpl) == "" {
+	if strings.TrimSpace(tg.tmpl) == "" && tg.skip == "" {
 		tg.skip = "no command"
 	}
 	if strings.TrimSpace(tg.serveTmpl) == "" {

@@ -300,6 +300,9 @@ func (rep *Report) budgets() []budget {
 			if base.ok() {
 				measured += fmt.Sprintf("; %.2fx the baseline's", broker.RPSvsBaseline)
 			}
+			if floor := rep.find(w.key, "floor"); floor.ok() {
+				measured += fmt.Sprintf("; the floor (answers from memory) %.2fx the reference's", floor.RPSvsTS)
+			}
 			add(name, measured, verdict(broker.RPSvsTS >= 3))
 			continue
 		}
@@ -598,6 +601,8 @@ func (rep *Report) firstTouchRows() [][]string {
 			target = "fsbroker serve"
 		case strings.HasPrefix(r.Workload, "serve-") && target == "baseline":
 			target = "baseline --tools"
+		case target == "floor":
+			target = "floor (from memory)"
 		}
 		switch {
 		case r.Workload == "list-paged":

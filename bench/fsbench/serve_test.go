@@ -6,8 +6,11 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,5 +75,43 @@ func TestOnceRunsNameEachPathOnce(t *testing.T) {
 		if min := n - n/onceWarmupShare; len(st.lat) < min {
 			t.Errorf("%d in flight: %d requests measured, want at least %d (the warm-up takes at most a quarter)", inflight, len(st.lat), min)
 		}
+	}
+}
+
+// TestFloorRunsOnlyServeReadsAndListings: the floor (fsbaseline --tools
+// --from-memory) has rows in the serve reads and listings, every reply
+// checked as the other targets' are (the content of each file, each
+// directory's entries), and no row elsewhere; the serve budgets name its
+// ratio to the reference server's.
+func TestFloorRunsOnlyServeReadsAndListings(t *testing.T) {
+	cfg := tinyConfig(t, "floor,fsbroker,ts")
+	cfg.floor = filepath.Join(binDir, "fsbaseline") + " --tools --from-memory --root {root}:rw"
+	cfg.workloads = "read-1k,serve-read-1k,serve-read-1k-xN,serve-list,serve-start"
+	rep, err := run(cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floorRows := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Target != "floor" {
+			continue
+		}
+		floorRows[r.Workload] = true
+		if r.Skipped != "" || r.Errors > 0 || r.Requests == 0 || r.RPSvsTS <= 0 {
+			t.Errorf("floor, %s: skipped %q, %d errors (%s), %d requests, %v the reference's req/s",
+				r.Workload, r.Skipped, r.Errors, r.FirstError, r.Requests, r.RPSvsTS)
+		}
+	}
+	if want := []string{"serve-list", "serve-read-1k", "serve-read-1k-x4"}; !slices.Equal(slices.Sorted(maps.Keys(floorRows)), want) {
+		t.Errorf("floor rows in %v, want exactly %v", slices.Sorted(maps.Keys(floorRows)), want)
+	}
+	named := 0
+	for _, b := range rep.Budgets {
+		if strings.Contains(b.Measured, "the floor (answers from memory)") {
+			named++
+		}
+	}
+	if named != 3 {
+		t.Errorf("%d budgets name the floor, want the 3 serve reads and listings: %+v", named, rep.Budgets)
 	}
 }
