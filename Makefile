@@ -81,7 +81,9 @@ bench:
 
 ## bench-e2e: bench/fsbench drives fsbroker (stdio, and serve as the filesystem
 ## MCP server), the raw baseline (bench/fsbaseline), mark3labs/mcp-filesystem-server
-## and the reference TypeScript server over stdio, side by side, and prints the
+## and the reference TypeScript server over stdio, side by side (with, in the
+## serve reads and listings, the floor: fsbaseline --tools --from-memory,
+## answering from memory what the harness allows any server), and prints the
 ## table, the first-touch table (every peer on paths never requested before)
 ## and the budgets of docs/performance.md (about seven minutes). The uncached
 ## decision's budget comes from engine's BenchmarkDecideFirstTouch, run first
