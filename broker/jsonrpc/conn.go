@@ -128,6 +128,9 @@ type Conn struct {
 	done     chan struct{}             // closed when the connection ends
 	doneErr  error
 
+	draining     chan struct{} // closed when Serve stops taking requests (Draining)
+	drainingOnce sync.Once
+
 	jobs    chan func()  // hands a request to an idle worker (unbuffered)
 	idle    atomic.Int32 // workers waiting on jobs
 	replies sync.Pool    // of *[]byte: reply buffers (writeAppended)
@@ -152,6 +155,7 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 		inflight:        make(map[ID]context.CancelFunc),
 		canceled:        make(map[ID]bool),
 		done:            make(chan struct{}),
+		draining:        make(chan struct{}),
 		jobs:            make(chan func()),
 	}
 	c.routed, _ = stream.(RoutedStream)
@@ -163,6 +167,13 @@ func NewConn(stream Stream, onRequest RequestHandler, onNotification Notificatio
 
 // Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Draining is closed when Serve stops taking requests (the input ended,
+// the stream broke, or Serve's context ended) and starts waiting for those
+// in flight: a request that runs until its peer cancels it (MCP's
+// subscriptions/listen) ends then, so that the drain need not wait the
+// shutdown timeout for it.
+func (c *Conn) Draining() <-chan struct{} { return c.draining }
 
 // finish ends the connection once, recording why.
 func (c *Conn) finish(err error) {
@@ -250,6 +261,7 @@ func (c *Conn) Serve(ctx context.Context) error {
 	case serveErr = <-s.readEnd:
 	}
 	s.stop()
+	c.drainingOnce.Do(func() { close(c.draining) })
 
 	// Drain: let in-flight requests finish, up to the deadline.
 	drained := make(chan struct{})
@@ -726,6 +738,14 @@ func (c *Conn) notifyCancelled(ctx context.Context, id ID) {
 
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {
+	return c.NotifyWithin(context.Background(), method, params)
+}
+
+// NotifyWithin sends a notification that belongs to the peer's request
+// whose handler ctx is (over a RoutedStream, it travels with that
+// request's reply: MCP's subscriptions/listen stream); with any other
+// context it is Notify.
+func (c *Conn) NotifyWithin(ctx context.Context, method string, params any) error {
 	select {
 	case <-c.done:
 		return fmt.Errorf("notify %s: %w", method, ErrClosed)
@@ -735,7 +755,7 @@ func (c *Conn) Notify(method string, params any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s notification: %w", method, err)
 	}
-	return c.write(data, "", false)
+	return c.write(data, handledRequest(ctx), false)
 }
 
 func (c *Conn) replyError(id ID, e *Error) {
