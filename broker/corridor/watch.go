@@ -22,8 +22,14 @@ type watchTable struct {
 	max     int
 	mu      sync.Mutex
 	subs    map[string]*watch.Subscription
-	targets map[string]executor.Target // what each watch watches, for revocation
+	targets map[string]watched // what each watch watches and for whom, for revocation
 	closed  bool
+}
+
+// watched is what a watch watches, and the caller it watches for.
+type watched struct {
+	target executor.Target
+	caller Caller
 }
 
 func (wt *watchTable) count() int {
@@ -118,9 +124,9 @@ func (c *Corridor) subscribe(caller Caller, t executor.Target, r WatchRequest, n
 	}
 	wt.subs[id] = sub
 	if wt.targets == nil {
-		wt.targets = make(map[string]executor.Target)
+		wt.targets = make(map[string]watched)
 	}
-	wt.targets[id] = t
+	wt.targets[id] = watched{target: t, caller: caller}
 	return id, nil
 }
 
@@ -163,17 +169,16 @@ func (c *Corridor) deliver(caller Caller, id string, ev watch.Event, notify func
 // It must not be called from a watch's notify.
 func (c *Corridor) RootsChanged() (ended []string) {
 	set := c.roots()
-	return c.endWatches(func(t executor.Target) bool { return set.Allows(t.Path.Root, t.Path.Rel) })
+	return c.endWatches(func(w watched) bool { return set.Allows(w.target.Path.Root, w.target.Path.Rel) })
 }
 
-// endWatches ends the watches whose target keep refuses, and returns their
-// ids.
-func (c *Corridor) endWatches(keep func(executor.Target) bool) (ended []string) {
+// endWatches ends the watches keep refuses, and returns their ids.
+func (c *Corridor) endWatches(keep func(watched) bool) (ended []string) {
 	c.watches.mu.Lock()
 	defer c.watches.mu.Unlock()
 	for id, sub := range c.watches.subs {
-		t, ok := c.watches.targets[id]
-		if sub == nil || !ok || keep(t) {
+		w, ok := c.watches.targets[id]
+		if sub == nil || !ok || keep(w) {
 			continue
 		}
 		sub.Close()
