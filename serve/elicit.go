@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/consent"
-	"github.com/fsbroker/fsbroker/broker/grants"
 	"github.com/fsbroker/fsbroker/broker/jsonrpc"
 )
 
@@ -51,18 +49,15 @@ var _ consent.Elicitor = (*Session)(nil)
 
 // GrantsChanged takes a change of the grants or blocks of server
 // (grants.AnyServer: of every server, or of one the watch cannot tell), made
-// by any process on the state directory (fsbroker grants revoke): when it
-// concerns the host, the watches no grant covers any more end. Tool calls
-// need nothing: each checks consent afresh.
+// by any process on the state directory (fsbroker grants revoke): the
+// watches made for a host of that state key, of resources/subscribe and of
+// subscriptions/listen, that its grants no longer cover end (each checked
+// against the grants of the host it was made for: a session of protocol
+// 2026-07-28 serves one host per request). Tool calls need nothing: each
+// checks consent afresh.
 func (s *Session) GrantsChanged(server string) {
-	if !s.isInitialized() {
-		return
-	}
-	caller := s.caller("")
-	if server != grants.AnyServer && server != caller.StateKey() {
-		return
-	}
-	if ended := s.cfg.Corridor.GrantsChanged(caller); len(ended) > 0 {
-		s.log.Info("consent revoked: watches ended", "watches", strings.Join(ended, ","))
-	}
+	ss := &s.resources.subs
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s.subscriptionsEnded(s.cfg.Corridor.WatchersGrantsChanged(server), "consent revoked: watches ended")
 }

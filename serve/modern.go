@@ -148,9 +148,10 @@ func (s *Session) modernRequestOf(meta modern.RequestMeta) (modernRequest, error
 }
 
 // handleModern answers one request of protocol 2026-07-28: server/discover,
-// tools/list, tools/call and the resources methods of the revision
-// (resources/subscribe and unsubscribe are gone from it, and so are ping
-// and logging): any other method is -32601. Every result names its
+// tools/list, tools/call, the resources methods of the revision and
+// subscriptions/listen (modern_listen.go; resources/subscribe and
+// unsubscribe are gone from it, and so are ping and logging): any other
+// method is -32601. Every result names its
 // resultType and fsbroker in its _meta.
 func (s *Session) handleModern(ctx context.Context, req *jsonrpc.Message, meta modern.RequestMeta) (any, error) {
 	rq, err := s.modernRequestOf(meta)
@@ -161,13 +162,15 @@ func (s *Session) handleModern(ctx context.Context, req *jsonrpc.Message, meta m
 	switch req.Method {
 	case "server/discover":
 		return s.completeResult(map[string]any{"supportedVersions": supportedVersionList(),
-			"capabilities": map[string]any{"tools": map[string]any{}, "resources": map[string]any{}}}, cacheStatic)
+			"capabilities": map[string]any{"tools": map[string]any{}, "resources": s.modernResourcesCapability()}}, cacheStatic)
 	case "tools/list":
 		return s.completeResult(ToolsListResult(), cacheStatic)
 	case "tools/call":
 		return s.modernCallTool(ctx, rq, req.Params)
 	case MethodResourcesList, MethodResourceTemplatesList, MethodResourcesRead:
 		return s.modernResources(ctx, rq, req.Method, req.Params)
+	case MethodSubscriptionsListen:
+		return s.modernListen(ctx, rq, req)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found"}
 }
@@ -186,6 +189,18 @@ func (s *Session) startModern(ctx context.Context, caller corridor.Caller) {
 		s.log.Info("a host on protocol "+modern.Version, "name", caller.Name)
 		s.cfg.Corridor.RecordSession(ctx, caller, audit.KindSessionStart, "fsbroker serve (protocol "+modern.Version+")")
 	}
+}
+
+// modernResourcesCapability is the resources capability server/discover
+// declares: subscribe (resourceSubscriptions on subscriptions/listen) when
+// the corridor serves watches; no listChanged (nothing watches every root
+// for new files), so that the notifications a listen may ask for are the
+// updates of its resources alone.
+func (s *Session) modernResourcesCapability() map[string]any {
+	if s.cfg.Corridor.Watches() {
+		return map[string]any{"subscribe": true}
+	}
+	return map[string]any{}
 }
 
 // modernStarted is the caller the session's start was recorded under by

@@ -51,10 +51,11 @@ const (
 const CodeResourceNotFound = -32002
 
 // resourceState is what a session keeps for the resources methods: its
-// subscriptions (its resources/list cursors are sealed by the session's
+// subscriptions and listens (its resources/list cursors are sealed by the session's
 // stateSealer).
 type resourceState struct {
-	subs subscriptions
+	subs    subscriptions
+	listens listens // subscriptions/listen of protocol 2026-07-28 (modern_listen.go)
 }
 
 // resourcesCapability is the session's resources capability in initialize:

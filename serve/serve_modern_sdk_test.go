@@ -20,8 +20,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fsbroker/fsbroker/audit"
 	"github.com/fsbroker/fsbroker/broker/modern"
 	"github.com/fsbroker/fsbroker/broker/roots"
+	"github.com/fsbroker/fsbroker/internal/testfs"
 )
 
 // TestServeModernGoSDK drives the real fsbroker serve (--consent elicit)
@@ -139,5 +141,108 @@ func TestServeModernGoSDK(t *testing.T) {
 				t.Errorf("fsbroker sent roots/list %d times on %q", n, want)
 			}
 		})
+	}
+}
+
+// TestServeModernGoSDKListen drives the real fsbroker serve with the
+// official Go SDK's client on protocol 2026-07-28 (a client that declares
+// no roots): its Subscribe sends subscriptions/listen, and the changes of
+// the file on disk reach its ResourceUpdatedHandler; a subscription to
+// .env is refused (the SDK does not wait for the listen's reply) and a
+// change of it never reaches the handler. After a real fsbroker grants
+// revoke of the file's grant, a change of it is never announced, while the
+// other subscription goes on; Unsubscribe ends its listen. The trail holds
+// each listen's decisions.
+func TestServeModernGoSDKListen(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, state := filepath.Join(base, "ws"), filepath.Join(base, "state")
+	writeFiles(t, ws, map[string]string{"a.txt": "a\n", "b.txt": "b\n", ".env": "API_KEY=hunter2\n"})
+	approve := newApprovals(t, base, "ws/a.txt", "ws/b.txt")
+	updated := make(chan string, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-listener", Version: "1.0.0"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{}, // no roots: a listen cannot ask for them
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		}})
+	cmd := exec.Command(brokerBinary(t), "serve", "--state-dir", state, "--log-level", "warn", "--root", ws, "--consent", approve.spec())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Stderr = os.Stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer session.Close()
+	if v := session.InitializeResult().ProtocolVersion; v != modern.Version {
+		t.Fatalf("protocol version %q", v)
+	}
+	if caps := session.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.Subscribe {
+		t.Fatalf("server/discover's resources capability: %+v", caps.Resources)
+	}
+	a, b, env := FileURL(filepath.Join(ws, "a.txt")), FileURL(filepath.Join(ws, "b.txt")), FileURL(filepath.Join(ws, ".env"))
+	await := func(want string) {
+		t.Helper()
+		select {
+		case got := <-updated:
+			if got != want {
+				t.Fatalf("an update of %s, want one of %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no update of %s within 10 s", want)
+		}
+	}
+	for _, uri := range []string{a, b, env} {
+		if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+	}
+	// The listens are fire-and-forget in the SDK: the trail says when both
+	// watches stand.
+	for deadline := time.Now().Add(10 * time.Second); len(records(t, state, audit.Filter{Tool: MethodSubscriptionsListen, Decision: "allow"})) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the listens' watches were never decided")
+		}
+	}
+	testfs.WriteFile(t, filepath.Join(ws, ".env"), "API_KEY=changed\n")
+	testfs.WriteFile(t, filepath.Join(ws, "a.txt"), "changed\n")
+	await(a)
+	envPath := filepath.Join(ws, ".env")
+	if allowed := records(t, state, audit.Filter{Tool: MethodSubscriptionsListen, Decision: "allow", PathPrefix: envPath}); len(allowed) != 0 {
+		t.Errorf("the .env listen was allowed: %+v", allowed)
+	}
+	if denied := records(t, state, audit.Filter{Tool: MethodSubscriptionsListen, Decision: "deny", PathPrefix: envPath}); len(denied) == 0 {
+		t.Error("no refusal of the .env listen in the trail")
+	}
+
+	approve.set("ws/b.txt")
+	revoke := exec.Command(brokerBinary(t), "grants", "revoke", "--state-dir", state, "--path", "ws/a.txt")
+	if out, err := revoke.CombinedOutput(); err != nil {
+		t.Fatalf("fsbroker grants revoke: %v\n%s", err, out)
+	}
+	// The session has seen the revocation once a read of a.txt is refused.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: a}); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the revocation was never seen")
+		}
+	}
+	testfs.WriteFile(t, filepath.Join(ws, "a.txt"), "changed after the revocation\n")
+	testfs.WriteFile(t, filepath.Join(ws, "b.txt"), "changed\n")
+	await(b)
+	if err := session.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: b}); err != nil {
+		t.Fatalf("unsubscribe: %v", err)
+	}
+	testfs.WriteFile(t, filepath.Join(ws, "b.txt"), "changed after the unsubscribe\n")
+	testfs.WriteFile(t, filepath.Join(ws, "a.txt"), "changed a third time\n")
+	select {
+	case got := <-updated:
+		t.Errorf("an update of %s after the revocation and the unsubscribe", got)
+	case <-time.After(500 * time.Millisecond):
 	}
 }

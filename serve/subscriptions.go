@@ -11,6 +11,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/broker/grants"
 )
 
 // subscriptions are a session's resources/subscribe subscriptions, one
@@ -97,8 +98,7 @@ func (s *Session) liveChanges() []string {
 	ss := &s.resources.subs
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	s.subscriptionsEnded(s.cfg.Corridor.GrantsChanged(s.caller(MethodResourcesSubscribe)), "consent revoked: resource subscriptions ended")
-	s.subscriptionsEnded(s.cfg.Corridor.RootsChanged(), rootsLeftOut)
+	s.endLapsedWatchesLocked()
 	ss.pendingMu.Lock()
 	pending := ss.pending
 	ss.pending = nil
@@ -112,12 +112,34 @@ func (s *Session) liveChanges() []string {
 	return live
 }
 
+// endLapsedWatches ends the watches (of resources/subscribe and of
+// subscriptions/listen) that the grants of the host each was made for no
+// longer cover, and those outside the roots served now.
+func (s *Session) endLapsedWatches() {
+	ss := &s.resources.subs
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s.endLapsedWatchesLocked()
+}
+
+// endLapsedWatchesLocked is endLapsedWatches with the subscriptions' mu
+// held.
+func (s *Session) endLapsedWatchesLocked() {
+	s.subscriptionsEnded(s.cfg.Corridor.WatchersGrantsChanged(grants.AnyServer), consentRevoked)
+	s.subscriptionsEnded(s.cfg.Corridor.RootsChanged(), rootsLeftOut)
+}
+
+// consentRevoked is the log line of subscriptions ended because the
+// host's grants no longer cover their files.
+const consentRevoked = "consent revoked: resource subscriptions ended"
+
 // rootsLeftOut is the log line of subscriptions ended because the roots
 // served no longer hold their files.
 const rootsLeftOut = "outside the roots served now: resource subscriptions ended"
 
-// subscriptionsEnded marks the subscriptions whose watches (by id) the
-// corridor ended, and logs why; the subscriptions' mu is held.
+// subscriptionsEnded marks the subscriptions (of resources/subscribe and
+// of subscriptions/listen) whose watches (by id) the corridor ended, and
+// logs why; the subscriptions' mu is held.
 func (s *Session) subscriptionsEnded(ids []string, why string) {
 	if len(ids) == 0 {
 		return
@@ -128,6 +150,7 @@ func (s *Session) subscriptionsEnded(ids []string, why string) {
 			ss.watches[uri] = ""
 		}
 	}
+	s.resources.listens.watchesEnded(ids)
 	s.log.Info(why, "watches", strings.Join(ids, ","))
 }
 

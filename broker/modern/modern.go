@@ -29,6 +29,11 @@ const (
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	// MetaServerInfo is the server's name and version in a result's _meta.
 	MetaServerInfo = "io.modelcontextprotocol/serverInfo"
+	// MetaSubscriptionID is, in the _meta of a notification sent on a
+	// subscriptions/listen stream and of that request's final result, the
+	// JSON-RPC id of the subscriptions/listen request
+	// (basic/patterns/subscriptions).
+	MetaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 )
 
 // The resultType of a result (basic/index, ResultType).
