@@ -118,6 +118,11 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 		writeJSON(w, http.StatusBadRequest, errorBody(msg.ID, CodeHeaderMismatch, "Header mismatch: "+reason))
 		return
 	}
+	if msg.Method == methodListen && !streamOK {
+		writeJSON(w, http.StatusNotAcceptable, errorBody(msg.ID, jsonrpc.CodeInvalidRequest,
+			"Not Acceptable: "+methodListen+" answers with an event stream; accept text/event-stream"))
+		return
+	}
 	if msg.Method == "initialize" {
 		writeJSON(w, http.StatusNotFound, errorBody(msg.ID, jsonrpc.CodeMethodNotFound, "Method not found: protocol "+version+
 			" has no initialize (an earlier revision's initialize is sent without MCP-Protocol-Version "+version+")"))
@@ -147,8 +152,10 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 	}
 	outer := msg.ID
 	var replyBytes int64
+	ex.message = func(msg []byte) []byte { return restoreSubscriptionID(msg, inner, outer) }
 	ex.reply = func(reply []byte) ([]byte, int) {
 		restored, status := restoreID(reply, inner, outer)
+		restored = restoreSubscriptionID(restored, inner, outer)
 		// Held until its client has read it (writeTimeout at most): its
 		// bytes count against the bound until the POST ends.
 		replyBytes = int64(len(restored))
@@ -369,6 +376,22 @@ func restoreID(reply []byte, inner, outer jsonrpc.ID) ([]byte, int) {
 		}
 	}
 	return restored, status
+}
+
+// methodListen is the revision's request for a stream of notifications
+// (basic/patterns/subscriptions): its response is an event stream, and its
+// messages name it by its id.
+const methodListen = "subscriptions/listen"
+
+// restoreSubscriptionID returns msg, a message the session sent for the
+// request renamed inner (a notification of its subscriptions/listen
+// stream, or its final result), with the client's id outer in place of
+// inner as its _meta's subscription id. The session writes the member
+// compactly ("KEY":ID); a string value holding those bytes would have its
+// quotes escaped, so nothing else matches.
+func restoreSubscriptionID(msg []byte, inner, outer jsonrpc.ID) []byte {
+	member := `"` + modern.MetaSubscriptionID + `":`
+	return bytes.ReplaceAll(msg, []byte(member+string(inner)), []byte(member+string(outer)))
 }
 
 // unsupportedVersion answers a request whose MCP-Protocol-Version names no

@@ -54,6 +54,10 @@ type exchange struct {
 	// reply, when set, rewrites the reply before it is sent and gives its
 	// HTTP status (a stateless request's: its client's id restored).
 	reply func([]byte) ([]byte, int)
+	// message, when set, rewrites the other messages sent on the POST (a
+	// stateless subscriptions/listen's notifications: its client's id
+	// restored as their subscription id).
+	message func([]byte) []byte
 }
 
 // outgoing is a message for an exchange.
@@ -331,8 +335,12 @@ func (sess *session) respond(w http.ResponseWriter, r *http.Request, ex *exchang
 		select {
 		case o := <-ex.out:
 			if !o.reply {
+				msg := o.msg
+				if ex.message != nil {
+					msg = ex.message(msg)
+				}
 				if err = ev.start(); err == nil {
-					err = ev.message(o.msg)
+					err = ev.message(msg)
 				}
 				break
 			}
@@ -416,6 +424,7 @@ func (e *eventWriter) start() error {
 	h := e.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies pass each event at once (the revision's basic/transports)
 	e.w.WriteHeader(http.StatusOK)
 	return e.rc.Flush()
 }

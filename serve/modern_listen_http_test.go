@@ -1,0 +1,185 @@
+// Copyright 2026 The fsbroker Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build unix
+
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fsbroker/fsbroker/broker/consent"
+	"github.com/fsbroker/fsbroker/broker/corridor"
+	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/broker/modern"
+	"github.com/fsbroker/fsbroker/internal/testfs"
+)
+
+// openListenStream POSTs subscriptions/listen for uris with id, accepting
+// accept, and returns the response and its events' data, one JSON message
+// each, as they come (the channel closes with the stream).
+func (ep *httpEndpoint) openListenStream(t *testing.T, ctx context.Context, h *modernHost, id int, accept string, uris ...string) (*http.Response, <-chan json.RawMessage) {
+	t.Helper()
+	req := listenRequest(t, ctx, ep, h, id, accept, uris...)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", MethodSubscriptionsListen, err)
+	}
+	events := make(chan json.RawMessage, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- json.RawMessage(data)
+			}
+		}
+	}()
+	return resp, events
+}
+
+// nextEvent takes the stream's next message, or fails after 10 s.
+func nextEvent(t *testing.T, events <-chan json.RawMessage, what string) json.RawMessage {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatalf("%s: the stream ended", what)
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing on the stream within 10 s", what)
+	}
+	return nil
+}
+
+// TestModernHTTPListen: over Streamable HTTP (protocol 2026-07-28), a
+// listen's POST answers with an event stream whose acknowledgment and
+// updates name the listen by the client's own id (never the server's id of
+// the request); two clients using the same id each get their own
+// resource's updates alone; closing one's stream ends its watch and the
+// other goes on; a listen whose client accepts no event stream is 406.
+func TestModernHTTPListen(t *testing.T) {
+	ps := openTestRuntime(t, consent.Deny{})
+	t.Cleanup(func() { _ = ps.rt.Close() })
+	const identity = "http-listen-identity"
+	var mu sync.Mutex
+	var corridors []*corridor.Corridor
+	ep := startHTTPEndpoint(t, ps, identity, func(c *Config) {
+		mu.Lock()
+		corridors = append(corridors, c.Corridor)
+		mu.Unlock()
+	})
+	store, err := grants.Open(filepath.Join(ps.state, grants.DirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	root, _ := ps.rt.Roots().ByMount("proj")
+	if _, err := store.Grant(corridor.StateKeyOf(identity, true), grants.Grant{Access: grants.Read, Path: "proj/dir",
+		Root: grants.RootOf(root), Granted: time.Now().UTC(), By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, filepath.Join(ps.proj, "dir"), map[string]string{"b.txt": "b\n"})
+	a, b := FileURL(filepath.Join(ps.proj, "dir", "a.txt")), FileURL(filepath.Join(ps.proj, "dir", "b.txt"))
+	h := ep.host(t, ep.token, "http-listener", noCaps)
+	watches := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range corridors {
+			n += c.Stats().Watches
+		}
+		return n
+	}
+
+	resp, err := http.DefaultClient.Do(listenRequest(t, context.Background(), ep, h, 1, "application/json", a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotAcceptable {
+		t.Errorf("a listen accepting JSON only: %d, want 406", resp.StatusCode)
+	}
+
+	const id = 7
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	respA, eventsA := ep.openListenStream(t, ctxA, h, id, "application/json, text/event-stream", a)
+	defer respA.Body.Close()
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	respB, eventsB := ep.openListenStream(t, ctxB, h, id, "text/event-stream", b)
+	defer respB.Body.Close()
+	if ct := respA.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("a listen's response is %q", ct)
+	}
+	for what, events := range map[string]<-chan json.RawMessage{"a": eventsA, "b": eventsB} {
+		ack := nextEvent(t, events, "the acknowledgment of "+what)
+		if !strings.Contains(string(ack), NotificationSubscriptionsAcknowledged) || subscriptionOf(paramsOf(ack)) != "7" {
+			t.Fatalf("acknowledgment of %s: %s, want one naming the client's id 7", what, ack)
+		}
+	}
+	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "a.txt"), "changed\n")
+	update := nextEvent(t, eventsA, "a's update")
+	if !strings.Contains(string(update), NotificationResourceUpdated) || !strings.Contains(string(update), a) || subscriptionOf(paramsOf(update)) != "7" {
+		t.Fatalf("update %s, want a's, naming the client's id 7", update)
+	}
+	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "b.txt"), "changed\n")
+	if update := nextEvent(t, eventsB, "b's update"); !strings.Contains(string(update), b) {
+		t.Fatalf("b's stream got %s", update)
+	}
+	select {
+	case ev := <-eventsA:
+		t.Fatalf("a's stream got another client's update: %s", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	cancelA()
+	for deadline := time.Now().Add(10 * time.Second); watches() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches after a's stream closed, want b's alone", watches())
+		}
+	}
+	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "b.txt"), "changed again\n")
+	if update := nextEvent(t, eventsB, "b's second update"); !strings.Contains(string(update), b) {
+		t.Fatalf("b's stream got %s", update)
+	}
+}
+
+// listenRequest is a listen POST of h with id for uris, accepting accept.
+func listenRequest(t *testing.T, ctx context.Context, ep *httpEndpoint, h *modernHost, id int, accept string, uris ...string) *http.Request {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": MethodSubscriptionsListen,
+		"params": map[string]any{"_meta": h.meta(), "notifications": map[string]any{"resourceSubscriptions": uris}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": accept, "Authorization": "Bearer " + ep.token,
+		"MCP-Protocol-Version": modern.Version, "Mcp-Method": MethodSubscriptionsListen} {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// paramsOf is a message's params.
+func paramsOf(msg json.RawMessage) json.RawMessage {
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	return m.Params
+}
