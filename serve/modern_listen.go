@@ -106,40 +106,22 @@ type listen struct {
 	// its stream.
 	id jsonrpc.ID
 
+	// changeQueue holds the changes not yet announced and wakes the
+	// listen's loop.
+	changeQueue
+
 	mu sync.Mutex
 	// watches holds each resource's watch id, by the uri as the host sent
 	// it; "" once the corridor ended the watch.
 	watches map[string]string
-	// pending are the uris with a change not yet announced, in order, each
-	// once.
-	pending []string
 
-	wake     chan struct{} // one token buffered: a change, or a watch ended
 	over     chan struct{} // closed when every watch has ended
 	overOnce sync.Once
 }
 
 func newListen(id jsonrpc.ID) *listen {
-	return &listen{id: id, watches: map[string]string{}, wake: make(chan struct{}, 1), over: make(chan struct{})}
-}
-
-// poke wakes the listen's loop; it never blocks.
-func (l *listen) poke() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-// changed notes a change of uri (from the watch hub's goroutine: it never
-// blocks).
-func (l *listen) changed(uri string) {
-	l.mu.Lock()
-	if !slices.Contains(l.pending, uri) {
-		l.pending = append(l.pending, uri)
-	}
-	l.mu.Unlock()
-	l.poke()
+	return &listen{id: id, changeQueue: changeQueue{wake: make(chan struct{}, 1)}, watches: map[string]string{},
+		over: make(chan struct{})}
 }
 
 // watchesEnded marks the resources whose watches (by id) the corridor
@@ -163,15 +145,15 @@ func (l *listen) watchesEnded(ids []string) {
 
 // liveChanges takes the pending changes of resources still watched.
 func (l *listen) liveChanges() []string {
+	pending := l.take()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var live []string
-	for _, uri := range l.pending {
+	live := pending[:0]
+	for _, uri := range pending {
 		if l.watches[uri] != "" {
 			live = append(live, uri)
 		}
 	}
-	l.pending = nil
 	return live
 }
 

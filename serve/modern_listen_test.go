@@ -125,22 +125,6 @@ func (ls *listenSession) awaitListenUpdate(t *testing.T, id, uri string) {
 	}
 }
 
-// listenUpdates are the uris of every notifications/resources/updated
-// received so far.
-func (ls *listenSession) listenUpdates() []string {
-	var out []string
-	for _, m := range ls.host.All() {
-		if m.IsNotification(NotificationResourceUpdated) {
-			var p struct {
-				URI string `json:"uri"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			out = append(out, p.URI)
-		}
-	}
-	return out
-}
-
 // listenRecords are the trail's decision records of subscriptions/listen
 // with decision ("allow", "deny").
 func (ls *listenSession) listenRecords(t *testing.T, decision string) []audit.Record {
@@ -186,7 +170,7 @@ func TestModernListen(t *testing.T) {
 	testfs.WriteFile(t, filepath.Join(ls.proj, "dir", "a.txt"), "changed after the cancellation\n")
 	testfs.WriteFile(t, filepath.Join(ls.proj, "dir", "c.txt"), "changed again\n")
 	ls.awaitListenUpdate(t, second, link)
-	if got := ls.listenUpdates(); !slices.Equal(got, []string{a, link, link}) {
+	if got := updates(ls.host); !slices.Equal(got, []string{a, link, link}) {
 		t.Errorf("updates %q: a change after the cancellation was announced", got)
 	}
 	if ls.host.Has(func(m *mcppeer.Message) bool { return m.IsReplyTo(first) }) {
@@ -259,7 +243,7 @@ func TestModernListenRefusesWhatSubscribeRefuses(t *testing.T) {
 	// Past the hub's coalescing (100 ms), an event of these would have
 	// been announced; none may be.
 	time.Sleep(500 * time.Millisecond)
-	if got := ls.listenUpdates(); len(got) != 0 {
+	if got := updates(ls.host); len(got) != 0 {
 		t.Fatalf("updates %q for changes of hidden or refused paths", got)
 	}
 	testfs.WriteFile(t, filepath.Join(ls.proj, "dir", "a.txt"), "changed\n")
@@ -325,7 +309,7 @@ func TestModernListenRevoked(t *testing.T) {
 	testfs.WriteFile(t, filepath.Join(ls.proj, "dir", "a.txt"), "changed after the revocation\n")
 	testfs.WriteFile(t, filepath.Join(ls.proj, "other", "b.txt"), "changed\n")
 	ls.awaitListenUpdate(t, kept, b)
-	if got := ls.listenUpdates(); !slices.Equal(got, []string{a, b}) {
+	if got := updates(ls.host); !slices.Equal(got, []string{a, b}) {
 		t.Errorf("updates %q: a change under the revoked grant was announced", got)
 	}
 }

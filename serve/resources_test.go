@@ -506,7 +506,7 @@ func TestResourcesConsent(t *testing.T) {
 
 // updates returns the uris of the notifications/resources/updated received
 // so far.
-func updates(p *referenceClient) []string {
+func updates(p interface{ All() []*mcppeer.Message }) []string {
 	var out []string
 	for _, m := range p.All() {
 		if m.IsNotification(NotificationResourceUpdated) {

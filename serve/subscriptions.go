@@ -36,35 +36,50 @@ type subscriptions struct {
 	// revocation ended the watch (the host may still unsubscribe).
 	watches map[string]string
 
-	// pendingMu guards pending; the hub's goroutine takes it in changed.
-	pendingMu sync.Mutex
-	// pending are the uris with a change not yet announced, in order, each
-	// once.
-	pending []string
+	// changeQueue holds the changes not yet announced and wakes the sender
+	// (its wake is made with the session); poke wakes it with no change to
+	// announce, so that it ends the watches outside the roots served now.
+	changeQueue
 
 	senderOnce sync.Once
-	// wake wakes the sender (made with the session, one token buffered).
+}
+
+// changeQueue holds the uris with a change not yet announced, in order,
+// each once, and wakes the goroutine that announces them.
+type changeQueue struct {
+	// pendingMu guards pending; the hub's goroutine takes it in changed.
+	pendingMu sync.Mutex
+	pending   []string
+	// wake wakes the announcing goroutine (one token buffered).
 	wake chan struct{}
 }
 
-// poke wakes the sender with no change to announce, so that it ends the
-// watches outside the roots served now; it never blocks.
-func (ss *subscriptions) poke() {
+// poke wakes the announcing goroutine; it never blocks.
+func (q *changeQueue) poke() {
 	select {
-	case ss.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 }
 
-// changed notes a change of the subscription to uri (from the watch hub's
-// goroutine: it never blocks) and wakes the sender.
-func (ss *subscriptions) changed(uri string) {
-	ss.pendingMu.Lock()
-	if !slices.Contains(ss.pending, uri) {
-		ss.pending = append(ss.pending, uri)
+// changed notes a change of the resource uri (from the watch hub's
+// goroutine: it never blocks) and wakes the announcing goroutine.
+func (q *changeQueue) changed(uri string) {
+	q.pendingMu.Lock()
+	if !slices.Contains(q.pending, uri) {
+		q.pending = append(q.pending, uri)
 	}
-	ss.pendingMu.Unlock()
-	ss.poke()
+	q.pendingMu.Unlock()
+	q.poke()
+}
+
+// take returns the pending changes and forgets them.
+func (q *changeQueue) take() []string {
+	q.pendingMu.Lock()
+	defer q.pendingMu.Unlock()
+	pending := q.pending
+	q.pending = nil
+	return pending
 }
 
 // startSender starts the session's sender once: it runs until the
@@ -99,10 +114,7 @@ func (s *Session) liveChanges() []string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s.endLapsedWatchesLocked()
-	ss.pendingMu.Lock()
-	pending := ss.pending
-	ss.pending = nil
-	ss.pendingMu.Unlock()
+	pending := ss.take()
 	live := pending[:0]
 	for _, uri := range pending {
 		if ss.watches[uri] != "" {
