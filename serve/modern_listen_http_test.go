@@ -67,7 +67,9 @@ func nextEvent(t *testing.T, events <-chan json.RawMessage, what string) json.Ra
 // updates name the listen by the client's own id (never the server's id of
 // the request); two clients using the same id each get their own
 // resource's updates alone; closing one's stream ends its watch and the
-// other goes on; a listen whose client accepts no event stream is 406.
+// other goes on, until a revocation of the grant it stands on ends it with
+// a complete result to the client's id, naming it, and the stream ends. A
+// listen whose client accepts no event stream is 406.
 func TestModernHTTPListen(t *testing.T) {
 	ps := openTestRuntime(t, consent.Deny{})
 	t.Cleanup(func() { _ = ps.rt.Close() })
@@ -154,6 +156,36 @@ func TestModernHTTPListen(t *testing.T) {
 	if update := nextEvent(t, eventsB, "b's second update"); !strings.Contains(string(update), b) {
 		t.Fatalf("b's stream got %s", update)
 	}
+
+	// A revocation ends the listen: its stream gets the complete result,
+	// under the client's id, and ends.
+	if _, err := store.Revoke(grants.RevokeFilter{Server: corridor.StateKeyOf(identity, true), Path: "proj/dir"}); err != nil {
+		t.Fatal(err)
+	}
+	end := nextEvent(t, eventsB, "the end of b's listen")
+	var reply struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			ResultType string `json:"resultType"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(end, &reply) != nil || string(reply.ID) != "7" || reply.Result.ResultType != modern.ResultTypeComplete ||
+		subscriptionOf(json.RawMessage(mustField(end, "result"))) != "7" {
+		t.Fatalf("the end of a revoked listen: %s, want a complete result to id 7 naming it", end)
+	}
+	if ev, open := <-eventsB; open {
+		t.Fatalf("b's stream goes on after its end: %s", ev)
+	}
+	if n := watches(); n != 0 {
+		t.Errorf("%d watches after the revocation", n)
+	}
+}
+
+// mustField is the member name of a JSON object (nil when absent).
+func mustField(msg json.RawMessage, name string) json.RawMessage {
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(msg, &members)
+	return members[name]
 }
 
 // listenRequest is a listen POST of h with id for uris, accepting accept.
