@@ -114,6 +114,9 @@ type listen struct {
 	// watches holds each resource's watch id, by the uri as the host sent
 	// it; "" once the corridor ended the watch.
 	watches map[string]string
+	// settled: every resource is watched (the listen may be over only
+	// then).
+	settled bool
 
 	over     chan struct{} // closed when every watch has ended
 	overOnce sync.Once
@@ -125,7 +128,8 @@ func newListen(id jsonrpc.ID) *listen {
 }
 
 // watchesEnded marks the resources whose watches (by id) the corridor
-// ended; once none is left the listen is over.
+// ended; once every resource is watched and none is left, the listen is
+// over.
 func (l *listen) watchesEnded(ids []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -138,9 +142,18 @@ func (l *listen) watchesEnded(ids []string) {
 			live++
 		}
 	}
-	if live == 0 && len(l.watches) > 0 {
+	if l.settled && live == 0 && len(l.watches) > 0 {
 		l.overOnce.Do(func() { close(l.over) })
 	}
+}
+
+// settle says every resource is watched: from now on, none left ends the
+// listen (and none left now does).
+func (l *listen) settle() {
+	l.mu.Lock()
+	l.settled = true
+	l.mu.Unlock()
+	l.watchesEnded(nil)
 }
 
 // liveChanges takes the pending changes of resources still watched.
@@ -253,6 +266,7 @@ func (s *Session) modernListen(ctx context.Context, rq modernRequest, req *jsonr
 	if err := s.watchListened(ctx, caller, l, uris, withoutRetryMembers(req.Params)); err != nil {
 		return nil, err
 	}
+	l.settle()
 	filter := map[string]any{}
 	if len(uris) > 0 {
 		filter["resourceSubscriptions"] = uris
@@ -305,16 +319,25 @@ func (s *Session) watchListened(ctx context.Context, caller corridor.Caller, l *
 		if err != nil {
 			return modernError(s.refuseResource(ctx, caller, uri, err))
 		}
-		id, err := consented(ctx, s, caller, "read", []string{filePath}, func() (string, error) {
-			return s.cfg.Corridor.Watch(ctx, caller, corridor.WatchRequest{Path: filePath, Params: params},
+		// As for resources/subscribe, the subscriptions' mu is held from
+		// the watch until l holds its id, so that an end of it by a
+		// revocation (subscriptionsEnded) finds it there.
+		watch := func() (string, error) {
+			ss := &s.resources.subs
+			ss.mu.Lock()
+			defer ss.mu.Unlock()
+			id, err := s.cfg.Corridor.Watch(ctx, caller, corridor.WatchRequest{Path: filePath, Params: params},
 				func(corridor.Change) { l.changed(uri) })
-		})
-		if err != nil {
+			if err == nil {
+				l.mu.Lock()
+				l.watches[uri] = id
+				l.mu.Unlock()
+			}
+			return id, err
+		}
+		if _, err := consented(ctx, s, caller, "read", []string{filePath}, watch); err != nil {
 			return modernError(resourceError(err, uri))
 		}
-		l.mu.Lock()
-		l.watches[uri] = id
-		l.mu.Unlock()
 	}
 	return nil
 }
