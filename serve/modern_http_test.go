@@ -46,6 +46,7 @@ func newAtomicClock(start time.Time) *atomicClock {
 // them: the identity pinned to the token's, transport "http".
 type httpEndpoint struct {
 	url, token string
+	srv        *streamable.Server
 }
 
 // startHTTPEndpoint serves ps's runtime over Streamable HTTP with a token
@@ -85,6 +86,7 @@ func startHTTPEndpoint(t *testing.T, ps *pipeSession, identity string, tweak fun
 		_ = hs.Close()
 	})
 	ep.url = "http://" + ln.Addr().String() + streamable.EndpointPath
+	ep.srv = srv
 	return ep
 }
 

@@ -181,6 +181,31 @@ func TestModernHTTPListen(t *testing.T) {
 	}
 }
 
+// TestModernHTTPListenEndsAtShutdown: when the server closes, an open
+// listen's stream gets the complete result under the client's id and
+// ends.
+func TestModernHTTPListenEndsAtShutdown(t *testing.T) {
+	ps := openTestRuntime(t, consent.Auto{})
+	t.Cleanup(func() { _ = ps.rt.Close() })
+	ep := startHTTPEndpoint(t, ps, "http-listen-identity", nil)
+	h := ep.host(t, ep.token, "http-listener", noCaps)
+	resp, events := ep.openListenStream(t, context.Background(), h, 3, "text/event-stream", FileURL(filepath.Join(ps.proj, "dir", "a.txt")))
+	defer resp.Body.Close()
+	nextEvent(t, events, "the acknowledgment")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ep.srv.Close(ctx); err != nil {
+		t.Fatalf("close the server with a listen open: %v", err)
+	}
+	end := nextEvent(t, events, "the end of the listen")
+	if string(mustField(end, "id")) != "3" || subscriptionOf(mustField(end, "result")) != "3" {
+		t.Fatalf("the end of the listen at shutdown: %s", end)
+	}
+	if ev, open := <-events; open {
+		t.Fatalf("the stream goes on after the end: %s", ev)
+	}
+}
+
 // mustField is the member name of a JSON object (nil when absent).
 func mustField(msg json.RawMessage, name string) json.RawMessage {
 	var members map[string]json.RawMessage
