@@ -292,6 +292,14 @@ func (s *Session) modernListen(ctx context.Context, rq modernRequest, req *jsonr
 			return s.listenEnded(l), nil
 		case <-l.over:
 			s.log.Info("a listen ended: none of its resources is watched any more")
+			if s.cfg.Transport == "stdio" {
+				// On stdio the server tears a listen down with
+				// notifications/cancelled naming it (the revision's
+				// basic/patterns/cancellation), and the complete result
+				// says it ended gracefully (basic/patterns/subscriptions).
+				_ = s.conn.NotifyWithin(ctx, "notifications/cancelled", map[string]any{"requestId": json.RawMessage(l.id),
+					"reason": "fsbroker: none of the listen's resources is watched any more (consent revoked, or outside the roots)"})
+			}
 			return s.listenEnded(l), nil
 		case <-l.wake:
 		}

@@ -277,8 +277,9 @@ func TestModernListenBounded(t *testing.T) {
 }
 
 // TestModernListenRevoked: once another process revokes the grant the
-// listen's watch was made under, the watch ends and the listen ends with a
-// complete result naming it; a later change is never announced. Another
+// listen's watch was made under, the watch ends and the session tears the
+// listen down: notifications/cancelled naming it, then a complete result
+// naming it; a later change is never announced. Another
 // host's listen under its own grant goes on.
 func TestModernListenRevoked(t *testing.T) {
 	ls := startListenSession(t)
@@ -299,6 +300,12 @@ func TestModernListenRevoked(t *testing.T) {
 	if n, err := ls.store.Revoke(grants.RevokeFilter{Server: corridor.StateKeyOf(listenHost, false), Path: "proj/dir"}); err != nil || len(n) != 1 {
 		t.Fatalf("revoke: %v %v", n, err)
 	}
+	ls.host.Await("notifications/cancelled of the revoked listen", func(m *mcppeer.Message) bool {
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		return m.IsNotification("notifications/cancelled") && json.Unmarshal(m.Params, &p) == nil && string(p.RequestID) == revoked
+	})
 	end := ls.host.AwaitReply(revoked)
 	t.Logf("the listen ended %v after the revocation (PROTOCOL.md: within 1 s)", time.Since(start))
 	requireComplete(t, "the end of a revoked listen", end)
