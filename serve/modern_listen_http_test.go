@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/corridor"
 	"github.com/fsbroker/fsbroker/broker/grants"
@@ -239,4 +241,88 @@ func paramsOf(msg json.RawMessage) json.RawMessage {
 	}
 	_ = json.Unmarshal(msg, &m)
 	return m.Params
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f.
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestModernHTTPListenGoSDK: the official Go SDK's client over its
+// StreamableClientTransport (protocol 2026-07-28, no HTTP session, a host
+// that declares no roots) subscribes with subscriptions/listen: a change of
+// the file reaches its ResourceUpdatedHandler, a subscription to .env holds
+// no watch and its change reaches nothing, and Unsubscribe (closing the
+// listen's stream) ends the watch.
+func TestModernHTTPListenGoSDK(t *testing.T) {
+	ps := openTestRuntime(t, consent.Auto{})
+	t.Cleanup(func() { _ = ps.rt.Close() })
+	var mu sync.Mutex
+	var corridors []*corridor.Corridor
+	ep := startHTTPEndpoint(t, ps, "http-sdk-identity", func(c *Config) {
+		mu.Lock()
+		corridors = append(corridors, c.Corridor)
+		mu.Unlock()
+	})
+	watches := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, c := range corridors {
+			n += c.Stats().Watches
+		}
+		return n
+	}
+	awaitWatches := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); watches() != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d watches, want %d", watches(), n)
+			}
+		}
+	}
+	writeFiles(t, ps.proj, map[string]string{".env": "API_KEY=hunter2\n"})
+	updated := make(chan string, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-http-listener", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		}})
+	httpClient := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+ep.token)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.url, HTTPClient: httpClient, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer session.Close()
+	if v := session.InitializeResult().ProtocolVersion; v != modern.Version {
+		t.Fatalf("protocol version %q", v)
+	}
+	a, env := FileURL(filepath.Join(ps.proj, "dir", "a.txt")), FileURL(filepath.Join(ps.proj, ".env"))
+	for _, uri := range []string{a, env} {
+		if err := session.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+	}
+	awaitWatches(1)
+	testfs.WriteFile(t, filepath.Join(ps.proj, ".env"), "API_KEY=changed\n")
+	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "a.txt"), "changed\n")
+	select {
+	case got := <-updated:
+		if got != a {
+			t.Fatalf("an update of %s, want a.txt's", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update within 10 s")
+	}
+	if err := session.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: a}); err != nil {
+		t.Fatal(err)
+	}
+	awaitWatches(0)
 }
