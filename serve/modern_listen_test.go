@@ -252,7 +252,9 @@ func TestModernListenRefusesWhatSubscribeRefuses(t *testing.T) {
 
 // TestModernListenBounded: a listen naming more than MaxListenResources
 // resources is QUOTA_EXCEEDED, and so is one past MaxListens open listens,
-// each recorded; once one ends, another opens.
+// each recorded; once one ends, another opens. Past the session's watch
+// limit (the default 64), shared by all listens, a listen is
+// QUOTA_EXCEEDED too.
 func TestModernListenBounded(t *testing.T) {
 	ls := startListenSession(t)
 	many := make([]string, MaxListenResources+1)
@@ -273,7 +275,31 @@ func TestModernListenBounded(t *testing.T) {
 	}
 	ls.host.Notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(open[0])})
 	ls.awaitWatches(t, MaxListens-1)
-	ls.awaitAck(t, ls.listen(ls.h, a))
+	open = append(open[1:], ls.listen(ls.h, a))
+	ls.awaitAck(t, open[len(open)-1])
+
+	// The watches of every listen count against the session's watch limit
+	// (--max-watches), as resources/subscribe's do.
+	for _, id := range open {
+		ls.host.Notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(id)})
+	}
+	ls.awaitWatches(t, 0)
+	files := map[string]string{}
+	for i := range corridor.DefaultMaxWatches + 1 {
+		files[fmt.Sprintf("f%02d.txt", i)] = "f\n"
+	}
+	writeFiles(t, filepath.Join(ls.proj, "dir"), files)
+	full := make([]string, 0, corridor.DefaultMaxWatches)
+	for i := range corridor.DefaultMaxWatches {
+		full = append(full, ls.uri(fmt.Sprintf("dir/f%02d.txt", i)))
+	}
+	ls.awaitAck(t, ls.listen(ls.h, full...))
+	data := requireError(t, "a watch past the limit", ls.host.AwaitReply(ls.listen(ls.h, ls.uri(fmt.Sprintf("dir/f%02d.txt", corridor.DefaultMaxWatches)))),
+		-32007, "watches")
+	if data["code"] != "QUOTA_EXCEEDED" {
+		t.Errorf("past the watch limit: %v", data)
+	}
+	ls.awaitWatches(t, corridor.DefaultMaxWatches)
 }
 
 // TestModernListenRevoked: once another process revokes the grant the
