@@ -73,8 +73,8 @@ func (s *Session) narrowRoots(op *roots.Set) *roots.Set {
 
 // viewFor computes the view of the host's roots for the operator set op,
 // once: it is stored when op is the operator's set now (a config reload
-// changed it), and the subscriptions are asked to end the watches the new
-// view leaves out (subscriptions.poke). A request that read the set before
+// changed it), and the subscriptions and listens are asked to end the
+// watches the new view leaves out (their poke). A request that read the set before
 // a reload gets its view without storing it.
 func (s *Session) viewFor(op *roots.Set) *roots.Set {
 	s.host.viewMu.Lock()
@@ -90,6 +90,7 @@ func (s *Session) viewFor(op *roots.Set) *roots.Set {
 	if op == s.cfg.Roots() {
 		s.host.served.Store(&rootsView{operator: op, host: host, view: view})
 		s.resources.subs.poke()
+		s.resources.listens.poke()
 	}
 	return view
 }

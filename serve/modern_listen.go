@@ -100,6 +100,17 @@ func (ls *listens) watchesEnded(ids []string) {
 	}
 }
 
+// poke wakes every open listen with no change to announce, so that it ends
+// the watches outside the roots served now (a config reload changed them)
+// and, left with none, ends; it never blocks.
+func (ls *listens) poke() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for l := range ls.open {
+		l.poke()
+	}
+}
+
 // listen is one open subscriptions/listen request.
 type listen struct {
 	// id is the request's id: the subscription's id in every message of
