@@ -207,7 +207,10 @@ type listenParams struct {
 // decodeListenParams reads the params of subscriptions/listen: an object
 // whose notifications (required) is a filter object, with
 // resourceSubscriptions an array of non-empty strings. It returns the uris
-// named, each once, in order. A failure is INVALID_PARAMS with data.errors.
+// named, each once, in order: past MaxListenResources distinct ones, only
+// the first MaxListenResources+1 (the caller refuses the listen), so that
+// the cost stays linear in the array however long. A failure is
+// INVALID_PARAMS with data.errors.
 func decodeListenParams(params json.RawMessage) ([]string, error) {
 	var p listenParams
 	if err := json.Unmarshal(params, &p); err != nil {
@@ -221,7 +224,7 @@ func decodeListenParams(params json.RawMessage) ([]string, error) {
 		if uri == "" {
 			return nil, invalidParam(fmt.Sprintf("/notifications/resourceSubscriptions/%d", i), "a resource uri must be a non-empty string")
 		}
-		if !slices.Contains(uris, uri) {
+		if len(uris) <= MaxListenResources && !slices.Contains(uris, uri) {
 			uris = append(uris, uri)
 		}
 	}
@@ -254,7 +257,7 @@ func (s *Session) modernListen(ctx context.Context, rq modernRequest, req *jsonr
 	switch {
 	case len(uris) > MaxListenResources:
 		return nil, modernError(s.refuseResource(ctx, caller, "", errcode.New(errcode.QuotaExceeded,
-			fmt.Sprintf("the listen names %d resources, over the limit of %d", len(uris), MaxListenResources))))
+			fmt.Sprintf("the listen names more than %d distinct resources, over the limit", MaxListenResources))))
 	case len(uris) > 0 && !s.cfg.Corridor.Watches():
 		return nil, modernError(s.refuseResource(ctx, caller, uris[0], errcode.New(errcode.IOError, "this session watches no files")))
 	case len(uris) > 0 && rq.declaresRoots:
