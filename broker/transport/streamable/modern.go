@@ -152,10 +152,17 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, version str
 	}
 	outer := msg.ID
 	var replyBytes int64
-	ex.message = func(msg []byte) []byte { return restoreSubscriptionID(msg, inner, outer) }
+	// Only a listen's messages name their request in _meta: the others
+	// (a large resources/read among them) are not scanned and copied again.
+	listen := msg.Method == methodListen
+	if listen {
+		ex.message = func(msg []byte) []byte { return restoreSubscriptionID(msg, inner, outer) }
+	}
 	ex.reply = func(reply []byte) ([]byte, int) {
 		restored, status := restoreID(reply, inner, outer)
-		restored = restoreSubscriptionID(restored, inner, outer)
+		if listen {
+			restored = restoreSubscriptionID(restored, inner, outer)
+		}
 		// Held until its client has read it (writeTimeout at most): its
 		// bytes count against the bound until the POST ends.
 		replyBytes = int64(len(restored))
