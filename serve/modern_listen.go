@@ -181,6 +181,19 @@ func (l *listen) liveChanges() []string {
 	return live
 }
 
+// watched returns those of uris whose watch is still held, in order.
+func (l *listen) watched(uris []string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var live []string
+	for _, uri := range uris {
+		if l.watches[uri] != "" {
+			live = append(live, uri)
+		}
+	}
+	return live
+}
+
 // watchIDs are the ids of the watches still held.
 func (l *listen) watchIDs() []string {
 	l.mu.Lock()
@@ -281,9 +294,12 @@ func (s *Session) modernListen(ctx context.Context, rq modernRequest, req *jsonr
 		return nil, err
 	}
 	l.settle()
+	// The acknowledgment names what the listen watches now: a watch the
+	// corridor ended while the others were being made (a revocation) is
+	// not agreed to.
 	filter := map[string]any{}
-	if len(uris) > 0 {
-		filter["resourceSubscriptions"] = uris
+	if watched := l.watched(uris); len(watched) > 0 {
+		filter["resourceSubscriptions"] = watched
 	}
 	ack := map[string]any{"_meta": s.subscriptionMeta(l.id, false), "notifications": filter}
 	if err := s.conn.NotifyWithin(ctx, NotificationSubscriptionsAcknowledged, ack); err != nil {

@@ -41,7 +41,14 @@ type listenSession struct {
 
 func startListenSession(t *testing.T) *listenSession {
 	t.Helper()
-	ps := startPipeSession(t, consent.Deny{}, "", nil)
+	return startListenSessionWith(t, consent.Deny{})
+}
+
+// startListenSessionWith is startListenSession with the operator's consent
+// provider.
+func startListenSessionWith(t *testing.T, provider consent.Provider) *listenSession {
+	t.Helper()
+	ps := startPipeSession(t, provider, "", nil)
 	outside := filepath.Join(filepath.Dir(ps.proj), "outside")
 	writeFiles(t, ps.proj, map[string]string{".env": "API_KEY=hunter2\n", "other/b.txt": "b\n"})
 	writeFiles(t, outside, map[string]string{"secret.txt": "outside\n"})
