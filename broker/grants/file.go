@@ -91,34 +91,65 @@ type blockOut struct {
 // belong to; "": any, and the server is returned), or with every the
 // every-server file. A missing file is empty, and its server "".
 func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", contents{}, stamp{}, nil
-	}
-	if err != nil {
-		return "", contents{}, stamp{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", contents{}, stamp{}, err
-	}
-	st = keyfile.StampOf(fi)
-	if !fi.Mode().IsRegular() {
-		return "", contents{}, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
+	b, st, err := readRaw(path)
+	if err != nil || b == nil {
 		return "", contents{}, st, err
-	}
-	if len(b) > maxFileSize {
-		return "", contents{}, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
 	}
 	server, c, err = parse(b, want, every)
 	if err != nil {
 		return "", contents{}, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return server, c, st, nil
+}
+
+// readRaw reads a file's bytes, unparsed, and its stamp: nil and the zero
+// stamp for a missing file (an existing empty file is an empty, non-nil
+// slice). A file that is not a regular file, or is larger than maxFileSize,
+// is corrupt.
+func readRaw(path string) ([]byte, stamp, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, stamp{}, nil
+	}
+	if err != nil {
+		return nil, stamp{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, stamp{}, err
+	}
+	st := keyfile.StampOf(fi)
+	if !fi.Mode().IsRegular() {
+		return nil, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+	}
+	b := make([]byte, 0, min(fi.Size(), maxFileSize)+1)
+	b, err = readAllInto(b, io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, st, err
+	}
+	if len(b) > maxFileSize {
+		return nil, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+	}
+	return b, st, nil
+}
+
+// readAllInto appends what r holds to b (io.ReadAll into a buffer sized
+// from the file's size).
+func readAllInto(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // parse decodes and checks a file's content.
@@ -293,10 +324,11 @@ func readRoot(r rootIn) (Root, error) {
 // written as version 2 when it holds no blocks (so that an fsbroker from
 // before blocks still reads it) and as version 3 when it does (which such an
 // fsbroker refuses, granting that server nothing rather than ignoring the
-// blocks). Nothing to keep removes the file.
-func (s *Store) write(e *entry, c contents) (stamp, error) {
+// blocks). Nothing to keep removes the file. The bytes written are returned
+// too (nil for a removed file): the cache keeps them (entry.raw).
+func (s *Store) write(e *entry, c contents) (stamp, []byte, error) {
 	if len(c.grants) == 0 && len(c.blocks) == 0 {
-		return stamp{}, s.files.Remove(e.name)
+		return stamp{}, nil, s.files.Remove(e.name)
 	}
 	blocks := make([]blockOut, len(c.blocks))
 	for i, b := range c.blocks {
@@ -320,10 +352,11 @@ func (s *Store) write(e *entry, c contents) (stamp, error) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {
-		return stamp{}, err
+		return stamp{}, nil, err
 	}
 	if buf.Len() > maxFileSize {
-		return stamp{}, fmt.Errorf("%w: the grants and blocks take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
+		return stamp{}, nil, fmt.Errorf("%w: the grants and blocks take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
 	}
-	return s.files.Replace(e.name, buf.Bytes())
+	st, err := s.files.Replace(e.name, buf.Bytes())
+	return st, buf.Bytes(), err
 }

@@ -173,6 +173,13 @@
 //     modification time (within the file system's timestamp granularity)
 //     cannot be told apart by a stat.
 //
+// A reread parses the file only when its bytes differ from those the cache
+// was made from (what this Store last wrote or read), so a Watch's report of
+// the Store's own write, or a check that finds nothing new, costs one read of
+// the file and no parse. A change (Grant, Revoke, Block, Restore) reads the
+// file under its lock in the same way: another process's change is always
+// seen, even one a stat cannot tell apart, and never written over.
+//
 // A change by the same Store is visible to it at once. A revocation or a
 // block by another process is thus seen by a Store with a running Watch within
 // milliseconds, and by any Store within the maximum staleness (500ms by

@@ -4,6 +4,7 @@
 package grants
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -136,6 +138,7 @@ type entry struct {
 	checkedAt time.Time
 	readAt    time.Time
 	stamp     stamp
+	raw       []byte // the file's bytes snap was made from (nil: no file)
 	snap      *snapshot
 	err       error // the last read's error, kept with its stamp
 }
@@ -147,11 +150,13 @@ type contents struct {
 	blocks []Block // sorted (sortBlocks)
 }
 
-// snapshot is an immutable copy of one file's contents, the grants indexed
-// by path.
+// snapshot is an immutable copy of one file's contents. Its grants are
+// sorted by path (sortGrants), so the grants on one path, and those beneath
+// one, are each a run found by binary search: a snapshot costs nothing to
+// index when the grant set changes, and a lookup costs O(log n) in the
+// server's grants.
 type snapshot struct {
 	contents
-	byPath map[string][]int
 }
 
 var emptySnapshot = &snapshot{}
@@ -160,11 +165,26 @@ func newSnapshot(c contents) *snapshot {
 	if len(c.grants) == 0 && len(c.blocks) == 0 {
 		return emptySnapshot
 	}
-	s := &snapshot{contents: c, byPath: make(map[string][]int, len(c.grants))}
-	for i, g := range c.grants {
-		s.byPath[g.Path] = append(s.byPath[g.Path], i)
+	return &snapshot{contents: c}
+}
+
+// onPath returns the index range [lo, hi) of the grants on path p.
+func (s *snapshot) onPath(p string) (lo, hi int) {
+	lo, _ = slices.BinarySearchFunc(s.grants, p, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+	hi = lo
+	for hi < len(s.grants) && s.grants[hi].Path == p {
+		hi++
 	}
-	return s
+	return lo, hi
+}
+
+// beneath returns the index range [lo, hi) of the grants strictly beneath
+// p: those whose path starts with p + "/" (a contiguous run in path order).
+func (s *snapshot) beneath(p string) (lo, hi int) {
+	prefix := p + "/"
+	lo, _ = slices.BinarySearchFunc(s.grants, prefix, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+	hi = lo + sort.Search(len(s.grants)-lo, func(i int) bool { return !strings.HasPrefix(s.grants[lo+i].Path, prefix) })
+	return lo, hi
 }
 
 // covering returns the live grant given under root that covers access to p
@@ -173,8 +193,8 @@ func (s *snapshot) covering(access Access, p string, root Root, now time.Time) (
 	var best Grant
 	found := false
 	consider := func(prefix string) {
-		for _, i := range s.byPath[prefix] {
-			g := s.grants[i]
+		lo, hi := s.onPath(prefix)
+		for _, g := range s.grants[lo:hi] {
 			if g.Access.Allows(access) && g.Root.Same(root) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g)) {
 				best, found = g, true
 			}
@@ -187,6 +207,35 @@ func (s *snapshot) covering(access Access, p string, root Root, now time.Time) (
 	}
 	consider(p)
 	return best, found
+}
+
+// related returns the grants on one of paths, on a directory above one, or
+// beneath one, in file order, each once.
+func (s *snapshot) related(paths []string) []Grant {
+	var at []int
+	add := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			at = append(at, i)
+		}
+	}
+	for _, p := range paths {
+		for i := 0; i < len(p); i++ {
+			if p[i] == '/' {
+				add(s.onPath(p[:i]))
+			}
+		}
+		add(s.onPath(p))
+		add(s.beneath(p))
+	}
+	if len(paths) > 1 {
+		slices.Sort(at)
+		at = slices.Compact(at)
+	}
+	out := make([]Grant, len(at))
+	for i, j := range at {
+		out[i] = s.grants[j]
+	}
+	return out
 }
 
 // stamp identifies a version of a grants file without reading it.
@@ -281,6 +330,31 @@ func (s *Store) List(server string) ([]Grant, error) {
 		return nil, e.fail("list", err)
 	}
 	return slices.Clone(snap.grants), nil
+}
+
+// Related returns the grants server holds (expired ones included) whose
+// path is one of paths, a directory above one of them, or beneath one of
+// them: every grant that can cover one of the paths, and every grant that a
+// question about a directory's contents can involve. They are in List's
+// order, each once. It answers from memory within the staleness bound, as
+// Covers does, in time logarithmic in the server's grants plus the number
+// returned. The paths are canonical mount-relative paths (ValidPath); a
+// corrupt or unreadable file is an error.
+func (s *Store) Related(server string, paths ...string) ([]Grant, error) {
+	e, err := s.entry(server)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		if err := ValidPath(p); err != nil {
+			return nil, e.fail("list", err)
+		}
+	}
+	snap, err := s.current(e)
+	if err != nil {
+		return nil, e.fail("list", err)
+	}
+	return snap.related(paths), nil
 }
 
 // ListAll returns the grants of every server, sorted by server, then path,
@@ -635,23 +709,48 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 			return e.snap, e.err
 		}
 	}
-	_, c, st, err := readFile(e.path, e.server, e.every)
+	s.load(e, gen)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.install(gen, c, st, err)
 	return e.snap, e.err
+}
+
+// load reads an entry's file and installs what it holds, for the
+// invalidation count gen taken before (see install), and returns it. The
+// file is parsed only when its bytes differ from those the cached snapshot
+// was made from: the file this Store itself wrote last (or read) is
+// recognised by its content, not by its stamp, so a Watch's report of this
+// Store's own write, or a check when nothing changed, costs one read of the
+// file and no parse, and a change by another process is never mistaken for
+// none. The caller holds e.io.
+func (s *Store) load(e *entry, gen uint64) (contents, error) {
+	b, st, err := readRaw(e.path)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil && e.loaded && e.err == nil && bytes.Equal(b, e.raw) && (b == nil) == (e.raw == nil) {
+		e.install(gen, e.snap, b, st, nil)
+		return e.snap.contents, nil
+	}
+	var c contents
+	if err == nil && b != nil {
+		if _, c, err = parse(b, e.server, e.every); err != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+	}
+	if err != nil {
+		e.install(gen, emptySnapshot, nil, st, err)
+		return contents{}, err
+	}
+	e.install(gen, newSnapshot(c), b, st, nil)
+	return c, nil
 }
 
 // install records what a read or a write found, under e.mu. A read that
 // began before the last invalidation (gen) leaves the cache dirty.
-func (e *entry) install(gen uint64, c contents, st stamp, err error) {
+func (e *entry) install(gen uint64, snap *snapshot, raw []byte, st stamp, err error) {
 	now := time.Now()
 	e.loaded, e.checkedAt, e.readAt, e.stamp, e.err = true, now, now, st, err
-	if err == nil {
-		e.snap = newSnapshot(c)
-	} else {
-		e.snap = emptySnapshot
-	}
+	e.snap, e.raw = snap, raw
 	if e.gen == gen {
 		e.dirty = false
 	}
@@ -668,13 +767,7 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 		return err
 	}
 	defer unlock()
-	e.mu.Lock()
-	gen := e.gen
-	e.mu.Unlock()
-	_, cur, st, err := readFile(e.path, e.server, e.every)
-	e.mu.Lock()
-	e.install(gen, cur, st, err)
-	e.mu.Unlock()
+	cur, gen, err := s.locked(e)
 	if err != nil {
 		return err
 	}
@@ -682,16 +775,35 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 	if err != nil || !write {
 		return err
 	}
-	sortGrants(next.grants)
-	sortBlocks(next.blocks)
-	nst, err := s.write(e, next)
+	// The contents may share their slices with the cached snapshot, which
+	// readers use without a lock: sorted already, they are left as they are.
+	if !slices.IsSortedFunc(next.grants, compareGrants) {
+		sortGrants(next.grants)
+	}
+	if !slices.IsSortedFunc(next.blocks, compareBlocks) {
+		sortBlocks(next.blocks)
+	}
+	nst, raw, err := s.write(e, next)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
-	e.install(gen, next, nst, nil)
+	e.install(gen, newSnapshot(next), raw, nst, nil)
 	e.mu.Unlock()
 	return nil
+}
+
+// locked returns an entry's contents on disk for a change, under the
+// file's exclusive lock, and the invalidation count they go with: the file
+// is read, and parsed only when it is not what the cache was made from
+// (load). The change must not modify the slices it is given: they may be
+// the cached snapshot's, which readers use without a lock.
+func (s *Store) locked(e *entry) (contents, uint64, error) {
+	e.mu.Lock()
+	gen := e.gen
+	e.mu.Unlock()
+	c, err := s.load(e, gen)
+	return c, gen, err
 }
 
 // sortGrants orders one server's grants by path, then access, then time
