@@ -108,10 +108,15 @@ func (c *Corridor) checkConsent(caller Caller, req request) *decision.Verdict {
 // grant per pre-approved root (write for a writable one) that no block of
 // the server covers, neither on its mount nor on a path of req (a block
 // beneath the mount leaves the root's grant in the input of requests
-// elsewhere in the root), then its live consent grants whose mount still
-// names the root they were given under (grantCounts), so that no policy can
-// honour a grant or a pre-approval the consent check would not.
-func (c *Corridor) inputGrants(ctx context.Context, caller Caller, req request, now time.Time) []decision.InputGrant {
+// elsewhere in the root), then those of its live consent grants whose mount
+// still names the root they were given under (grantCounts), so that no
+// policy can honour a grant or a pre-approval the consent check would not,
+// and whose path is one of related, above one or beneath one (every grant
+// when related is nil). A grant elsewhere can neither cover a path of the
+// request nor lie in a directory it lists, deletes, renames or watches, and
+// leaving it out keeps the cost of a request independent of how many grants
+// the server holds (docs/policy.md).
+func (c *Corridor) inputGrants(ctx context.Context, caller Caller, req request, related []string, now time.Time) []decision.InputGrant {
 	set := c.rootsOf(ctx)
 	all := set.All()
 	out := make([]decision.InputGrant, 0, len(all))
@@ -141,7 +146,15 @@ func (c *Corridor) inputGrants(ctx context.Context, caller Caller, req request, 
 	if c.grants == nil {
 		return out
 	}
-	gs, err := c.grants.List(caller.StateKey())
+	var (
+		gs  []grants.Grant
+		err error
+	)
+	if related == nil {
+		gs, err = c.grants.List(caller.StateKey())
+	} else {
+		gs, err = c.grants.Related(caller.StateKey(), related...)
+	}
 	if err != nil {
 		c.log.Error("cannot read the consent grants for the policy input", "error", err)
 		return out // the consent check refuses the request anyway
@@ -292,7 +305,11 @@ func (c *Corridor) Consent(ctx context.Context, caller Caller, r ConsentRequest)
 	}
 	var approvable []string
 	if len(entries) > 0 {
-		in := c.policyInput(ctx, caller, request{method: "files/consent", operation: decision.OpConsent, params: r.Params})
+		askedPaths := make([]string, len(entries))
+		for i, e := range entries {
+			askedPaths[i] = e.MountPath
+		}
+		in := c.policyInputFor(ctx, caller, request{method: "files/consent", operation: decision.OpConsent, params: r.Params}, askedPaths)
 		ok, err := c.decider.Consentable(ctx, in, entries)
 		if err != nil {
 			ok = nil // nothing is approvable when the policy cannot say; the decider logged why

@@ -18,9 +18,32 @@ import (
 const methodRootsList = "roots/list"
 
 // policyInput builds the policy input of a request of caller:
-// input.grants holds the caller's grants and its pre-approved roots
-// (inputGrants).
+// input.grants holds its pre-approved roots and the caller's grants that can
+// matter to the request (inputGrants): those on its path or newPath, above
+// one or beneath one; for roots/list, every grant.
 func (c *Corridor) policyInput(ctx context.Context, caller Caller, req request) *decision.Input {
+	return c.policyInputFor(ctx, caller, req, requestMountPaths(req))
+}
+
+// requestMountPaths are the mount-relative paths of req's grants
+// (inputGrants): its path and newPath; nil for roots/list, which has none.
+func requestMountPaths(req request) []string {
+	if req.method == methodRootsList {
+		return nil
+	}
+	related := make([]string, 0, 2)
+	if mp := req.path.Path.MountPath(); mp != "" {
+		related = append(related, mp)
+	}
+	if req.newPath != nil {
+		related = append(related, req.newPath.Path.MountPath())
+	}
+	return related
+}
+
+// policyInputFor is policyInput with the caller's grants on, above or
+// beneath the mount-relative paths related (nil: every grant).
+func (c *Corridor) policyInputFor(ctx context.Context, caller Caller, req request, related []string) *decision.Input {
 	now := time.Now()
 	in := &decision.Input{
 		Version:   1,
@@ -30,7 +53,7 @@ func (c *Corridor) policyInput(ctx context.Context, caller Caller, req request) 
 		Session:   decision.InputSession{ID: caller.SessionID, ProtocolVersion: caller.ProtocolVersion, Transport: caller.Transport},
 		Params:    paramsWithoutContent(req.params),
 		Bytes:     req.bytes,
-		Grants:    c.inputGrants(ctx, caller, req, now),
+		Grants:    c.inputGrants(ctx, caller, req, related, now),
 		Usage:     decision.InputUsage{BytesWrittenToday: c.writtenToday(caller, now), Watches: c.watches.count()},
 		Time:      decision.NewInputTime(now),
 	}
