@@ -26,8 +26,8 @@ import (
 // pre-approved (what `fsbroker serve --root DIR:rw --consent auto` serves),
 // with the real engine and the built-in policies, a grant store on a state
 // directory, and the files given (mount-relative, "proj/..."; a name ending
-// in "/" is a directory).
-func consentCorridor(t *testing.T, files ...string) (*Corridor, *grants.Store, grants.Root, Caller) {
+// in "/" is a directory). The store is opened with opts.
+func consentCorridor(t testing.TB, opts []grants.Option, files ...string) (*Corridor, *grants.Store, grants.Root, Caller) {
 	t.Helper()
 	base := t.TempDir()
 	root := filepath.Join(base, "proj")
@@ -54,7 +54,7 @@ func consentCorridor(t *testing.T, files ...string) (*Corridor, *grants.Store, g
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = x.Close() })
-	store, err := grants.Open(filepath.Join(state, grants.DirName))
+	store, err := grants.Open(filepath.Join(state, grants.DirName), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func grantPaths(in *decision.Input) []string {
 // listing, a rename (both paths), files/consent (its requested paths) and
 // roots/list (every grant).
 func TestInputGrantsAreThoseOfTheRequest(t *testing.T) {
-	c, store, root, caller := consentCorridor(t, "proj/d/e/f.txt", "proj/d/g.txt", "proj/dx/h.txt", "proj/other/o.txt", "proj/n/")
+	c, store, root, caller := consentCorridor(t, nil, "proj/d/e/f.txt", "proj/d/g.txt", "proj/dx/h.txt", "proj/other/o.txt", "proj/n/")
 	give := func(access grants.Access, p string) {
 		if _, err := store.Grant(caller.StateKey(), grants.Grant{Access: access, Path: p, Root: root, By: grants.ByAuto}); err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func TestInputGrantsAreThoseOfTheRequest(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func must(t *testing.T, err error) {
 // source of a rename for its target elsewhere; and what is granted still
 // passes.
 func TestUnrelatedGrantWidensNothing(t *testing.T) {
-	c, store, root, caller := consentCorridor(t, "proj/a", "proj/ab.txt", "proj/w/x.txt", "proj/r/y.txt", "proj/dst/deep/z.txt", "proj/free.txt")
+	c, store, root, caller := consentCorridor(t, nil, "proj/a", "proj/ab.txt", "proj/w/x.txt", "proj/r/y.txt", "proj/dst/deep/z.txt", "proj/free.txt")
 	var gs []grants.Grant
 	for _, p := range []string{"proj/a", "proj/r", "proj/w", "proj/dst/deep"} {
 		access := grants.Read
@@ -207,7 +207,7 @@ func TestUnrelatedGrantWidensNothing(t *testing.T) {
 // refused, within PROTOCOL.md's second, while this corridor's store keeps
 // writing grants of its own (--consent auto on other files).
 func TestRevocationByAnotherStoreReachesTheInput(t *testing.T) {
-	c, store, root, caller := consentCorridor(t, "proj/keep/k.txt", "proj/gone/g.txt")
+	c, store, root, caller := consentCorridor(t, nil, "proj/keep/k.txt", "proj/gone/g.txt")
 	if _, err := store.Grant(caller.StateKey(), grants.Grant{Access: grants.Read, Path: "proj/gone", Root: root, By: grants.ByAuto}); err != nil {
 		t.Fatal(err)
 	}

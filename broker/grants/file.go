@@ -11,9 +11,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/internal/keyfile"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // fileIn is a grants file as read. Versions 1 and 2 hold "version",
@@ -45,46 +47,12 @@ type blockIn struct {
 	By      *string    `json:"by"`
 }
 
-// fileOut is a server's file as written: version 2 without blocks, 3 with
-// them.
-type fileOut struct {
-	Version int        `json:"version"`
-	Server  string     `json:"server"`
-	Grants  []grantOut `json:"grants"`
-	Blocks  []blockOut `json:"blocks,omitempty"`
-}
-
-// everyOut is the every-server file as written.
-type everyOut struct {
-	Version    int        `json:"version"`
-	AllServers bool       `json:"allServers"`
-	Blocks     []blockOut `json:"blocks"`
-}
-
 // rootIn is a grant's or a block's root as read: every member must be
 // present.
 type rootIn struct {
 	Path *string `json:"path"`
 	Dev  *uint64 `json:"dev"`
 	Ino  *uint64 `json:"ino"`
-}
-
-type grantOut struct {
-	ID      string    `json:"id"`
-	Access  Access    `json:"access"`
-	Path    string    `json:"path"`
-	Root    Root      `json:"root,omitzero"`
-	Granted time.Time `json:"granted"`
-	Expires time.Time `json:"expires,omitzero"`
-	By      string    `json:"by"`
-}
-
-type blockOut struct {
-	ID      string    `json:"id"`
-	Path    string    `json:"path,omitempty"`
-	Root    Root      `json:"root,omitzero"`
-	Blocked time.Time `json:"blocked"`
-	By      string    `json:"by"`
 }
 
 // readFile reads and checks a file: a server's (want is the server it must
@@ -330,33 +298,129 @@ func (s *Store) write(e *entry, c contents) (stamp, []byte, error) {
 	if len(c.grants) == 0 && len(c.blocks) == 0 {
 		return stamp{}, nil, s.files.Remove(e.name)
 	}
-	blocks := make([]blockOut, len(c.blocks))
-	for i, b := range c.blocks {
-		blocks[i] = blockOut{ID: b.ID, Path: b.Path, Root: b.Root, Blocked: b.Blocked, By: b.By}
+	buf := encodeFile(e.server, e.every, c)
+	if len(buf) > maxFileSize {
+		return stamp{}, nil, fmt.Errorf("%w: the grants and blocks take %d bytes; a file holds at most %d", ErrTooMany, len(buf), maxFileSize)
 	}
-	var doc any
-	if e.every {
-		doc = everyOut{Version: FormatVersion, AllServers: true, Blocks: blocks}
+	st, err := s.files.Replace(e.name, buf)
+	return st, buf, err
+}
+
+// encodeFile is the file of a server's contents c, or with every of the
+// blocks for every server: a server's file is version 2 without blocks and
+// 3 with them, the every-server file version 3 with "allServers" and
+// "blocks". It is written by hand rather than by encoding/json's reflection,
+// byte for byte what json.Encoder with two-space indentation writes for the
+// same document (TestEncodeFileMatchesEncodingJSON): a grant under
+// --consent auto rewrites the file of every grant the server holds.
+func encodeFile(server string, every bool, c contents) []byte {
+	b := make([]byte, 0, 256+300*len(c.grants)+300*len(c.blocks))
+	if every {
+		b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"allServers\": true,\n  \"blocks\": ", FormatVersion)
+		b = appendBlocks(b, c.blocks)
+		return append(b, "\n}\n"...)
+	}
+	version := formatVersionNoBlocks
+	if len(c.blocks) > 0 {
+		version = FormatVersion
+	}
+	b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"server\": ", version)
+	b = jsonx.AppendString(b, server)
+	b = append(b, ",\n  \"grants\": "...)
+	if len(c.grants) == 0 {
+		b = append(b, "[]"...)
 	} else {
-		out := fileOut{Version: formatVersionNoBlocks, Server: e.server, Grants: make([]grantOut, len(c.grants))}
+		b = append(b, '[')
+		var root rootMember
 		for i, g := range c.grants {
-			out.Grants[i] = grantOut{ID: g.ID, Access: g.Access, Path: g.Path, Root: g.Root, Granted: g.Granted, Expires: g.Expires, By: g.By}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, "\n    {\n      \"id\": "...)
+			b = jsonx.AppendString(b, g.ID)
+			b = append(b, ",\n      \"access\": "...)
+			b = jsonx.AppendString(b, g.Access)
+			b = append(b, ",\n      \"path\": "...)
+			b = jsonx.AppendString(b, g.Path)
+			b = root.append(b, g.Root)
+			b = append(b, ",\n      \"granted\": "...)
+			b = appendTime(b, g.Granted)
+			if !g.Expires.IsZero() {
+				b = append(b, ",\n      \"expires\": "...)
+				b = appendTime(b, g.Expires)
+			}
+			b = append(b, ",\n      \"by\": "...)
+			b = jsonx.AppendString(b, g.By)
+			b = append(b, "\n    }"...)
 		}
-		if len(blocks) > 0 {
-			out.Version, out.Blocks = FormatVersion, blocks
+		b = append(b, "\n  ]"...)
+	}
+	if len(c.blocks) > 0 {
+		b = append(b, ",\n  \"blocks\": "...)
+		b = appendBlocks(b, c.blocks)
+	}
+	return append(b, "\n}\n"...)
+}
+
+// appendBlocks appends blocks as the array member of encodeFile's document.
+func appendBlocks(b []byte, blocks []Block) []byte {
+	if len(blocks) == 0 {
+		return append(b, "[]"...)
+	}
+	b = append(b, '[')
+	for i, bl := range blocks {
+		if i > 0 {
+			b = append(b, ',')
 		}
-		doc = out
+		b = append(b, "\n    {\n      \"id\": "...)
+		b = jsonx.AppendString(b, bl.ID)
+		if bl.Path != "" {
+			b = append(b, ",\n      \"path\": "...)
+			b = jsonx.AppendString(b, bl.Path)
+		}
+		b = appendRoot(b, bl.Root)
+		b = append(b, ",\n      \"blocked\": "...)
+		b = appendTime(b, bl.Blocked)
+		b = append(b, ",\n      \"by\": "...)
+		b = jsonx.AppendString(b, bl.By)
+		b = append(b, "\n    }"...)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return stamp{}, nil, err
+	return append(b, "\n  ]"...)
+}
+
+// appendRoot appends the "root" member of a grant or a block, nothing for
+// the zero Root.
+func appendRoot(b []byte, r Root) []byte {
+	if r == (Root{}) {
+		return b
 	}
-	if buf.Len() > maxFileSize {
-		return stamp{}, nil, fmt.Errorf("%w: the grants and blocks take %d bytes; a file holds at most %d", ErrTooMany, buf.Len(), maxFileSize)
+	b = append(b, ",\n      \"root\": {\n        \"path\": "...)
+	b = jsonx.AppendString(b, r.Path)
+	b = append(b, ",\n        \"dev\": "...)
+	b = strconv.AppendUint(b, r.Dev, 10)
+	b = append(b, ",\n        \"ino\": "...)
+	b = strconv.AppendUint(b, r.Ino, 10)
+	return append(b, "\n      }"...)
+}
+
+// rootMember appends the "root" members of a file's grants, which mostly
+// share one root: the last one encoded is kept and copied.
+type rootMember struct {
+	root    Root
+	encoded []byte
+}
+
+func (m *rootMember) append(b []byte, r Root) []byte {
+	if m.encoded == nil || r != m.root {
+		m.root, m.encoded = r, appendRoot(m.encoded[:0], r)
 	}
-	st, err := s.files.Replace(e.name, buf.Bytes())
-	return st, buf.Bytes(), err
+	return append(b, m.encoded...)
+}
+
+// appendTime appends t as encoding/json writes a time.Time: RFC 3339 with
+// nanoseconds, quoted.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }

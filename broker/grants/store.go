@@ -404,25 +404,45 @@ func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
 	}
 	var stored []Grant
 	err = s.update(e, func(c contents) (contents, bool, error) {
-		next := slices.DeleteFunc(slices.Clone(c.grants), func(g Grant) bool { return !g.Live(now) })
-		at := make([]int, len(add))
-		for i, a := range add {
-			j := slices.IndexFunc(next, func(g Grant) bool { return g.Path == a.Path && g.Access == a.Access && g.Root == a.Root })
-			if j >= 0 {
-				next[j].Expires, next[j].Granted, next[j].By = a.Expires, a.Granted, a.By
-			} else {
-				a.ID = newID(func(id string) bool { return slices.ContainsFunc(next, func(g Grant) bool { return g.ID == id }) })
-				j = len(next)
-				next = append(next, a)
+		// next stays sorted (sortGrants): an existing grant is found, and a
+		// new one placed, by binary search on its path.
+		next := make([]Grant, 0, len(c.grants)+len(add))
+		for _, g := range c.grants {
+			if g.Live(now) {
+				next = append(next, g)
 			}
-			at[i] = j
-		}
-		if len(next) > s.maxGrants {
-			return contents{}, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next), s.maxGrants)
 		}
 		stored = make([]Grant, len(add))
-		for i, j := range at {
-			stored[i] = next[j]
+		var ids map[string]bool // for a Grant of many: the IDs taken, so that it costs linear time
+		for i, a := range add {
+			lo, _ := slices.BinarySearchFunc(next, a.Path, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+			j := lo
+			for j < len(next) && next[j].Path == a.Path && (next[j].Access != a.Access || next[j].Root != a.Root) {
+				j++
+			}
+			if j < len(next) && next[j].Path == a.Path {
+				g := next[j]
+				g.Expires, g.Granted, g.By = a.Expires, a.Granted, a.By
+				next = slices.Delete(next, j, j+1)
+				a = g
+			} else {
+				if ids == nil && len(add) > 2 {
+					ids = make(map[string]bool, len(next)+len(add))
+					for k := range next {
+						ids[next[k].ID] = true
+					}
+				}
+				a.ID = newID(func(id string) bool { return ids[id] || ids == nil && hasID(next, id) })
+				if ids != nil {
+					ids[a.ID] = true
+				}
+				if len(next) >= s.maxGrants {
+					return contents{}, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next)+1, s.maxGrants)
+				}
+			}
+			at, _ := slices.BinarySearchFunc(next, a, compareGrants)
+			next = slices.Insert(next, at, a)
+			stored[i] = a
 		}
 		c.grants = next
 		return c, true, nil
@@ -464,6 +484,16 @@ func checkNew(g *Grant, server string, now time.Time) error {
 		g.Expires = g.Expires.UTC()
 	}
 	return nil
+}
+
+// hasID reports whether one of gs has the ID id.
+func hasID(gs []Grant, id string) bool {
+	for i := range gs { // by index: a Grant is too large to copy per comparison
+		if gs[i].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // newID returns a random ID (of a grant or a block) for which taken is
