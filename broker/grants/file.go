@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -59,7 +60,7 @@ type rootIn struct {
 // belong to; "": any, and the server is returned), or with every the
 // every-server file. A missing file is empty, and its server "".
 func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
-	b, st, err := readRaw(path)
+	b, _, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
 	if err != nil || b == nil {
 		return "", contents{}, st, err
 	}
@@ -70,36 +71,75 @@ func readFile(path, want string, every bool) (server string, c contents, st stam
 	return server, c, st, nil
 }
 
-// readRaw reads a file's bytes, unparsed, and its stamp: nil and the zero
-// stamp for a missing file (an existing empty file is an empty, non-nil
-// slice). A file that is not a regular file, or is larger than maxFileSize,
-// is corrupt.
-func readRaw(path string) ([]byte, stamp, error) {
+// fileSum is what a Store remembers of the bytes its cached snapshot was
+// made from, to tell without keeping them whether the file still holds
+// them: whether the file existed, its length and a hash of its bytes
+// (hash/maphash with the Store's seed). A hash that is not cryptographic is
+// enough: it tells this Store's own last write apart from another
+// process's change, and a process that can write the grants directory
+// controls the grants anyway.
+type fileSum struct {
+	exists bool
+	size   int
+	hash   uint64
+}
+
+// unknownSum matches no file: the file is read and parsed.
+var unknownSum = fileSum{exists: true, size: -1}
+
+// sumOf sums b (nil: no file).
+func sumOf(seed maphash.Seed, b []byte) fileSum {
+	if b == nil {
+		return fileSum{}
+	}
+	return fileSum{exists: true, size: len(b), hash: maphash.Bytes(seed, b)}
+}
+
+// readIfChanged reads the file at path, unless it still holds the bytes
+// known sums: then same is true and b nil, and the file was read through a
+// small buffer, none of it kept. Otherwise b is the file's bytes (nil when
+// it does not exist; an existing empty file is an empty, non-nil slice) and
+// sum theirs. A file that is not a regular file, or is larger than
+// maxFileSize, is corrupt.
+func readIfChanged(path string, seed maphash.Seed, known fileSum) (b []byte, sum fileSum, st stamp, same bool, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, stamp{}, nil
+		return nil, fileSum{}, stamp{}, !known.exists, nil
 	}
 	if err != nil {
-		return nil, stamp{}, err
+		return nil, fileSum{}, stamp{}, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, stamp{}, err
+		return nil, fileSum{}, stamp{}, false, err
 	}
-	st := keyfile.StampOf(fi)
+	st = keyfile.StampOf(fi)
 	if !fi.Mode().IsRegular() {
-		return nil, st, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+		return nil, fileSum{}, st, false, fmt.Errorf("%w: not a regular file", ErrCorrupt)
 	}
-	b := make([]byte, 0, min(fi.Size(), maxFileSize)+1)
-	b, err = readAllInto(b, io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, st, err
+	if known.exists && fi.Size() == int64(known.size) {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		n, err := io.Copy(&h, io.LimitReader(f, maxFileSize+1))
+		if err != nil {
+			return nil, fileSum{}, st, false, err
+		}
+		if n == int64(known.size) && h.Sum64() == known.hash {
+			return nil, known, st, true, nil
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fileSum{}, st, false, err
+		}
+	}
+	b = make([]byte, 0, min(fi.Size(), maxFileSize)+1)
+	if b, err = readAllInto(b, io.LimitReader(f, maxFileSize+1)); err != nil {
+		return nil, fileSum{}, st, false, err
 	}
 	if len(b) > maxFileSize {
-		return nil, st, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+		return nil, fileSum{}, st, false, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
 	}
-	return b, st, nil
+	return b, sumOf(seed, b), st, false, nil
 }
 
 // readAllInto appends what r holds to b (io.ReadAll into a buffer sized

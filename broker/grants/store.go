@@ -4,12 +4,12 @@
 package grants
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -109,6 +109,7 @@ type Store struct {
 	maxGrants int
 	now       func() time.Time
 	files     *keyfile.Dir
+	seed      maphash.Seed  // of the sums of files (fileSum)
 	done      chan struct{} // closed by Close: ends the watches
 
 	mu      sync.RWMutex
@@ -138,7 +139,7 @@ type entry struct {
 	checkedAt time.Time
 	readAt    time.Time
 	stamp     stamp
-	raw       []byte // the file's bytes snap was made from (nil: no file)
+	sum       fileSum // of the file's bytes snap was made from
 	snap      *snapshot
 	err       error // the last read's error, kept with its stamp
 }
@@ -251,6 +252,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		lockWait:  DefaultLockWait,
 		maxGrants: DefaultMaxGrants,
 		now:       time.Now,
+		seed:      maphash.MakeSeed(),
 		done:      make(chan struct{}),
 		servers:   make(map[string]*entry),
 		byHash:    make(map[string]*entry),
@@ -747,18 +749,25 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 
 // load reads an entry's file and installs what it holds, for the
 // invalidation count gen taken before (see install), and returns it. The
-// file is parsed only when its bytes differ from those the cached snapshot
-// was made from: the file this Store itself wrote last (or read) is
-// recognised by its content, not by its stamp, so a Watch's report of this
-// Store's own write, or a check when nothing changed, costs one read of the
-// file and no parse, and a change by another process is never mistaken for
-// none. The caller holds e.io.
+// file is parsed only when its bytes are not those the cached snapshot was
+// made from (readIfChanged compares their length and hash): the file this
+// Store itself wrote last (or read) is recognised by its content, not by its
+// stamp, so a Watch's report of this Store's own write, or a check when
+// nothing changed, costs one read of the file through a small buffer and no
+// parse, and a change by another process is never mistaken for none. The
+// caller holds e.io.
 func (s *Store) load(e *entry, gen uint64) (contents, error) {
-	b, st, err := readRaw(e.path)
+	e.mu.Lock()
+	known := e.sum
+	if !e.loaded || e.err != nil {
+		known = unknownSum
+	}
+	e.mu.Unlock()
+	b, sum, st, same, err := readIfChanged(e.path, s.seed, known)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err == nil && e.loaded && e.err == nil && bytes.Equal(b, e.raw) && (b == nil) == (e.raw == nil) {
-		e.install(gen, e.snap, b, st, nil)
+	if err == nil && same {
+		e.install(gen, e.snap, sum, st, nil)
 		return e.snap.contents, nil
 	}
 	var c contents
@@ -768,19 +777,19 @@ func (s *Store) load(e *entry, gen uint64) (contents, error) {
 		}
 	}
 	if err != nil {
-		e.install(gen, emptySnapshot, nil, st, err)
+		e.install(gen, emptySnapshot, unknownSum, st, err)
 		return contents{}, err
 	}
-	e.install(gen, newSnapshot(c), b, st, nil)
+	e.install(gen, newSnapshot(c), sum, st, nil)
 	return c, nil
 }
 
 // install records what a read or a write found, under e.mu. A read that
 // began before the last invalidation (gen) leaves the cache dirty.
-func (e *entry) install(gen uint64, snap *snapshot, raw []byte, st stamp, err error) {
+func (e *entry) install(gen uint64, snap *snapshot, sum fileSum, st stamp, err error) {
 	now := time.Now()
 	e.loaded, e.checkedAt, e.readAt, e.stamp, e.err = true, now, now, st, err
-	e.snap, e.raw = snap, raw
+	e.snap, e.sum = snap, sum
 	if e.gen == gen {
 		e.dirty = false
 	}
@@ -818,7 +827,7 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 		return err
 	}
 	e.mu.Lock()
-	e.install(gen, newSnapshot(next), raw, nst, nil)
+	e.install(gen, newSnapshot(next), sumOf(s.seed, raw), nst, nil)
 	e.mu.Unlock()
 	return nil
 }
