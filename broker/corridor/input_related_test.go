@@ -208,7 +208,9 @@ func TestUnrelatedGrantWidensNothing(t *testing.T) {
 // writing grants of its own (--consent auto on other files).
 func TestRevocationByAnotherStoreReachesTheInput(t *testing.T) {
 	c, store, root, caller := consentCorridor(t, nil, "proj/keep/k.txt", "proj/gone/g.txt")
-	if _, err := store.Grant(caller.StateKey(), grants.Grant{Access: grants.Read, Path: "proj/gone", Root: root, By: grants.ByAuto}); err != nil {
+	// Another grant stays: the file is rewritten by the revocation, not removed.
+	if _, err := store.Grant(caller.StateKey(), grants.Grant{Access: grants.Read, Path: "proj/gone", Root: root, By: grants.ByAuto},
+		grants.Grant{Access: grants.Read, Path: "proj/keep/k.txt", Root: root, By: grants.ByAuto}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
