@@ -69,6 +69,12 @@ func entryFactValues(mount, relative string) (lowerSlashRelative, joinedMountPat
 // parsedWithFacts gives encodeInput's document (TestBatchValueMatchesParse). ok is false for an
 // input requestValue does not build (params that are not JSON), which the caller then encodes.
 func batchValue(p *sessionPart, in *decision.Input) (_ ast.Object, ok bool) {
+	return batchValueWith(p, in, allEntryMembers)
+}
+
+// batchValueWith is batchValue with each entry's members limited to members (its policy set's
+// entryMembers).
+func batchValueWith(p *sessionPart, in *decision.Input, members entryMembers) (_ ast.Object, ok bool) {
 	head := *in
 	head.Entries = nil
 	v, ok := requestValue(p, &head)
@@ -78,16 +84,17 @@ func batchValue(p *sessionPart, in *decision.Input) (_ ast.Object, ok bool) {
 	obj := v.(ast.Object)
 	if len(in.Entries) > 0 { // encodeInput leaves out an empty entries
 		n := batchMemberNames()
-		obj.Insert(n.entries, entriesTerm(in.Entries))
+		obj.Insert(n.entries, entriesTerm(in.Entries, members))
 		obj.Insert(n.entryFacts, ast.InternedTerm(true))
 	}
 	return obj, true
 }
 
-// entriesTerm is input.entries for entries, with their facts. Terms the entries share (their
-// root and mount, the type names) are made once; an entry's requested and joinedMountPath are
-// its mountPath's term when they are the same string.
-func entriesTerm(entries []decision.InputPath) *ast.Term {
+// entriesTerm is input.entries for entries, with their facts, each entry with the members in
+// members only. Terms the entries share (their root and mount, the type names) are made once;
+// an entry's requested and joinedMountPath are its mountPath's term when they are the same
+// string.
+func entriesTerm(entries []decision.InputPath, members entryMembers) *ast.Term {
 	n, bn := names(), batchMemberNames()
 	elems := make([]*ast.Term, len(entries))
 	// One slab for each entry's own terms: the entry, requested, canonical, relative, mountPath
@@ -95,6 +102,7 @@ func entriesTerm(entries []decision.InputPath) *ast.Term {
 	const perEntry = 7
 	slab := make([]ast.Term, perEntry*len(entries))
 	var root, mount, typ lastTerm // the terms entries share
+	var picked [len(entryMemberNames)][2]*ast.Term
 	for i := range entries {
 		e := &entries[i]
 		terms := slab[perEntry*i : perEntry*(i+1) : perEntry*(i+1)]
@@ -113,21 +121,50 @@ func entriesTerm(entries []decision.InputPath) *ast.Term {
 		if joined != mountPath {
 			joinedTerm = str(2, joined)
 		}
-		terms[3].Value = ast.NewObject(
-			member(n.requested, requested),
-			member(n.canonical, str(4, jsonString(e.Canonical))),
-			member(n.root, root.of(e.Root)),
-			member(n.mount, mount.of(e.Mount)),
-			member(n.relative, str(5, relative)),
-			member(n.mountPath, mountPathTerm),
-			member(n.writable, ast.InternedTerm(e.Writable)),
-			member(n.exists, ast.InternedTerm(e.Exists)),
-			member(n.typ, typ.of(e.Type)),
-			member(n.size, intTerm(e.Size)),
-			member(n.nlink, numberTerm(strconv.FormatUint(e.Nlink, 10))),
-			member(n.hidden, ast.InternedTerm(e.Hidden)),
-			member(bn.lowerSlashRelative, str(6, lowerRel)),
-			member(bn.joinedMountPath, joinedTerm))
+		pairs := picked[:0]
+		if members&memberRequested != 0 {
+			pairs = append(pairs, member(n.requested, requested))
+		}
+		if members&memberCanonical != 0 {
+			pairs = append(pairs, member(n.canonical, str(4, jsonString(e.Canonical))))
+		}
+		if members&memberRoot != 0 {
+			pairs = append(pairs, member(n.root, root.of(e.Root)))
+		}
+		if members&memberMount != 0 {
+			pairs = append(pairs, member(n.mount, mount.of(e.Mount)))
+		}
+		if members&memberRelative != 0 {
+			pairs = append(pairs, member(n.relative, str(5, relative)))
+		}
+		if members&memberMountPath != 0 {
+			pairs = append(pairs, member(n.mountPath, mountPathTerm))
+		}
+		if members&memberWritable != 0 {
+			pairs = append(pairs, member(n.writable, ast.InternedTerm(e.Writable)))
+		}
+		if members&memberExists != 0 {
+			pairs = append(pairs, member(n.exists, ast.InternedTerm(e.Exists)))
+		}
+		if members&memberType != 0 {
+			pairs = append(pairs, member(n.typ, typ.of(e.Type)))
+		}
+		if members&memberSize != 0 {
+			pairs = append(pairs, member(n.size, intTerm(e.Size)))
+		}
+		if members&memberNlink != 0 {
+			pairs = append(pairs, member(n.nlink, numberTerm(strconv.FormatUint(e.Nlink, 10))))
+		}
+		if members&memberHidden != 0 {
+			pairs = append(pairs, member(n.hidden, ast.InternedTerm(e.Hidden)))
+		}
+		if members&memberLowerSlashRelative != 0 {
+			pairs = append(pairs, member(bn.lowerSlashRelative, str(6, lowerRel)))
+		}
+		if members&memberJoinedMountPath != 0 {
+			pairs = append(pairs, member(bn.joinedMountPath, joinedTerm))
+		}
+		terms[3].Value = ast.NewObject(pairs...) // it copies the pairs: picked is reused
 		elems[i] = &terms[3]
 	}
 	return ast.ArrayTerm(elems...)
@@ -222,10 +259,11 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// brokerBatchInput is the input of a batch query for in: built as OPA values (batchValue), or, for an
-// input batchValue does not build, encoded (encodeInput) and parsed by the engine.
-func brokerBatchInput(p *sessionPart, in *decision.Input) any {
-	if v, ok := batchValue(p, in); ok {
+// brokerBatchInput is the input of a batch query for in: built as OPA values (batchValueWith, each
+// entry with members only), or, for an input batchValue does not build, encoded (encodeInput,
+// every member) and parsed by the engine.
+func brokerBatchInput(p *sessionPart, in *decision.Input, members entryMembers) any {
+	if v, ok := batchValueWith(p, in, members); ok {
 		return v
 	}
 	doc, _ := encodeInput(in)
@@ -283,5 +321,5 @@ func (e *Engine) decideBatch(ctx context.Context, in *decision.Input, consent bo
 		}
 		key = &k
 	}
-	return evalPathSetKeyed(ctx, set, pq, query, brokerBatchInput(part, in), key, false)
+	return evalPathSetKeyed(ctx, set, pq, query, brokerBatchInput(part, in, set.entryMembers), key, false)
 }

@@ -55,8 +55,11 @@ type policySet struct {
 	// obligations keeps the last obligations its decisions gave, converted (parseDecision).
 	obligations obligationsMemo
 	batches     *batchCache // Visible and Consentable results; nil unless the set is cacheable
-	modules     int
-	tests       int
+	// entryMembers are the members of a batch's entries the set's rules can read: the only
+	// ones a batch's entries are built with (readEntryMembers).
+	entryMembers entryMembers
+	modules      int
+	tests        int
 }
 
 // loadOptions are what building a policy set depends on besides its source.
@@ -118,13 +121,17 @@ func buildRaw(ctx context.Context, raw *rawSet, opts loadOptions) (*policySet, e
 	if !set.hasConsent {
 		set.consentRef = derivedConsentQuery
 	}
+	// The derived rules answer batches of a set without its own visible or consentable, or
+	// whose rules use them.
+	usesDerived := !set.hasVisible || !set.hasConsent || sourceRefersTo(c, raw, derivedPackage)
+	set.entryMembers = readEntryMembers(batchModules(c, raw, usesDerived))
 	if ok, readsTime, why := cacheable(evaluatedModules(c, raw)); ok {
 		set.cache, set.batches = &decisionCache{}, &batchCache{}
 		if readsTime {
 			set.cache.ttl, set.batches.ttl = timeTTL, timeTTL
 		}
 		// The derived rules answer batches only: what they read counts for those.
-		if !set.hasVisible || !set.hasConsent || sourceRefersTo(c, raw, derivedPackage) {
+		if usesDerived {
 			ok, readsTime, why = cacheable(derivedModules(c, raw))
 			switch {
 			case !ok:

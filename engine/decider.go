@@ -68,7 +68,7 @@ func (d Decider) Consentable(ctx context.Context, in *decision.Input, entries []
 func (d Decider) Carried(ctx context.Context, in *decision.Input, entries []decision.InputPath) decision.Verdict {
 	batch := *in
 	batch.Entries = entries
-	dec, err := d.Engine.Decide(ctx, brokerBatchInput(d.Engine.sessions.of(&batch), &batch))
+	dec, err := d.Engine.Decide(ctx, brokerBatchInput(d.Engine.sessions.of(&batch), &batch, allEntryMembers))
 	if err != nil && d.Log != nil {
 		d.Log.Error("the policy could not decide on a directory's entries; denying", "method", in.Method, "error", err)
 	}
