@@ -65,6 +65,18 @@ func entryFactValues(mount, relative string) (lowerSlashRelative, joinedMountPat
 	return "/" + strings.ToLower(relative), joined
 }
 
+// entryFactsBeside is entryFactValues for an entry whose mountPath is given: where a fact is
+// the same string as mountPath or a part of it (the common case: mountPath is mount + "/" +
+// relative, in lower case), it is that part rather than a new string.
+func entryFactsBeside(mount, relative, mountPath string) (lowerSlashRelative, joinedMountPath string) {
+	joined := relative != "" && strings.HasSuffix(mountPath, relative) &&
+		len(mountPath) == len(mount)+1+len(relative) && mountPath[len(mount)] == '/' && strings.HasPrefix(mountPath, mount)
+	if !joined || strings.HasSuffix(relative, "/") || strings.ToLower(relative) != relative {
+		return entryFactValues(mount, relative)
+	}
+	return mountPath[len(mount):], mountPath
+}
+
 // batchValue builds in, which has entries, as an OPA object with its session part p: the value
 // parsedWithFacts gives encodeInput's document (TestBatchValueMatchesParse). ok is false for an
 // input requestValue does not build (params that are not JSON), which the caller then encodes.
@@ -107,7 +119,7 @@ func entriesTerm(entries []decision.InputPath, members entryMembers) *ast.Term {
 		e := &entries[i]
 		terms := slab[perEntry*i : perEntry*(i+1) : perEntry*(i+1)]
 		relative, mountPath := jsonString(e.Relative), jsonString(e.MountPath)
-		lowerRel, joined := entryFactValues(jsonString(e.Mount), relative)
+		lowerRel, joined := entryFactsBeside(jsonString(e.Mount), relative, mountPath)
 		str := func(j int, s string) *ast.Term {
 			terms[j].Value = ast.String(s)
 			return &terms[j]

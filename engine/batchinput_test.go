@@ -326,3 +326,20 @@ func TestJoinedMountPathIsTheRulesJoin(t *testing.T) {
 		t.Errorf("entryFactValues(proj/, \"\") = %q, %q; want \"/\", \"proj/\"", lower, joined)
 	}
 }
+
+// TestEntryFactsBesideAreEntryFactValues: the facts entriesTerm carves from an entry's mountPath
+// are the strings entryFactValues makes, for mountPaths that are the join or not.
+func TestEntryFactsBesideAreEntryFactValues(t *testing.T) {
+	for _, c := range [][3]string{
+		{"proj", "a.txt", "proj/a.txt"}, {"proj", "src/Main.go", "proj/src/Main.go"}, {"proj", "d/", "proj/d/"},
+		{"proj", "d/", "proj/d"}, {"proj", "", "proj"}, {"proj/", "", "proj/"}, {"proj", "a.txt", "proj/b.txt"},
+		{"proj", "a.txt", "projXa.txt"}, {"pro", "a.txt", "proj/a.txt"}, {"proj", "a.txt", "other/a.txt"},
+		{"proj", "a", "proj/a/a"}, {"", "a", "/a"}, {"proj", "a.txt", "proj/a.txt/"}, {"m", "ÉTÉ/x", "m/ÉTÉ/x"},
+		{"m", "été/x", "m/été/x"},
+	} {
+		wantLower, wantJoined := entryFactValues(c[0], c[1])
+		if lower, joined := entryFactsBeside(c[0], c[1], c[2]); lower != wantLower || joined != wantJoined {
+			t.Errorf("entryFactsBeside(%q, %q, %q) = %q, %q; want %q, %q", c[0], c[1], c[2], lower, joined, wantLower, wantJoined)
+		}
+	}
+}
