@@ -287,29 +287,50 @@ func brokerBatchInput(p *sessionPart, in *decision.Input, members entryMembers) 
 // each field behind its length. It differs from every key of a JSON input (batchKeyOf), whose
 // hashed bytes start with 0 or 1.
 func batchValueKey(query string, p *sessionPart, in *decision.Input) batchKey {
-	b := make([]byte, 0, 512+160*len(in.Entries))
+	// The bytes are hashed a few kilobytes at a time as they are written: the same key as one
+	// buffer of them all, without a buffer the size of the batch (160 bytes an entry).
+	const flushAt = 4 << 10
+	h := sha256.New()
+	n := 0
+	b := make([]byte, 0, min(512+160*len(in.Entries), flushAt+512))
+	flush := func() {
+		h.Write(b)
+		n += len(b)
+		b = b[:0]
+	}
 	b = append(b, 0xff)
 	head := *in
 	head.Entries = nil
 	b = requestKey(b, p, &head)
 	b = binary.AppendUvarint(b, uint64(len(in.Entries)))
 	for i := range in.Entries {
-		e := &in.Entries[i]
-		for _, s := range [...]string{e.Requested, e.Canonical, e.Root, e.Mount, e.Relative, e.MountPath, e.Type} {
-			b = binary.AppendUvarint(b, uint64(len(s)))
-			b = append(b, s...)
+		if len(b) >= flushAt {
+			flush()
 		}
-		var flags byte
-		for j, f := range [...]bool{e.Writable, e.Exists, e.Hidden} {
-			if f {
-				flags |= 1 << j
-			}
-		}
-		b = append(b, flags)
-		b = binary.AppendVarint(b, e.Size)
-		b = binary.AppendUvarint(b, e.Nlink)
+		b = appendEntryKey(b, &in.Entries[i])
 	}
-	return batchKey{query: query, sum: sha256.Sum256(b), n: len(b)}
+	flush()
+	key := batchKey{query: query, n: n}
+	h.Sum(key.sum[:0])
+	return key
+}
+
+// appendEntryKey appends the key bytes of entry e to b: every field, each string behind its
+// length.
+func appendEntryKey(b []byte, e *decision.InputPath) []byte {
+	for _, s := range [...]string{e.Requested, e.Canonical, e.Root, e.Mount, e.Relative, e.MountPath, e.Type} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	var flags byte
+	for j, f := range [...]bool{e.Writable, e.Exists, e.Hidden} {
+		if f {
+			flags |= 1 << j
+		}
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, e.Size)
+	return binary.AppendUvarint(b, e.Nlink)
 }
 
 // decideBatch evaluates the current set's visible (or, with consent, consentable) for the

@@ -5,6 +5,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -341,5 +343,35 @@ func TestEntryFactsBesideAreEntryFactValues(t *testing.T) {
 		if lower, joined := entryFactsBeside(c[0], c[1], c[2]); lower != wantLower || joined != wantJoined {
 			t.Errorf("entryFactsBeside(%q, %q, %q) = %q, %q; want %q, %q", c[0], c[1], c[2], lower, joined, wantLower, wantJoined)
 		}
+	}
+}
+
+// TestBatchKeysOfLargeBatches: a batch larger than what batchValueKey hashes at a time has the
+// key of the SHA-256 of all its key bytes at once, and one byte changed in its last entry changes
+// it.
+func TestBatchKeysOfLargeBatches(t *testing.T) {
+	base := batchValueCases(t)[1]
+	entries := make([]decision.InputPath, 500)
+	setFirstListingEntries(entries, 3)
+	base.Entries = entries
+	part := newSessionPart(&base)
+	key := batchValueKey(visibleQuery, part, &base)
+	// The key bytes written out in one go.
+	b := []byte{0xff}
+	head := base
+	head.Entries = nil
+	b = requestKey(b, part, &head)
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for i := range entries {
+		b = appendEntryKey(b, &entries[i])
+	}
+	if want := (batchKey{query: visibleQuery, sum: sha256.Sum256(b), n: len(b)}); key != want || len(b) < 16<<10 {
+		t.Errorf("key of %d bytes: %x (%d); want %x (%d)", len(b), key.sum, key.n, want.sum, want.n)
+	}
+	changed := base
+	changed.Entries = append([]decision.InputPath(nil), entries...)
+	changed.Entries[len(entries)-1].MountPath += "x"
+	if batchValueKey(visibleQuery, part, &changed) == key {
+		t.Error("a change in the last entry did not change the key")
 	}
 }
