@@ -6,10 +6,12 @@ package serve
 import (
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
@@ -26,29 +28,49 @@ type Entry struct {
 }
 
 // sortByBytes orders entries as Node's readdir gives them (libuv sorts
-// scandir with strcmp: byte order), keeping the caller's slice intact.
+// scandir with strcmp: byte order), keeping the caller's slice intact: the
+// caller's slice itself is returned when it is in that order already (the
+// executor lists a directory's names in byte order), so the result is not
+// to be changed.
 func sortByBytes(entries []Entry) []Entry {
+	if slices.IsSortedFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) }) {
+		return entries
+	}
 	out := append([]Entry(nil), entries...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // entryName is the name as Node holds it: invalid UTF-8 bytes are U+FFFD.
-func entryName(e Entry) string { return DecodeText([]byte(e.Name)) }
+func entryName(e Entry) string {
+	if utf8.ValidString(e.Name) {
+		return e.Name
+	}
+	return DecodeText([]byte(e.Name))
+}
 
 // ListingText is list_directory's result text: "[DIR] name" for a real
 // directory, "[FILE] name" for anything else, in byte order, one a line, no
 // trailing newline ("" for an empty directory).
 func ListingText(entries []Entry) string {
-	lines := make([]string, 0, len(entries))
-	for _, e := range sortByBytes(entries) {
-		tag := "[FILE] "
-		if e.IsDir {
-			tag = "[DIR] "
-		}
-		lines = append(lines, tag+entryName(e))
+	var b strings.Builder
+	size := 0
+	for _, e := range entries {
+		size += len("[FILE] ") + len(e.Name) + len("\n")
 	}
-	return strings.Join(lines, "\n")
+	b.Grow(size)
+	for n, e := range sortByBytes(entries) {
+		if n > 0 {
+			b.WriteByte('\n')
+		}
+		if e.IsDir {
+			b.WriteString("[DIR] ")
+		} else {
+			b.WriteString("[FILE] ")
+		}
+		b.WriteString(entryName(e))
+	}
+	return b.String()
 }
 
 // ListingWithSizesText is list_directory_with_sizes' result text. sortBy
@@ -62,6 +84,7 @@ func ListingText(entries []Entry) string {
 func ListingWithSizesText(entries []Entry, sortBy string) string {
 	sorted := sortByBytes(entries)
 	if sortBy == "size" {
+		sorted = slices.Clone(sorted)
 		sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Size > sorted[j].Size })
 	} else {
 		c := collate.New(language.Und)
