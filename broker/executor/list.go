@@ -529,7 +529,9 @@ func (w *walker) readNames(d *dirFile, st dirStamp, from string, incl, keep bool
 	}
 	var types map[string]string
 	if w.o.TypesOnly {
-		types = make(map[string]string)
+		// Room for a page's worth at once: a map grown name by name rehashed
+		// itself several times a listing of 1,000 names.
+		types = make(map[string]string, min(top.k, maxTypedNames))
 	}
 	var r rawNames
 	if keep && st.size >= growFrom {
