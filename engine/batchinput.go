@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,7 +108,7 @@ func batchValueWith(p *sessionPart, in *decision.Input, members entryMembers) (_
 // an entry's requested and joinedMountPath are its mountPath's term when they are the same
 // string.
 func entriesTerm(entries []decision.InputPath, members entryMembers) *ast.Term {
-	n, bn := names(), batchMemberNames()
+	keys := entryMemberKeys()
 	elems := make([]*ast.Term, len(entries))
 	// One slab for each entry's own terms: the entry, requested, canonical, relative, mountPath
 	// and the two facts.
@@ -134,47 +135,40 @@ func entriesTerm(entries []decision.InputPath, members entryMembers) *ast.Term {
 			joinedTerm = str(2, joined)
 		}
 		pairs := picked[:0]
-		if members&memberRequested != 0 {
-			pairs = append(pairs, member(n.requested, requested))
-		}
-		if members&memberCanonical != 0 {
-			pairs = append(pairs, member(n.canonical, str(4, jsonString(e.Canonical))))
-		}
-		if members&memberRoot != 0 {
-			pairs = append(pairs, member(n.root, root.of(e.Root)))
-		}
-		if members&memberMount != 0 {
-			pairs = append(pairs, member(n.mount, mount.of(e.Mount)))
-		}
-		if members&memberRelative != 0 {
-			pairs = append(pairs, member(n.relative, str(5, relative)))
-		}
-		if members&memberMountPath != 0 {
-			pairs = append(pairs, member(n.mountPath, mountPathTerm))
-		}
-		if members&memberWritable != 0 {
-			pairs = append(pairs, member(n.writable, ast.InternedTerm(e.Writable)))
-		}
-		if members&memberExists != 0 {
-			pairs = append(pairs, member(n.exists, ast.InternedTerm(e.Exists)))
-		}
-		if members&memberType != 0 {
-			pairs = append(pairs, member(n.typ, typ.of(e.Type)))
-		}
-		if members&memberSize != 0 {
-			pairs = append(pairs, member(n.size, intTerm(e.Size)))
-		}
-		if members&memberNlink != 0 {
-			pairs = append(pairs, member(n.nlink, numberTerm(strconv.FormatUint(e.Nlink, 10))))
-		}
-		if members&memberHidden != 0 {
-			pairs = append(pairs, member(n.hidden, ast.InternedTerm(e.Hidden)))
-		}
-		if members&memberLowerSlashRelative != 0 {
-			pairs = append(pairs, member(bn.lowerSlashRelative, str(6, lowerRel)))
-		}
-		if members&memberJoinedMountPath != 0 {
-			pairs = append(pairs, member(bn.joinedMountPath, joinedTerm))
+		for rest := members; rest != 0; rest &= rest - 1 { // each member's bit, in order
+			i := bits.TrailingZeros16(uint16(rest))
+			var v *ast.Term
+			switch entryMembers(1) << i {
+			case memberRequested:
+				v = requested
+			case memberCanonical:
+				v = str(4, jsonString(e.Canonical))
+			case memberRoot:
+				v = root.of(e.Root)
+			case memberMount:
+				v = mount.of(e.Mount)
+			case memberRelative:
+				v = str(5, relative)
+			case memberMountPath:
+				v = mountPathTerm
+			case memberWritable:
+				v = ast.InternedTerm(e.Writable)
+			case memberExists:
+				v = ast.InternedTerm(e.Exists)
+			case memberType:
+				v = typ.of(e.Type)
+			case memberSize:
+				v = intTerm(e.Size)
+			case memberNlink:
+				v = numberTerm(strconv.FormatUint(e.Nlink, 10))
+			case memberHidden:
+				v = ast.InternedTerm(e.Hidden)
+			case memberLowerSlashRelative:
+				v = str(6, lowerRel)
+			case memberJoinedMountPath:
+				v = joinedTerm
+			}
+			pairs = append(pairs, member(keys[i], v))
 		}
 		terms[3].Value = ast.NewObject(pairs...) // it copies the pairs: picked is reused
 		elems[i] = &terms[3]

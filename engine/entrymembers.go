@@ -4,6 +4,8 @@
 package engine
 
 import (
+	"sync"
+
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
@@ -39,6 +41,15 @@ const (
 	memberLowerSlashRelative
 	memberJoinedMountPath
 )
+
+// entryMemberKeys are the terms of entryMemberNames, in their order.
+var entryMemberKeys = sync.OnceValue(func() []*ast.Term {
+	keys := make([]*ast.Term, len(entryMemberNames))
+	for i, name := range entryMemberNames {
+		keys[i] = inputKey(name)
+	}
+	return keys
+})
 
 // allEntryMembers is every member of an entry.
 const allEntryMembers entryMembers = 1<<len(entryMemberNames) - 1
