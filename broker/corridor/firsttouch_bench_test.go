@@ -18,6 +18,7 @@ import (
 	"github.com/fsbroker/fsbroker/broker/roots"
 	"github.com/fsbroker/fsbroker/broker/usage"
 	"github.com/fsbroker/fsbroker/engine"
+	"github.com/fsbroker/fsbroker/internal/cputime"
 	"github.com/fsbroker/fsbroker/policies"
 )
 
@@ -101,7 +102,7 @@ func BenchmarkReadFirstTouch(b *testing.B) {
 		params[i] = fmt.Appendf(nil, `{"path":%q}`, paths[i])
 	}
 	b.ReportAllocs()
-	cpu0, haveCPU := processCPUTime()
+	cpu0, haveCPU := cputime.Process()
 	b.ResetTimer()
 	for i := range b.N {
 		r, err := c.Read(ctx, caller, ReadRequest{Path: paths[i], Length: -1, UTF8: true, Params: params[i]})
@@ -110,7 +111,7 @@ func BenchmarkReadFirstTouch(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if cpu1, _ := processCPUTime(); haveCPU {
+	if cpu1, _ := cputime.Process(); haveCPU {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 }

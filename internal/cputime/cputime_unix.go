@@ -3,16 +3,17 @@
 
 //go:build unix
 
-package corridor
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPUTime returns the CPU time (user and system) the whole process has used, every
-// thread included (the garbage collector, the audit trail's syncer), and true.
-func processCPUTime() (time.Duration, bool) {
+// Process returns the CPU time (user and system) the whole process has used,
+// every thread included (the garbage collector, the audit trail's syncer), and
+// true.
+func Process() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
