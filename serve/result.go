@@ -3,7 +3,11 @@
 
 package serve
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/fsbroker/fsbroker/internal/jsonx"
+)
 
 // ToolResult is a tools/call result as the reference writes it: content
 // items, structuredContent on every success ({"content": <text>}, or the
@@ -38,6 +42,59 @@ func TextResult(text string) ToolResult {
 func ErrorResult(text string) ToolResult {
 	return ToolResult{Content: []any{TextContent{Type: "text", Text: text}}, IsError: true}
 }
+
+// reply returns the result as tools/call answers it: a text result (one
+// text item, and the same text as structuredContent or isError) as a
+// textReply, which encodes itself; any other as it is.
+func (r ToolResult) reply() any {
+	if len(r.Content) != 1 {
+		return r
+	}
+	item, ok := r.Content[0].(TextContent)
+	if !ok || item.Type != "text" {
+		return r
+	}
+	switch sc := r.StructuredContent.(type) {
+	case nil:
+		return &textReply{text: item.Text, isError: r.IsError}
+	case StructuredText:
+		if sc.Content == item.Text {
+			return &textReply{text: item.Text, structured: true, isError: r.IsError}
+		}
+	}
+	return r
+}
+
+// textReply is a ToolResult of one text item, with the same text as
+// structuredContent when structured. It encodes itself (AppendJSON): the
+// text goes into the reply as a JSON string straight, without
+// encoding/json's reflection over the result's interfaces; the bytes are
+// those json.Marshal writes for the ToolResult (TestTextReplyMatchesEncodingJSON).
+type textReply struct {
+	text       string
+	structured bool
+	isError    bool
+}
+
+// AppendJSON implements jsonrpc.ResultAppender.
+func (r *textReply) AppendJSON(b []byte) []byte {
+	b = append(b, `{"content":[{"type":"text","text":`...)
+	b = jsonx.AppendString(b, r.text)
+	b = append(b, "}]"...)
+	if r.structured {
+		b = append(b, `,"structuredContent":{"content":`...)
+		b = jsonx.AppendString(b, r.text)
+		b = append(b, '}')
+	}
+	if r.isError {
+		b = append(b, `,"isError":true`...)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON encodes the reply as AppendJSON does, for any encoder other
+// than the connection's.
+func (r *textReply) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
 
 // WriteText is write_file's result text; path is the argument as sent.
 func WriteText(path string) string { return "Successfully wrote to " + path }

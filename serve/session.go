@@ -319,9 +319,9 @@ func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, er
 			s.awaitHostRoots(ctx)
 			res, err := s.runTool(consent.WithElicitor(ctx, s), s.caller(name), args, rawArgs)
 			if err != nil {
-				return ErrorResult(refusalText(err)), nil
+				res = ErrorResult(refusalText(err))
 			}
-			return res, nil
+			return res.reply(), nil
 		}
 	}
 	return nil, s.refuseCall(ctx, s.caller(name), err)
