@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fsbroker/fsbroker/broker/errcode"
+	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
 // The decoded arguments of each tool, with the reference's defaults applied.
@@ -234,11 +235,43 @@ func (e *UnknownToolError) Errcode() *errcode.Error {
 // are an *ArgumentsError with Envelope set, as the reference's zod reports
 // them.
 func DecodeCall(params json.RawMessage) (name string, args json.RawMessage, err error) {
+	name, _, args, err = decodeCall(params)
+	return name, args, err
+}
+
+// DecodeToolCall decodes and validates a tools/call at once: DecodeCall,
+// then DecodeArgs on the arguments as DecodeCall parsed them, without
+// encoding and parsing them again. name is the tool named ("" when the
+// envelope is malformed), args one of the *Args types, rawArgs the
+// arguments as DecodeCall returns them; err is DecodeCall's or DecodeArgs'.
+func DecodeToolCall(params json.RawMessage) (name string, args any, rawArgs json.RawMessage, err error) {
+	name, argsValue, rawArgs, err := decodeCall(params)
+	if err != nil {
+		return name, nil, nil, err
+	}
+	args, err = decodeArgsValue(name, argsValue)
+	return name, args, rawArgs, err
+}
+
+// decodeCall is DecodeCall that also returns the arguments object as
+// parsed (numbers as json.Number). Params whose arguments are already
+// written as encoding/json writes them (canonicalCall) are read by a scan;
+// any other takes the general way, which parses them and writes them again.
+func decodeCall(params json.RawMessage) (name string, argsValue map[string]any, args json.RawMessage, err error) {
+	if name, argsValue, args, ok := canonicalCall(params); ok {
+		return name, argsValue, args, nil
+	}
+	return generalCall(params)
+}
+
+// generalCall is decodeCall's general way: params parsed whole, the
+// arguments written again by json.Marshal.
+func generalCall(params json.RawMessage) (name string, argsValue map[string]any, args json.RawMessage, err error) {
 	var v any = absentValue{}
 	if len(bytes.TrimSpace(params)) > 0 {
 		parsed, perr := parseJSON(params)
 		if perr != nil {
-			return "", nil, fmt.Errorf("serve: tools/call params: %w", perr)
+			return "", nil, nil, fmt.Errorf("serve: tools/call params: %w", perr)
 		}
 		v = parsed
 	}
@@ -246,7 +279,7 @@ func DecodeCall(params json.RawMessage) (name string, args json.RawMessage, err 
 	envelope, ok := v.(map[string]any)
 	if !ok {
 		issues = append(issues, typeIssue("object", v, "params"))
-		return "", nil, &ArgumentsError{Envelope: true, Issues: issues}
+		return "", nil, nil, &ArgumentsError{Envelope: true, Issues: issues}
 	}
 	nameValue, present := envelope["name"]
 	if s, isString := nameValue.(string); present && isString {
@@ -254,23 +287,129 @@ func DecodeCall(params json.RawMessage) (name string, args json.RawMessage, err 
 	} else {
 		issues = append(issues, typeIssue("string", absentOr(nameValue, present), "params", "name"))
 	}
-	argsValue, present := envelope["arguments"]
+	argsMember, present := envelope["arguments"]
 	if present {
-		if _, isObject := argsValue.(map[string]any); !isObject {
-			issues = append(issues, typeIssue("record", argsValue, "params", "arguments"))
+		if argsValue, ok = argsMember.(map[string]any); !ok {
+			issues = append(issues, typeIssue("record", argsMember, "params", "arguments"))
 		}
 	}
 	if len(issues) > 0 {
-		return "", nil, &ArgumentsError{Envelope: true, Issues: issues}
+		return "", nil, nil, &ArgumentsError{Envelope: true, Issues: issues}
 	}
 	if !present {
-		return name, json.RawMessage("{}"), nil
+		return name, map[string]any{}, json.RawMessage("{}"), nil
 	}
 	raw, err := json.Marshal(argsValue)
 	if err != nil {
-		return "", nil, fmt.Errorf("serve: tools/call arguments: %w", err)
+		return "", nil, nil, fmt.Errorf("serve: tools/call arguments: %w", err)
 	}
-	return name, raw, nil
+	return name, argsValue, raw, nil
+}
+
+// canonicalCall reads params the way decodeCall's general way does when it
+// can tell the outcome by a scan: params a valid JSON object whose name is
+// a string written without escapes, and whose arguments are absent or an
+// object that json.Marshal would write again byte for byte (canonicalArgs).
+// The arguments returned are then those bytes of params themselves. ok is
+// false for anything else, which the general way decodes (and refuses
+// where it must).
+func canonicalCall(params json.RawMessage) (name string, argsValue map[string]any, args json.RawMessage, ok bool) {
+	if !json.Valid(params) {
+		return "", nil, nil, false
+	}
+	var rawName, rawArgs []byte
+	s := jsonx.ScanObject(params)
+	for s.Next() {
+		m := s.Member()
+		member, ok := jsonx.Unquote(m.Name)
+		if !ok {
+			return "", nil, nil, false
+		}
+		switch member {
+		case "name": // a later duplicate replaces an earlier one, as in the general way
+			rawName = m.Value
+		case "arguments":
+			rawArgs = m.Value
+		}
+	}
+	if _, closed := s.End(); !closed || rawName == nil {
+		return "", nil, nil, false
+	}
+	if name, ok = plainJSONString(rawName); !ok {
+		return "", nil, nil, false
+	}
+	if rawArgs == nil {
+		return name, map[string]any{}, json.RawMessage("{}"), true
+	}
+	if argsValue, ok = canonicalArgs(rawArgs); !ok {
+		return "", nil, nil, false
+	}
+	return name, argsValue, rawArgs, true
+}
+
+// canonicalArgs parses raw, valid JSON, when it is an object written as
+// json.Marshal writes the map it parses to: no white space, member names in
+// increasing byte order (so none twice), names and string values without
+// escapes (plainJSONString), and only strings, numbers (written as they
+// came: json.Number), true, false and null as values. ok is false for any
+// other text.
+func canonicalArgs(raw []byte) (map[string]any, bool) {
+	if string(raw) == "{}" {
+		return map[string]any{}, true
+	}
+	obj := make(map[string]any, 4)
+	next, last := 1, ""
+	s := jsonx.ScanObject(raw)
+	for s.Next() {
+		m := s.Member()
+		name, ok := plainJSONString(m.Name)
+		if !ok || m.Start != next || m.ValueStart != m.Start+len(m.Name)+1 || (len(obj) > 0 && name <= last) {
+			return nil, false
+		}
+		v, ok := canonicalScalar(m.Value)
+		if !ok {
+			return nil, false
+		}
+		obj[name], last, next = v, name, m.End+1
+	}
+	if end, closed := s.End(); !closed || end != len(raw) || end != next {
+		return nil, false
+	}
+	return obj, true
+}
+
+// canonicalScalar is the value of raw, a valid JSON value, when it is one
+// json.Marshal writes again as raw: a string without escapes, a number
+// (json.Number keeps its text), true, false or null.
+func canonicalScalar(raw []byte) (any, bool) {
+	switch c := raw[0]; {
+	case c == '"':
+		return plainJSONString(raw)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return json.Number(raw), true
+	case string(raw) == "true":
+		return true, true
+	case string(raw) == "false":
+		return false, true
+	case string(raw) == "null":
+		return nil, true
+	}
+	return nil, false
+}
+
+// plainJSONString returns the value of the JSON string raw when json.Marshal
+// writes that value again as raw: printable ASCII with no escape and none
+// of the characters it escapes for HTML (<, > and &).
+func plainJSONString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return "", false
+		}
+	}
+	return string(raw[1 : len(raw)-1]), true
 }
 
 // DecodeArgs validates and decodes a tool's arguments (a JSON object; nil or
@@ -290,6 +429,11 @@ func DecodeArgs(tool string, raw json.RawMessage) (any, error) {
 	if !ok {
 		return nil, &ArgumentsError{Tool: tool, Issues: []Issue{typeIssue("object", v)}}
 	}
+	return decodeArgsValue(tool, obj)
+}
+
+// decodeArgsValue is DecodeArgs on the arguments object as parsed.
+func decodeArgsValue(tool string, obj map[string]any) (any, error) {
 	d := &decoder{obj: obj}
 	var out any
 	switch tool {

@@ -4,10 +4,12 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -254,4 +256,69 @@ func splitKeepNewline(s string) []string {
 		s = s[i+1:]
 	}
 	return out
+}
+
+// FuzzCanonicalCall: wherever the scan of tools/call params (canonicalCall)
+// gives an answer, it is the general way's (generalCall): the same tool
+// name, the same arguments as parsed, and the same bytes of them, which the
+// policy input and the requestStates' bindings are made of.
+func FuzzCanonicalCall(f *testing.F) {
+	for _, seed := range []string{
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt"}}`,
+		`{"name":"read_text_file","arguments":{"head":2,"path":"/tmp/a.txt"}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt","head":2}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt","path":"/etc/passwd"}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a<b>.txt"}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/\u0061.txt"}}`,
+		`{"name":"read_text_file","arguments": {"path":"/tmp/a.txt"}}`,
+		`{"name":"read_text_file","arguments":{"path" :"/tmp/a.txt"}}`,
+		`{"name":"read_text_file","arguments":{"dryRun":true,"edits":[],"path":null,"tail":-1.5e3}}`,
+		`{"arguments":{"path":"a"},"name":"list_directory","name":"read_file"}`,
+		`{"name":"list_allowed_directories"}`,
+		`{"name":"x","arguments":{}}`,
+		`{"name":"x","arguments":[]}`,
+		`{"name":5,"arguments":{}}`,
+		`{"name":"x","arguments":{"":"a","":"b"}}`,
+		`{"name":"x","arguments":{"":1,"a":2}}`,
+		`[1]`, `"x"`, ``, `{"name":"x"} trailing`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, params []byte) {
+		name, argsValue, args, ok := canonicalCall(params)
+		if !ok {
+			return
+		}
+		wantName, wantValue, wantArgs, err := generalCall(params)
+		if err != nil {
+			t.Fatalf("%s: the scan read it (%q, %s), the general way refused it: %v", params, name, args, err)
+		}
+		if name != wantName || !bytes.Equal(args, wantArgs) || !reflect.DeepEqual(argsValue, wantValue) {
+			t.Fatalf("%s:\nscan:    %q %s %#v\ngeneral: %q %s %#v", params, name, args, argsValue, wantName, wantArgs, wantValue)
+		}
+	})
+}
+
+// TestCanonicalCallTakesTheCommonCall: the params a host sends for a read
+// (compact, one path) are read by the scan, with the arguments' own bytes;
+// params the scan cannot vouch for (white space, keys out of order or
+// twice, escapes) are left to the general way.
+func TestCanonicalCallTakesTheCommonCall(t *testing.T) {
+	params := []byte(`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt"}}`)
+	name, value, args, ok := canonicalCall(params)
+	if !ok || name != ToolReadTextFile || string(args) != `{"path":"/tmp/a.txt"}` || value["path"] != "/tmp/a.txt" {
+		t.Fatalf("canonicalCall(%s) = %q, %v, %s, %v", params, name, value, args, ok)
+	}
+	for _, p := range []string{
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt","head":2}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a.txt","path":"/etc/passwd"}}`,
+		`{"name":"read_text_file","arguments":{ "path":"/tmp/a.txt"}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/\u0061.txt"}}`,
+		`{"name":"read_text_file","arguments":{"path":"/tmp/a&b.txt"}}`,
+		`{"name":"read_text_file","arguments":{"paths":["/tmp/a.txt"]}}`,
+	} {
+		if _, _, _, ok := canonicalCall([]byte(p)); ok {
+			t.Errorf("canonicalCall(%s) read it; the general way must", p)
+		}
+	}
 }

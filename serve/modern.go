@@ -217,13 +217,9 @@ func (s *Session) modernStarted() *corridor.Caller {
 // (runWithInputs), under a requestState bound to the tool and a digest of
 // its arguments.
 func (s *Session) modernCallTool(ctx context.Context, rq modernRequest, params json.RawMessage) (any, error) {
-	name, rawArgs, err := DecodeCall(params)
+	name, args, rawArgs, err := DecodeToolCall(params)
 	caller := rq.caller
 	caller.Tool = name
-	var args any
-	if err == nil {
-		args, err = DecodeArgs(name, rawArgs)
-	}
 	if err != nil {
 		return nil, s.refuseCall(ctx, caller, err)
 	}

@@ -312,19 +312,16 @@ func (s *Session) refuseSecondInitialize(ctx context.Context) error {
 // with Corridor.Refuse); a request the corridor refuses or fails is an
 // isError result whose text starts with its code.
 func (s *Session) callTool(ctx context.Context, params json.RawMessage) (any, error) {
-	name, rawArgs, err := DecodeCall(params)
-	if err == nil {
-		var args any
-		if args, err = DecodeArgs(name, rawArgs); err == nil {
-			s.awaitHostRoots(ctx)
-			res, err := s.runTool(consent.WithElicitor(ctx, s), s.caller(name), args, rawArgs)
-			if err != nil {
-				res = ErrorResult(refusalText(err))
-			}
-			return res.reply(), nil
-		}
+	name, args, rawArgs, err := DecodeToolCall(params)
+	if err != nil {
+		return nil, s.refuseCall(ctx, s.caller(name), err)
 	}
-	return nil, s.refuseCall(ctx, s.caller(name), err)
+	s.awaitHostRoots(ctx)
+	res, err := s.runTool(consent.WithElicitor(ctx, s), s.caller(name), args, rawArgs)
+	if err != nil {
+		res = ErrorResult(refusalText(err))
+	}
+	return res.reply(), nil
 }
 
 // refuseCall records a tools/call refused before the corridor (a malformed
