@@ -13,7 +13,12 @@
 // requestState it was given (basic/patterns/mrtr).
 package modern
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/fsbroker/fsbroker/internal/jsonx"
+)
 
 // Version is protocol revision 2026-07-28.
 const Version = "2026-07-28"
@@ -80,6 +85,14 @@ func (m RequestMeta) Has() bool {
 // params: none when the params or their _meta are not objects. Members are
 // matched by their exact names.
 func ReadRequestMeta(params json.RawMessage) RequestMeta {
+	if withoutMeta(params) {
+		return RequestMeta{}
+	}
+	return decodeRequestMeta(params)
+}
+
+// decodeRequestMeta is ReadRequestMeta by decoding the params.
+func decodeRequestMeta(params json.RawMessage) RequestMeta {
 	var p struct {
 		Meta json.RawMessage `json:"_meta"`
 	}
@@ -89,6 +102,29 @@ func ReadRequestMeta(params json.RawMessage) RequestMeta {
 	}
 	return RequestMeta{ProtocolVersion: meta[MetaProtocolVersion], ClientInfo: meta[MetaClientInfo],
 		ClientCapabilities: meta[MetaClientCapabilities]}
+}
+
+// withoutMeta reports, by a scan, that params (valid JSON, as a decoded
+// message's are) are an object with no member encoding/json would take for
+// _meta, whose name it matches without regard to case: every name plain
+// ASCII without escapes, none "_meta" in any case. Then ReadRequestMeta
+// has nothing to return and need not decode the params, as every request
+// of the earlier revisions has them. False when the scan cannot tell.
+func withoutMeta(params json.RawMessage) bool {
+	s := jsonx.ScanObject(params)
+	for s.Next() {
+		name := s.Member().Name
+		for _, c := range name {
+			if c == '\\' || c >= 0x80 {
+				return false
+			}
+		}
+		if strings.EqualFold(string(name[1:len(name)-1]), "_meta") {
+			return false
+		}
+	}
+	_, closed := s.End()
+	return closed
 }
 
 // ProtocolVersion returns the protocol version a request's params._meta
