@@ -352,7 +352,8 @@ func decodeWithEncodingJSON(data []byte) (*Message, error) {
 	return msg, nil
 }
 
-// parseIDWithEncodingJSON is ParseID without its shortcut for plain strings.
+// parseIDWithEncodingJSON is ParseID without its shortcuts for plain
+// strings and plain integers.
 func parseIDWithEncodingJSON(raw json.RawMessage) (ID, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
@@ -361,6 +362,13 @@ func parseIDWithEncodingJSON(raw json.RawMessage) (ID, error) {
 			return "", fmt.Errorf(`"id" must be a string or a number`)
 		}
 		return StringID(s), nil
+	}
+	if len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return "", fmt.Errorf(`"id" must be a string or a number`)
+		}
+		return ID(n), nil
 	}
 	return ParseID(raw)
 }

@@ -267,6 +267,8 @@ func ParseID(raw json.RawMessage) (ID, error) {
 			return "", fmt.Errorf(`"id" must be a string or a number`)
 		}
 		return StringID(s), nil
+	case plainInteger(raw):
+		return ID(raw), nil // what json.Number keeps of it
 	case c == '-' || (c >= '0' && c <= '9'):
 		var n json.Number
 		if err := json.Unmarshal(raw, &n); err != nil {
@@ -276,6 +278,20 @@ func ParseID(raw json.RawMessage) (ID, error) {
 	default:
 		return "", fmt.Errorf(`"id" must be a string or a number`)
 	}
+}
+
+// plainInteger reports whether raw is a JSON number of digits alone, the
+// ids most peers send: no sign, fraction or exponent, no leading zero.
+func plainInteger(raw []byte) bool {
+	if len(raw) == 0 || (raw[0] == '0' && len(raw) > 1) {
+		return false
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // plainString returns the value of the JSON string raw when it can be read
