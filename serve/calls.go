@@ -314,12 +314,16 @@ func (s *Session) readChunks(ctx context.Context, caller corridor.Caller, p stri
 		if etag != "" && r.ETag != etag {
 			return nil, "", errcode.New(errcode.ConcurrencyConflict, "the file changed while it was read")
 		}
-		if data == nil {
+		done := r.EOF || len(r.Data) == 0
+		switch {
+		case data == nil && done: // the whole file in one chunk: the executor's buffer is the call's own
+			return r.Data, r.ETag, nil
+		case data == nil:
 			data = make([]byte, 0, r.Size)
 		}
 		etag = r.ETag
 		data = append(data, r.Data...)
-		if r.EOF || len(r.Data) == 0 {
+		if done {
 			return data, etag, nil
 		}
 		length = min(s.cfg.MaxReadBytes, max(r.Size-int64(len(data)), 1))
