@@ -301,3 +301,64 @@ func TestFastRootChecksItsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReopenThroughProcFD: a fast root reopens a held file through its
+// descriptor of /proc/self/fd (procfs, checked), which opens the object held
+// (the same device and inode as its O_PATH descriptor); once the root is
+// closed its /proc descriptor is closed too, and a file held before is
+// reopened by the path /proc/self/fd/N instead, the object held still.
+func TestReopenThroughProcFD(t *testing.T) {
+	needOpenat2(t)
+	f := newFastFixture(t)
+	if f.rh.fast.procFD < 0 {
+		t.Fatal("no descriptor of /proc/self/fd: reopens take the path")
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(f.rh.fast.procFD, &fs); err != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+		t.Fatalf("the /proc descriptor is not procfs: %x, %v", fs.Type, err)
+	}
+	for _, name := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := func(name string) Target {
+		t.Helper()
+		tg, ok := f.rh.fast.resolveHeld(f.path(t, "proj/"+name))
+		if !ok {
+			t.Fatalf("%s was not held", name)
+		}
+		t.Cleanup(tg.held.release)
+		return tg
+	}
+	requireHeldObject := func(tg Target, name string) {
+		t.Helper()
+		r, _, err := tg.held.reopen(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var opened, held unix.Stat_t
+		if err := unix.Fstat(r.(fdFile).fd, &opened); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fstat(tg.held.fd, &held); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		n, _ := r.ReadAt(buf, 0)
+		if opened.Dev != held.Dev || opened.Ino != held.Ino || string(buf[:n]) != name {
+			t.Fatalf("reopened %d:%d (%q), holding %d:%d (%s)", opened.Dev, opened.Ino, buf[:n], held.Dev, held.Ino, name)
+		}
+	}
+	a, b := hold("a.txt"), hold("b.txt")
+	requireHeldObject(b, "b.txt")
+	requireHeldObject(a, "a.txt")
+	if err := f.x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.rh.fast.procFD != -1 {
+		t.Fatalf("the /proc descriptor %d is left open", f.rh.fast.procFD)
+	}
+	requireHeldObject(a, "a.txt")
+}

@@ -48,11 +48,17 @@ var errNoProc = errors.New("executor: no reopen through /proc")
 // tells what is there, so the fast paths only ever succeed on the cases that
 // need no decision of their own.
 type fastRoot struct {
-	// mu keeps fd from being closed while a fast path uses it: a closed
-	// descriptor's number is soon reused by some other open, and a lookup
-	// relative to it would then start anywhere.
+	// mu keeps fd and procFD from being closed while a fast path uses them:
+	// a closed descriptor's number is soon reused by some other open, and a
+	// lookup relative to it would then start anywhere.
 	mu sync.RWMutex
 	fd int // -1 once closed
+	// procFD is an O_PATH descriptor of this process's /proc/self/fd,
+	// checked to be procfs, through which a file checked on its O_PATH
+	// descriptor is reopened (reopen): one lookup of the descriptor's
+	// number instead of /proc/self/fd/N's walk from /. -1 when it could not
+	// be opened (the reopen then takes the path) and once closed.
+	procFD int
 }
 
 // openFastRoot opens dir, the root whose os.Root gave want, as an O_PATH
@@ -82,7 +88,40 @@ func openFastRoot(dir string, want Info) (*fastRoot, error) {
 		return nil, fmt.Errorf("openat2 is not usable: %w", err)
 	}
 	_ = unix.Close(probe)
-	return &fastRoot{fd: fd}, nil
+	return &fastRoot{fd: fd, procFD: openProcFD()}, nil
+}
+
+// openProcFD opens /proc/self/fd as an O_PATH directory descriptor, or
+// returns -1 when it cannot be opened or is not procfs ("self" is resolved
+// now: the descriptor stays this process's).
+func openProcFD() int {
+	fd, err := retryEINTR(func() (int, error) {
+		return unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return -1
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+		_ = unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// reopen opens the file of pfd, an O_PATH descriptor of this process, for
+// reading through /proc: by its number in procFD when it is open, else by
+// the path /proc/self/fd/N.
+func (f *fastRoot) reopen(pfd int) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	name := strconv.Itoa(pfd)
+	return retryEINTR(func() (int, error) {
+		if f.procFD >= 0 {
+			return unix.Openat(f.procFD, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		}
+		return unix.Open("/proc/self/fd/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
 }
 
 // close closes the descriptor, once no fast path is using it.
@@ -97,6 +136,10 @@ func (f *fastRoot) close() error {
 	}
 	err := unix.Close(f.fd)
 	f.fd = -1
+	if f.procFD >= 0 {
+		_ = unix.Close(f.procFD)
+		f.procFD = -1
+	}
 	if err != nil {
 		return fmt.Errorf("close a root's descriptor: %w", err)
 	}
@@ -186,9 +229,7 @@ func (f *fastRoot) open(t Target) (fileReader, Info, error) {
 	if info.Type != TypeFile {
 		return nil, Info{}, notRegular()
 	}
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := f.reopen(pfd)
 	if err != nil {
 		return nil, Info{}, errNoProc
 	}
@@ -226,7 +267,7 @@ func (f *fastRoot) resolveHeld(p canon.Path) (t Target, ok bool) {
 		_ = unix.Close(fd)
 		return Target{}, false
 	}
-	return Target{Path: p, Exists: true, Info: info, ParentExists: true, held: &heldFile{fd: fd}}, true
+	return Target{Path: p, Exists: true, Info: info, ParentExists: true, held: &heldFile{fd: fd, root: f}}, true
 }
 
 // heldFile is the O_PATH descriptor of a regular file a Target was resolved
@@ -234,8 +275,9 @@ func (f *fastRoot) resolveHeld(p canon.Path) (t Target, ok bool) {
 // at the path afterwards, a reopen of the descriptor opens the file found
 // then, which was a regular file inside the root.
 type heldFile struct {
-	mu sync.Mutex // held while the descriptor is used or closed
-	fd int        // -1 once released
+	mu   sync.Mutex // held while the descriptor is used or closed
+	fd   int        // -1 once released
+	root *fastRoot  // the root it was opened in, which reopens it
 }
 
 // errNotHeld says that the held descriptor was released, or could not be
@@ -252,9 +294,7 @@ func (h *heldFile) reopen(t Target) (fileReader, Info, error) {
 	if h.fd < 0 {
 		return nil, Info{}, errNotHeld
 	}
-	fd, err := retryEINTR(func() (int, error) {
-		return unix.Open("/proc/self/fd/"+strconv.Itoa(h.fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	})
+	fd, err := h.root.reopen(h.fd)
 	if err != nil {
 		return nil, Info{}, errNotHeld
 	}
