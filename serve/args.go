@@ -321,11 +321,11 @@ func canonicalCall(params json.RawMessage) (name string, argsValue map[string]an
 	s := jsonx.ScanObject(params)
 	for s.Next() {
 		m := s.Member()
-		member, ok := jsonx.Unquote(m.Name)
+		member, ok := jsonx.UnquoteBytes(m.Name)
 		if !ok {
 			return "", nil, nil, false
 		}
-		switch member {
+		switch string(member) {
 		case "name": // a later duplicate replaces an earlier one, as in the general way
 			rawName = m.Value
 		case "arguments":

@@ -189,11 +189,11 @@ func withoutMember(raw []byte, key string) (rest []byte, ok bool) {
 	s := jsonx.ScanObject(raw)
 	for s.Next() {
 		m := s.Member()
-		name, ok := jsonx.Unquote(m.Name)
+		name, ok := jsonx.UnquoteBytes(m.Name)
 		if !ok {
 			return nil, false
 		}
-		if name != key {
+		if string(name) != key {
 			if len(out) > 1 {
 				out = append(out, ',')
 			}

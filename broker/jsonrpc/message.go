@@ -165,12 +165,12 @@ func splitMembers(data []byte) (m members, ok bool) {
 	s := jsonx.ScanObject(data)
 	for s.Next() {
 		member := s.Member()
-		name, ok := jsonx.Unquote(member.Name)
+		name, ok := jsonx.UnquoteBytes(member.Name)
 		if !ok {
 			return members{}, false // not reached: the text is valid
 		}
 		var dst *json.RawMessage
-		switch name {
+		switch string(name) {
 		case "jsonrpc":
 			dst = &m.jsonrpc
 		case "id":

@@ -93,21 +93,50 @@ func SkipValue(b []byte, i int) (end int, ok bool) {
 // no escape, control character or invalid UTF-8, else what json.Unmarshal
 // makes of it. ok is false when quoted is not a valid JSON string.
 func Unquote(quoted []byte) (s string, ok bool) {
-	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' {
+	inner, quotes, plain := plainInner(quoted)
+	switch {
+	case !quotes:
 		return "", false
-	}
-	inner := quoted[1 : len(quoted)-1]
-	plain := true
-	for _, c := range inner {
-		if c < 0x20 || c == '"' || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain && utf8.Valid(inner) {
+	case plain:
 		return string(inner), true
 	}
 	return s, json.Unmarshal(quoted, &s) == nil
+}
+
+// UnquoteBytes is Unquote that returns the value as bytes: the bytes
+// between the quotes themselves when they hold no escape, control character
+// or invalid UTF-8 (nothing is allocated: a member name compared with
+// switch string(name) costs no copy), else a decoded copy.
+func UnquoteBytes(quoted []byte) (b []byte, ok bool) {
+	inner, quotes, plain := plainInner(quoted)
+	switch {
+	case !quotes:
+		return nil, false
+	case plain:
+		return inner, true
+	}
+	var s string
+	if json.Unmarshal(quoted, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
+// plainInner returns the bytes between the quotes of quoted, whether it
+// starts and ends with a quote, and whether those bytes are the string's
+// value as they stand (no escape, control character, inner quote or invalid
+// UTF-8).
+func plainInner(quoted []byte) (inner []byte, quotes, plain bool) {
+	if len(quoted) < 2 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' {
+		return nil, false, false
+	}
+	inner = quoted[1 : len(quoted)-1]
+	for _, c := range inner {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return inner, true, false
+		}
+	}
+	return inner, true, utf8.Valid(inner)
 }
 
 // Member is one member of a JSON object as it stands in the scanned

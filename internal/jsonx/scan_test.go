@@ -153,19 +153,19 @@ func FuzzObjectScanner(f *testing.F) {
 // quotedCases are JSON strings, valid and not, as a scan finds them.
 var quotedCases = []string{
 	`""`, `"plain"`, `"esc\"aped"`, `"\u0074ime"`, `"\ud800"`, "\"bad \xff\"", "\"ctl \x01\"", `"a"b"`,
-	`"trail\"`, `"`, `x`, `"é"`, `"\n"`, `"\x"`,
+	`"trail\"`, `"`, `x`, `"é"`, `"\n"`, `"\x"`, `"" `, ` ""`,
 }
 
-// TestUnquoteMatchesEncodingJSON: Unquote decodes a quoted string as
-// json.Unmarshal does, and refuses what it refuses.
+// TestUnquoteMatchesEncodingJSON: Unquote and UnquoteBytes decode a
+// quoted string as json.Unmarshal does, and refuse what it refuses.
 func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 	for _, q := range quotedCases {
 		checkUnquote(t, []byte(q))
 	}
 }
 
-// FuzzUnquote compares Unquote with json.Unmarshal on any bytes between
-// quotes.
+// FuzzUnquote compares Unquote and UnquoteBytes with json.Unmarshal on any
+// bytes between quotes.
 func FuzzUnquote(f *testing.F) {
 	for _, q := range quotedCases {
 		f.Add([]byte(q))
@@ -188,5 +188,21 @@ func checkUnquote(t *testing.T, q []byte) {
 	err := json.Unmarshal(q, &want)
 	if ok != (err == nil) || got != want {
 		t.Fatalf("Unquote(%q) = %q, %t; json.Unmarshal: %q, %v", q, got, ok, want, err)
+	}
+	if b, bok := UnquoteBytes(q); bok != ok || string(b) != got {
+		t.Fatalf("UnquoteBytes(%q) = %q, %t; Unquote: %q, %t", q, b, bok, got, ok)
+	}
+}
+
+// TestUnquoteBytesOfAPlainNameAllocatesNothing: a plain member name is
+// compared without a copy, as the decoders of every request compare theirs.
+func TestUnquoteBytesOfAPlainNameAllocatesNothing(t *testing.T) {
+	name := []byte(`"method"`)
+	if n := testing.AllocsPerRun(100, func() {
+		if b, ok := UnquoteBytes(name); !ok || string(b) != "method" {
+			t.Fatalf("UnquoteBytes(%s) = %q, %t", name, b, ok)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations", n)
 	}
 }
