@@ -79,11 +79,13 @@ type textReply struct {
 // AppendJSON implements jsonrpc.ResultAppender.
 func (r *textReply) AppendJSON(b []byte) []byte {
 	b = append(b, `{"content":[{"type":"text","text":`...)
+	start := len(b)
 	b = jsonx.AppendString(b, r.text)
+	end := len(b)
 	b = append(b, "}]"...)
-	if r.structured {
+	if r.structured { // the same text again: its encoding copied, not made twice
 		b = append(b, `,"structuredContent":{"content":`...)
-		b = jsonx.AppendString(b, r.text)
+		b = append(b, b[start:end]...)
 		b = append(b, '}')
 	}
 	if r.isError {
