@@ -80,17 +80,7 @@ func startFirstReadHost(b *testing.B, n int) *firstReadHost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- sess.Run(context.Background()) }()
-	b.Cleanup(func() {
-		_ = hostEnd.Close()
-		if err := <-done; err != nil {
-			b.Errorf("the session ended with %v", err)
-		}
-		if err := rt.Close(); err != nil {
-			b.Errorf("close the runtime: %v", err)
-		}
-	})
+	runPipeSession(b, sess, hostEnd, rt)
 	h.stream = hostEnd
 	h.send(b, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":`+testClientInit+`}`))
 	if reply := h.receive(b); !bytes.Contains(reply, []byte(`"protocolVersion"`)) {

@@ -8,6 +8,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,23 +49,31 @@ func startPipeSession(t *testing.T, provider consent.Provider, init string, twea
 	if ps.sess, err = NewSession(brokerEnd, ps.config(tweak)); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- ps.sess.Run(context.Background()) }()
-	t.Cleanup(func() {
-		_ = hostEnd.Close()
-		if err := <-done; err != nil {
-			t.Errorf("the session ended with %v", err)
-		}
-		if err := rt.Close(); err != nil {
-			t.Errorf("close the runtime: %v", err)
-		}
-	})
+	runPipeSession(t, ps.sess, hostEnd, rt)
 	ps.host = mcppeer.New(t, "the serve session", hostEnd, append([]mcppeer.Option{mcppeer.RequireValid()}, opts...)...)
 	if init != "" { // a host of protocol 2026-07-28 sends no initialize
 		ps.host.Call(0, "initialize", json.RawMessage(init))
 		ps.host.Notify("notifications/initialized", nil)
 	}
 	return ps
+}
+
+// runPipeSession runs sess until the test ends; then it closes the host's
+// end of the pipes, requires the session to end without an error, and
+// closes the runtime.
+func runPipeSession(tb testing.TB, sess *Session, hostEnd io.Closer, rt *runtime.Runtime) {
+	tb.Helper()
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(context.Background()) }()
+	tb.Cleanup(func() {
+		_ = hostEnd.Close()
+		if err := <-done; err != nil {
+			tb.Errorf("the session ended with %v", err)
+		}
+		if err := rt.Close(); err != nil {
+			tb.Errorf("close the runtime: %v", err)
+		}
+	})
 }
 
 // openTestRuntime makes a test session's tree (proj/dir/a.txt, writable)
