@@ -10,6 +10,7 @@ import (
 
 	"github.com/fsbroker/fsbroker/broker/consent"
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/internal/cputime"
 )
 
 // BenchmarkAutoConsentFirstRead is what `fsbroker serve --consent auto` does for a file no grant
@@ -37,7 +38,7 @@ func BenchmarkAutoConsentFirstRead(b *testing.B) {
 			c.consent = consent.Auto{}
 			ctx := context.Background()
 			b.ReportAllocs()
-			cpu0, haveCPU := processCPUTime()
+			cpu0, haveCPU := cputime.Process()
 			b.ResetTimer()
 			for _, p := range files {
 				r, err := c.Consent(ctx, caller, ConsentRequest{Paths: []string{p}, Access: "read", Resolve: ConsentFollowToFile})
@@ -49,7 +50,7 @@ func BenchmarkAutoConsentFirstRead(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if cpu1, _ := processCPUTime(); haveCPU {
+			if cpu1, _ := cputime.Process(); haveCPU {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 		})
