@@ -81,19 +81,26 @@ func (m entryMembers) with(name string) entryMembers {
 // every use must then be v.name or object.get(v, "name", default). Anything else is a read of
 // the whole entry: input or input.entries as a whole, input by a computed key, input.entries[k]
 // in any other place, an entry's variable anywhere but in those two forms (a call's argument, a
-// comparison, an object built from it, print), a member by a computed name.
+// comparison, an object built from it, print) or bound to an entry twice in a rule (a
+// comparison of two entries), a member by a computed name, object.get replaced by `with`.
 func readEntryMembers(modules map[string]*ast.Module) entryMembers {
 	entryVars := map[ast.Var]bool{}
+	all := false
 	for _, m := range modules {
-		ast.WalkExprs(m, func(x *ast.Expr) bool {
-			if v, ok := entryBinding(x); ok {
-				entryVars[v] = true
-			}
-			return false
-		})
+		for _, r := range m.Rules {
+			// A variable bound to an entry twice in one rule (e = input.entries[i]; e =
+			// input.entries[j]) compares the two entries whole.
+			bound := map[ast.Var]bool{}
+			ast.WalkExprs(r, func(x *ast.Expr) bool {
+				if v, ok := entryBinding(x); ok {
+					all = all || bound[v]
+					bound[v], entryVars[v] = true, true
+				}
+				return false
+			})
+		}
 	}
 	var read entryMembers
-	all := false
 	var vis *ast.GenericVisitor
 	// member records a use of an entry's member by the term key; a computed one is a read of all.
 	member := func(key *ast.Term) {
@@ -109,6 +116,12 @@ func readEntryMembers(modules map[string]*ast.Module) entryMembers {
 		}
 		switch v := x.(type) {
 		case *ast.With: // its target is replaced, not read
+			// object.get replaced by a function: that function gets the entry whole, whatever
+			// the key.
+			if target, ok := v.Target.Value.(ast.Ref); ok && target.Equal(ast.ObjectGet.Ref()) {
+				all = true
+				return true
+			}
 			vis.Walk(v.Value)
 			return true
 		case *ast.Expr:

@@ -90,6 +90,11 @@ func TestReadEntryMembers(t *testing.T) {
 		{"input by a computed key", `local_any contains k if { some k in ["entries"]; input[k] }`, nil, false},
 		{"an entry as a key", `local_keyed if data.local[input.entries[_]]`, nil, false},
 		{"under with", `local_w if { some e in input.entries; e.size > 1 with data.x as 1 }`, []string{"size"}, false},
+		{"object.get replaced", "local_get(o, _, _) := o.nlink\n" +
+			`local_r if { some e in input.entries; object.get(e, "size", 0) > 1 with object.get as local_get }`, nil, false},
+		{"bound to two entries", `local_twin if { e = input.entries[i]; e = input.entries[j]; i != j }`, nil, false},
+		{"bound in two rules", "local_a if { e = input.entries[_]; e.size > 1 }\nlocal_b if { e = input.entries[_]; e.type == \"file\" }",
+			[]string{"type", "size"}, false},
 	}
 	for _, c := range cases {
 		m, err := ast.ParseModuleWithOpts("local.rego", head+c.rules, parserOptions())
@@ -227,6 +232,59 @@ func TestBuiltinBatchesAgreeWithEveryMember(t *testing.T) {
 		}
 		if err != nil || !reflect.DeepEqual(got, want) || !slices.Equal(slices.Sorted(maps.Keys(got)), expected) {
 			t.Errorf("%s: %v, %v; the JSON input gives %v; want %v", op, got, err, want, expected)
+		}
+	}
+}
+
+// TestEntryMembersMissedReads attacks the analysis with reads it took for member reads: an
+// object.get replaced by a function of the operator's (with object.get as f: f gets the entry
+// whole and reads what it likes), and an entry's variable bound to two entries (e =
+// input.entries[i]; e = input.entries[j] compares them whole). Through the Decider, each operator
+// rule beside the built-in set decides a batch as the same batch with every member (sent as
+// JSON) does, for visible and consentable.
+func TestEntryMembersMissedReads(t *testing.T) {
+	rules := map[string]string{
+		"object.get replaced": "local_get(o, _, _) := o.nlink\n" +
+			`hide contains e.mountPath if { some e in input.entries; object.get(e, "size", 0) > 1 with object.get as local_get }`,
+		"object.get replaced in a rule it calls": "local_get(o, _, _) := o.nlink\n" +
+			"local_linked contains e.mountPath if { some e in input.entries; object.get(e, \"size\", 0) > 1 }\n" +
+			`hide contains p if { some p in local_linked with object.get as local_get }`,
+		"an entry's variable bound twice": "local_twin(i) if { e = input.entries[i]; e = input.entries[j]; i != j }\n" +
+			`hide contains e.mountPath if { some i; e = input.entries[i]; not local_twin(i) }`,
+	}
+	entry := func(rel, typ string, size int64, nlink uint64) decision.InputPath {
+		return decision.InputPath{Requested: "proj/" + rel, Canonical: "/home/u/proj/" + rel, Root: "/home/u/proj", Mount: "proj",
+			Relative: rel, MountPath: "proj/" + rel, Writable: true, Exists: true, Type: typ, Size: size, Nlink: nlink}
+	}
+	// Two events on proj/a.go, one before and one after it grew: twins in every member but size.
+	entries := []decision.InputPath{entry("a.go", "file", 10, 1), entry("hard", "file", 20, 2), entry("dir", "directory", 0, 3),
+		entry("a.go", "file", 99, 1)}
+	ctx := context.Background()
+	for name, rule := range rules {
+		files := maps.Clone(defaultFiles(t))
+		files["local.rego"] = "package fsbroker.authz\n\n" + rule + "\n"
+		e := newTestEngine(t, files, WithRunTests(false))
+		for _, op := range []string{decision.OpVisible, decision.OpConsent} {
+			in := decision.Input{Version: 1, Method: "files/list", Operation: op,
+				Server: decision.InputServer{ID: "example", Name: "example"}, Session: decision.InputSession{ID: "s1"},
+				Time: decision.NewInputTime(time.Now())}
+			decide, decideJSON := Decider{Engine: e}.Visible, e.Visible
+			if op == decision.OpConsent {
+				in.Method, in.Params = "files/consent", json.RawMessage(`{"access":"read"}`)
+				decide, decideJSON = Decider{Engine: e}.Consentable, e.Consentable
+			}
+			got, err := decide(ctx, &in, entries)
+			batch := in
+			batch.Entries = entries
+			doc, _ := encodeInput(&batch)
+			want, wantErr := decideJSON(ctx, json.RawMessage(doc))
+			if wantErr != nil || len(want) == len(entries) {
+				t.Fatalf("%s %s: the JSON input gives %v, %v: the rule hides nothing", name, op, want, wantErr)
+			}
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s: shown %v, %v (members %v); the JSON input gives %v", name, op, got, err,
+					memberNamesOf(e.current().entryMembers), want)
+			}
 		}
 	}
 }
