@@ -288,3 +288,41 @@ func TestEntryMembersMissedReads(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRecomputesEntryMembers: a policy directory edited to add a hide rule on a member the
+// set did not read before (size) is reloaded with that member built, and the batch decided before
+// the edit (cached by the old set) is decided again by the new one: the large entry is hidden.
+func TestReloadRecomputesEntryMembers(t *testing.T) {
+	dir := policyDir(t, defaultFiles(t))
+	ctx := context.Background()
+	e, err := New(ctx, Source{Dir: dir}, WithRunTests(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.current().entryMembers.has("size") {
+		t.Fatal("the built-in set reads size")
+	}
+	entries := []decision.InputPath{
+		{Requested: "proj/a.go", Canonical: "/home/u/proj/a.go", Root: "/home/u/proj", Mount: "proj", Relative: "a.go",
+			MountPath: "proj/a.go", Exists: true, Type: "file", Size: 10},
+		{Requested: "proj/big.bin", Canonical: "/home/u/proj/big.bin", Root: "/home/u/proj", Mount: "proj", Relative: "big.bin",
+			MountPath: "proj/big.bin", Exists: true, Type: "file", Size: 1 << 20},
+	}
+	in := decision.Input{Version: 1, Method: "files/list", Operation: decision.OpVisible,
+		Server: decision.InputServer{ID: "example", Name: "example"}, Session: decision.InputSession{ID: "s1"},
+		Time: decision.NewInputTime(time.Now())}
+	d := Decider{Engine: e}
+	if got, err := d.Visible(ctx, &in, entries); err != nil || len(got) != 2 {
+		t.Fatalf("before the edit: shown %v, %v; want both", got, err)
+	}
+	writeFiles(t, dir, map[string]string{"local.rego": "package fsbroker.authz\n\n" +
+		`hide contains e.mountPath if { some e in input.entries; e.size > 4096 }` + "\n"})
+	var reloadErr error
+	e.Reload(ctx, func(_ string, err error) { reloadErr = err })
+	if reloadErr != nil || !e.current().entryMembers.has("size") {
+		t.Fatalf("after the edit: %v, members %v", reloadErr, memberNamesOf(e.current().entryMembers))
+	}
+	if got, err := d.Visible(ctx, &in, entries); err != nil || !reflect.DeepEqual(got, map[string]bool{"proj/a.go": true}) {
+		t.Errorf("after the edit: shown %v, %v; want proj/a.go only", got, err)
+	}
+}
