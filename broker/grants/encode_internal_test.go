@@ -18,7 +18,7 @@ type (
 		Version int        `json:"version"`
 		Server  string     `json:"server"`
 		Grants  []refGrant `json:"grants"`
-		Blocks  []refBlock `json:"blocks,omitempty"`
+		Blocks  []refBlock `json:"blocks"`
 	}
 	refEvery struct {
 		Version    int        `json:"version"`
@@ -90,9 +90,9 @@ func TestEncodeFileMatchesEncodingJSON(t *testing.T) {
 		c     contents
 		want  []byte
 	}{
-		{"grants", false, contents{grants: grants}, enc(refFile{Version: 2, Server: "notes <x>", Grants: refGrants(grants)})},
-		{"no grants, blocks", false, contents{blocks: blocks[1:]}, enc(refFile{Version: 3, Server: "notes <x>", Grants: []refGrant{}, Blocks: refBlocks(blocks[1:])})},
-		{"grants and blocks", false, contents{grants: grants[:1], blocks: blocks}, enc(refFile{Version: 3, Server: "notes <x>", Grants: refGrants(grants[:1]), Blocks: refBlocks(blocks)})},
+		{"grants", false, contents{grants: grants}, enc(refFile{Version: 4, Server: "notes <x>", Grants: refGrants(grants), Blocks: []refBlock{}})},
+		{"no grants, blocks", false, contents{blocks: blocks[1:]}, enc(refFile{Version: 4, Server: "notes <x>", Grants: []refGrant{}, Blocks: refBlocks(blocks[1:])})},
+		{"grants and blocks", false, contents{grants: grants[:1], blocks: blocks}, enc(refFile{Version: 4, Server: "notes <x>", Grants: refGrants(grants[:1]), Blocks: refBlocks(blocks)})},
 		{"every server", true, contents{blocks: blocks}, enc(refEvery{Version: 3, AllServers: true, Blocks: refBlocks(blocks)})},
 		{"every server, no blocks", true, contents{}, enc(refEvery{Version: 3, AllServers: true, Blocks: []refBlock{}})},
 	}
@@ -109,7 +109,7 @@ func TestEncodeFileMatchesEncodingJSON(t *testing.T) {
 		if c.every && len(c.c.blocks) == 0 {
 			continue
 		}
-		_, back, err := parse(got, server, c.every)
+		_, back, _, err := parse(got, server, c.every)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue

@@ -19,15 +19,24 @@ import (
 	"github.com/fsbroker/fsbroker/internal/jsonx"
 )
 
-// fileIn is a grants file as read. Versions 1 and 2 hold "version",
-// "server" and "grants"; version 3 adds "blocks". The every-server file is
-// version 3 with "allServers": true and "blocks", and nothing else.
+// fileIn is a grants file as read (its compacted part in version 4).
+// Versions 1 and 2 hold "version", "server" and "grants"; version 3 adds
+// "blocks"; version 4 is version 3 followed by appended records (recordIn).
+// The every-server file is version 3 with "allServers": true and "blocks",
+// and nothing else.
 type fileIn struct {
 	Version    *int       `json:"version"`
 	Server     *string    `json:"server"`
 	AllServers *bool      `json:"allServers"`
 	Grants     *[]grantIn `json:"grants"`
 	Blocks     *[]blockIn `json:"blocks"`
+}
+
+// recordIn is one appended record of a version 4 file: one grant of the
+// file's server, on a line of its own.
+type recordIn struct {
+	Server *string  `json:"server"`
+	Grant  *grantIn `json:"grant"`
 }
 
 type grantIn struct {
@@ -60,11 +69,14 @@ type rootIn struct {
 // belong to; "": any, and the server is returned), or with every the
 // every-server file. A missing file is empty, and its server "".
 func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
-	b, _, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
+	f, b, _, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
+	if f != nil {
+		f.Close()
+	}
 	if err != nil || b == nil {
 		return "", contents{}, st, err
 	}
-	server, c, err = parse(b, want, every)
+	server, c, _, err = parse(b, want, every)
 	if err != nil {
 		return "", contents{}, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -99,17 +111,27 @@ func sumOf(seed maphash.Seed, b []byte) fileSum {
 // known sums: then same is true and b nil, and the file was read through a
 // small buffer, none of it kept. Otherwise b is the file's bytes (nil when
 // it does not exist; an existing empty file is an empty, non-nil slice) and
-// sum theirs. A file that is not a regular file, or is larger than
-// maxFileSize, is corrupt.
-func readIfChanged(path string, seed maphash.Seed, known fileSum) (b []byte, sum fileSum, st stamp, same bool, err error) {
-	f, err := os.Open(path)
+// sum theirs. f is the file read, still open, for the caller to close or
+// hold (nil when it does not exist, or on an error). A file that is not a
+// regular file, or is larger than maxFileSize, is corrupt.
+func readIfChanged(path string, seed maphash.Seed, known fileSum) (f *os.File, b []byte, sum fileSum, st stamp, same bool, err error) {
+	f, err = os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fileSum{}, stamp{}, !known.exists, nil
+		return nil, nil, fileSum{}, stamp{}, !known.exists, nil
 	}
 	if err != nil {
-		return nil, fileSum{}, stamp{}, false, err
+		return nil, nil, fileSum{}, stamp{}, false, err
 	}
-	defer f.Close()
+	b, sum, st, same, err = readOpen(f, seed, known)
+	if err != nil {
+		f.Close()
+		return nil, nil, fileSum{}, st, false, err
+	}
+	return f, b, sum, st, same, nil
+}
+
+// readOpen is readIfChanged on the open file f.
+func readOpen(f *os.File, seed maphash.Seed, known fileSum) (b []byte, sum fileSum, st stamp, same bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fileSum{}, stamp{}, false, err
@@ -160,62 +182,136 @@ func readAllInto(b []byte, r io.Reader) ([]byte, error) {
 	}
 }
 
-// parse decodes and checks a file's content.
-func parse(b []byte, want string, every bool) (string, contents, error) {
+// layout is how a server's file is laid out: what Grant needs to know to
+// append a record to it rather than rewrite it.
+type layout struct {
+	// appendable is true for a version 4 file that ends with a complete
+	// record (or its compacted part): a record may be appended.
+	appendable bool
+	// base is the length of the compacted part (the JSON object and its
+	// newline); appended that of the complete records after it.
+	base, appended int
+}
+
+// parse decodes and checks a file's content. In a version 4 file, the
+// bytes after the last newline are a record whose append was cut short (a
+// crash mid-write, or a write still under way): they are ignored, and the
+// file is not appendable until rewritten. Anything else that is not a
+// complete, valid record of the file's server is an error.
+func parse(b []byte, want string, every bool) (string, contents, layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var in fileIn
 	if err := dec.Decode(&in); err != nil {
-		return "", contents{}, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", contents{}, errors.New("data after the JSON object")
+		return "", contents{}, layout{}, err
 	}
 	if in.Version == nil {
-		return "", contents{}, errors.New(`"version" is required`)
+		return "", contents{}, layout{}, errors.New(`"version" is required`)
 	}
 	version := *in.Version
-	if version != formatVersionNoRoots && version != formatVersionNoBlocks && version != FormatVersion {
-		return "", contents{}, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d to %d; a newer one may have written it)",
+	if version < formatVersionNoRoots || version > FormatVersion {
+		return "", contents{}, layout{}, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d to %d; a newer one may have written it)",
 			version, formatVersionNoRoots, FormatVersion)
 	}
+	var (
+		records [][]byte
+		lay     layout
+	)
+	if version == FormatVersion && !every {
+		var err error
+		if records, lay, err = splitRecords(b, int(dec.InputOffset())); err != nil {
+			return "", contents{}, layout{}, err
+		}
+	} else if _, err := dec.Token(); err != io.EOF {
+		return "", contents{}, layout{}, errors.New("data after the JSON object")
+	}
 	if every {
-		if version != FormatVersion || in.AllServers == nil || !*in.AllServers || in.Blocks == nil || in.Server != nil || in.Grants != nil {
-			return "", contents{}, fmt.Errorf(`the blocks for every server are a version %d object with "allServers": true and "blocks", and nothing else`, FormatVersion)
+		if version != formatVersionAllServers || in.AllServers == nil || !*in.AllServers || in.Blocks == nil || in.Server != nil || in.Grants != nil {
+			return "", contents{}, layout{}, fmt.Errorf(`the blocks for every server are a version %d object with "allServers": true and "blocks", and nothing else`, formatVersionAllServers)
 		}
 		bs, err := parseBlocks(*in.Blocks)
-		return AllServers, contents{blocks: bs}, err
+		return AllServers, contents{blocks: bs}, layout{}, err
 	}
 	switch {
 	case in.AllServers != nil:
-		return "", contents{}, errors.New(`"allServers" belongs in the file of the blocks for every server only`)
+		return "", contents{}, layout{}, errors.New(`"allServers" belongs in the file of the blocks for every server only`)
 	case in.Server == nil || in.Grants == nil:
-		return "", contents{}, errors.New(`"version", "server" and "grants" are required`)
-	case version == FormatVersion && in.Blocks == nil:
-		return "", contents{}, fmt.Errorf(`"blocks" is required in version %d`, FormatVersion)
-	case version != FormatVersion && in.Blocks != nil:
-		return "", contents{}, fmt.Errorf(`"blocks" in a version %d file (blocks came with version %d)`, version, FormatVersion)
+		return "", contents{}, layout{}, errors.New(`"version", "server" and "grants" are required`)
+	case version >= formatVersionBlocks && in.Blocks == nil:
+		return "", contents{}, layout{}, fmt.Errorf(`"blocks" is required in version %d`, version)
+	case version < formatVersionBlocks && in.Blocks != nil:
+		return "", contents{}, layout{}, fmt.Errorf(`"blocks" in a version %d file (blocks came with version %d)`, version, formatVersionBlocks)
 	case want != "" && *in.Server != want:
-		return "", contents{}, fmt.Errorf("it holds the grants of server %q", *in.Server)
+		return "", contents{}, layout{}, fmt.Errorf("it holds the grants of server %q", *in.Server)
 	}
 	server := *in.Server
 	if err := validServer(server); err != nil {
-		return "", contents{}, err
+		return "", contents{}, layout{}, err
 	}
-	gs, err := parseGrants(*in.Grants, server, version)
+	all := *in.Grants
+	for i, line := range records {
+		g, err := parseRecord(line, server)
+		if err != nil {
+			return "", contents{}, layout{}, fmt.Errorf("appended record %d: %v", i, err)
+		}
+		all = append(all, g)
+	}
+	gs, err := parseGrants(all, server, version)
 	if err != nil {
-		return "", contents{}, err
+		return "", contents{}, layout{}, err
 	}
 	var bs []Block
 	if in.Blocks != nil {
 		if bs, err = parseBlocks(*in.Blocks); err != nil {
-			return "", contents{}, err
+			return "", contents{}, layout{}, err
 		}
 		for i := range bs {
 			bs[i].Server = server
 		}
 	}
-	return server, contents{grants: gs, blocks: bs}, nil
+	return server, contents{grants: gs, blocks: bs}, lay, nil
+}
+
+// splitRecords splits what follows a version 4 file's JSON object (at off)
+// into its records: the object's newline, then complete lines, then
+// perhaps a cut record (no newline yet), which is left out.
+func splitRecords(b []byte, off int) ([][]byte, layout, error) {
+	if off >= len(b) || b[off] != '\n' {
+		return nil, layout{}, errors.New("the JSON object does not end with a newline")
+	}
+	lay := layout{base: off + 1}
+	rest := b[lay.base:]
+	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
+	lay.appended = len(complete)
+	lay.appendable = len(complete) == len(rest)
+	var records [][]byte
+	for len(complete) > 0 {
+		i := bytes.IndexByte(complete, '\n')
+		records = append(records, complete[:i])
+		complete = complete[i+1:]
+	}
+	return records, lay, nil
+}
+
+// parseRecord decodes one appended record (a line without its newline): a
+// grant of server, nothing else.
+func parseRecord(line []byte, server string) (grantIn, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var r recordIn
+	if err := dec.Decode(&r); err != nil {
+		return grantIn{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return grantIn{}, errors.New("data after the record")
+	}
+	switch {
+	case r.Server == nil || r.Grant == nil:
+		return grantIn{}, errors.New(`"server" and "grant" are required`)
+	case *r.Server != server:
+		return grantIn{}, fmt.Errorf("it names server %q, not the file's", *r.Server)
+	}
+	return *r.Grant, nil
 }
 
 // parseGrants checks the grants of a file of version.
@@ -328,12 +424,12 @@ func readRoot(r rootIn) (Root, error) {
 }
 
 // write replaces an entry's file with c, atomically and durably, under its
-// exclusive lock, and returns the new file's stamp. A server's file is
-// written as version 2 when it holds no blocks (so that an fsbroker from
-// before blocks still reads it) and as version 3 when it does (which such an
-// fsbroker refuses, granting that server nothing rather than ignoring the
-// blocks). Nothing to keep removes the file. The bytes written are returned
-// too (nil for a removed file): the cache keeps them (entry.raw).
+// exclusive lock, and returns the new file's stamp: the compaction of a
+// server's file, which drops its appended records (written as version 4,
+// which an fsbroker from before appended records refuses, granting that
+// server nothing rather than acting on part of its grants). Nothing to keep
+// removes the file. The bytes written are returned too (nil for a removed
+// file): the Store sums them.
 func (s *Store) write(e *entry, c contents) (stamp, []byte, error) {
 	if len(c.grants) == 0 && len(c.blocks) == 0 {
 		return stamp{}, nil, s.files.Remove(e.name)
@@ -347,12 +443,13 @@ func (s *Store) write(e *entry, c contents) (stamp, []byte, error) {
 }
 
 // encodeFile is the file of a server's contents c, or with every of the
-// blocks for every server: a server's file is version 2 without blocks and
-// 3 with them, the every-server file version 3 with "allServers" and
-// "blocks". It is written by hand rather than by encoding/json's reflection,
-// byte for byte what json.Encoder with two-space indentation writes for the
-// same document (TestEncodeFileMatchesEncodingJSON): a grant under
-// --consent auto rewrites the file of every grant the server holds.
+// blocks for every server: a server's file is version 4 (its compacted
+// part, without records), the every-server file version 3 with
+// "allServers" and "blocks". It is written by hand rather than by
+// encoding/json's reflection, byte for byte what json.Encoder with
+// two-space indentation writes for the same document
+// (TestEncodeFileMatchesEncodingJSON): a compaction writes every grant the
+// server holds.
 func encodeFile(server string, every bool, c contents) []byte {
 	size := 256 + len(server)
 	for i := range c.grants { // the syntax, times and numbers take under 300 bytes
@@ -365,15 +462,11 @@ func encodeFile(server string, every bool, c contents) []byte {
 	}
 	b := make([]byte, 0, size) // one allocation: the file of a server with many grants is large
 	if every {
-		b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"allServers\": true,\n  \"blocks\": ", FormatVersion)
+		b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"allServers\": true,\n  \"blocks\": ", formatVersionAllServers)
 		b = appendBlocks(b, c.blocks)
 		return append(b, "\n}\n"...)
 	}
-	version := formatVersionNoBlocks
-	if len(c.blocks) > 0 {
-		version = FormatVersion
-	}
-	b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"server\": ", version)
+	b = fmt.Appendf(b, "{\n  \"version\": %d,\n  \"server\": ", FormatVersion)
 	b = jsonx.AppendString(b, server)
 	b = append(b, ",\n  \"grants\": "...)
 	if len(c.grants) == 0 {
@@ -385,30 +478,61 @@ func encodeFile(server string, every bool, c contents) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, "\n    {\n      \"id\": "...)
-			b = jsonx.AppendString(b, g.ID)
-			b = append(b, ",\n      \"access\": "...)
-			b = jsonx.AppendString(b, g.Access)
-			b = append(b, ",\n      \"path\": "...)
-			b = jsonx.AppendString(b, g.Path)
-			b = root.append(b, g.Root)
-			b = append(b, ",\n      \"granted\": "...)
-			b = appendTime(b, g.Granted)
-			if !g.Expires.IsZero() {
-				b = append(b, ",\n      \"expires\": "...)
-				b = appendTime(b, g.Expires)
-			}
-			b = append(b, ",\n      \"by\": "...)
-			b = jsonx.AppendString(b, g.By)
+			b = append(b, "\n    {"...)
+			b = appendGrant(b, &g, &root, "\n      ")
 			b = append(b, "\n    }"...)
 		}
 		b = append(b, "\n  ]"...)
 	}
-	if len(c.blocks) > 0 {
-		b = append(b, ",\n  \"blocks\": "...)
-		b = appendBlocks(b, c.blocks)
-	}
+	b = append(b, ",\n  \"blocks\": "...)
+	b = appendBlocks(b, c.blocks)
 	return append(b, "\n}\n"...)
+}
+
+// appendGrant appends the members of grant g, each after sep (a newline
+// and the indentation of the compacted part, or nothing for a record).
+func appendGrant(b []byte, g *Grant, root *rootMember, sep string) []byte {
+	b = append(b, sep...)
+	b = append(b, `"id": `...)
+	b = jsonx.AppendString(b, g.ID)
+	b = append(b, ',')
+	b = append(b, sep...)
+	b = append(b, `"access": `...)
+	b = jsonx.AppendString(b, g.Access)
+	b = append(b, ',')
+	b = append(b, sep...)
+	b = append(b, `"path": `...)
+	b = jsonx.AppendString(b, g.Path)
+	b = root.append(b, g.Root)
+	b = append(b, ',')
+	b = append(b, sep...)
+	b = append(b, `"granted": `...)
+	b = appendTime(b, g.Granted)
+	if !g.Expires.IsZero() {
+		b = append(b, ',')
+		b = append(b, sep...)
+		b = append(b, `"expires": `...)
+		b = appendTime(b, g.Expires)
+	}
+	b = append(b, ',')
+	b = append(b, sep...)
+	b = append(b, `"by": `...)
+	b = jsonx.AppendString(b, g.By)
+	return b
+}
+
+// appendRecords appends gs as the records a Grant appends to server's file:
+// one line each, {"server": ..., "grant": {...}}.
+func appendRecords(b []byte, server string, gs []Grant) []byte {
+	root := rootMember{record: true}
+	for i := range gs {
+		b = append(b, `{"server": `...)
+		b = jsonx.AppendString(b, server)
+		b = append(b, `, "grant": {`...)
+		b = appendGrant(b, &gs[i], &root, " ")
+		b = append(b, "}}\n"...)
+	}
+	return b
 }
 
 // appendBlocks appends blocks as the array member of encodeFile's document.
@@ -452,16 +576,38 @@ func appendRoot(b []byte, r Root) []byte {
 	return append(b, "\n      }"...)
 }
 
+// appendRecordRoot appends the "root" member of an appended record's grant
+// (on one line), nothing for the zero Root.
+func appendRecordRoot(b []byte, r Root) []byte {
+	if r == (Root{}) {
+		return b
+	}
+	b = append(b, `, "root": {"path": `...)
+	b = jsonx.AppendString(b, r.Path)
+	b = append(b, `, "dev": `...)
+	b = strconv.AppendUint(b, r.Dev, 10)
+	b = append(b, `, "ino": `...)
+	b = strconv.AppendUint(b, r.Ino, 10)
+	return append(b, '}')
+}
+
 // rootMember appends the "root" members of a file's grants, which mostly
-// share one root: the last one encoded is kept and copied.
+// share one root: the last one encoded is kept and copied. With record
+// set, as appendRecordRoot writes them.
 type rootMember struct {
+	record  bool
 	root    Root
 	encoded []byte
 }
 
 func (m *rootMember) append(b []byte, r Root) []byte {
 	if m.encoded == nil || r != m.root {
-		m.root, m.encoded = r, appendRoot(m.encoded[:0], r)
+		m.root = r
+		if m.record {
+			m.encoded = appendRecordRoot(m.encoded[:0], r)
+		} else {
+			m.encoded = appendRoot(m.encoded[:0], r)
+		}
 	}
 	return append(b, m.encoded...)
 }

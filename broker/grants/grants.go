@@ -237,11 +237,24 @@ import (
 // directory: Open(filepath.Join(stateDir, grants.DirName)).
 const DirName = "grants"
 
-// FormatVersion is the version of the files that hold blocks (version 3):
-// the every-server file, and a server's file while it holds blocks. A
-// server's file without blocks is written as version 2, which fsbroker
-// before blocks reads too; version 1 files (grants without a Root) are read.
-const FormatVersion = 3
+// FormatVersion is the version of the files this fsbroker writes for a
+// server (version 4): a JSON object with "version", "server", "grants" and
+// "blocks" (the compacted part), then zero or more appended records, one a
+// line, each {"server": ..., "grant": {...}} adding one grant. An fsbroker
+// from before version 4 refuses such a file as corrupt, granting nothing,
+// rather than ignoring the appended grants or a revocation. Versions 1 to 3
+// (no appended records) are read, and rewritten as version 4 by the next
+// change.
+const FormatVersion = 4
+
+// formatVersionAllServers is the version of the file of the blocks for
+// every server, which is never appended to: "allServers": true and
+// "blocks".
+const formatVersionAllServers = 3
+
+// formatVersionBlocks is the version of a server's file that holds blocks,
+// written before version 4.
+const formatVersionBlocks = 3
 
 // formatVersionNoBlocks is the version of a server's file without blocks.
 const formatVersionNoBlocks = 2

@@ -168,7 +168,7 @@ func TestGrantListRevokeRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	if f.Version != 2 || f.Server != "notes" || len(f.Grants) != 3 {
+	if f.Version != grants.FormatVersion || f.Server != "notes" || len(f.Grants) != 3 {
 		t.Fatalf("file: %s", b)
 	}
 	wantRoot := map[string]any{"path": testRoot.Path, "dev": float64(testRoot.Dev), "ino": float64(testRoot.Ino)}
@@ -311,7 +311,7 @@ func TestGrantsAreBoundToTheirRoot(t *testing.T) {
 
 // A version 1 file (written before grants recorded their root) is read:
 // its grants are listed without a root and cover nothing. The next change
-// writes the file as version 2, keeping them as they are.
+// writes the file as version 4, keeping them as they are.
 func TestVersion1FileIsReadAndCoversNothing(t *testing.T) {
 	s := open(t, t.TempDir())
 	v1 := `{"version": 1, "server": "srv", "grants": [` +
@@ -338,8 +338,9 @@ func TestVersion1FileIsReadAndCoversNothing(t *testing.T) {
 		Version int              `json:"version"`
 		Grants  []map[string]any `json:"grants"`
 	}
-	// Written as version 2: the file holds no blocks.
-	if err := json.Unmarshal(b, &f); err != nil || f.Version != 2 || len(f.Grants) != 2 {
+	// Rewritten as version 4 (not appended to: an older version has no
+	// appended records).
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != grants.FormatVersion || len(f.Grants) != 2 {
 		t.Fatalf("the file after a change: %v\n%s", err, b)
 	}
 	for _, g := range f.Grants {
@@ -608,12 +609,12 @@ func TestCorruptFile(t *testing.T) {
 		"truncated":      string(valid[:len(valid)/2]),
 		"null":           "null",
 		"array":          "[]",
-		"trailing data":  string(valid) + "{}",
-		"no version":     replace(`"version": 2,`, ""),
-		"version 3":      replace(`"version": 2`, `"version": 3`),
-		"root in v1":     replace(`"version": 2`, `"version": 1`),
+		"trailing data":  string(valid) + "{}\n",
+		"no version":     replace(`"version": 4,`, ""),
+		"version 2":      replace(`"version": 4`, `"version": 2`),
+		"root in v1":     replace(`"version": 4`, `"version": 1`),
 		"another server": replace(`"server": "bad"`, `"server": "good"`),
-		"unknown member": replace(`"version": 2,`, `"version": 2, "extra": true,`),
+		"unknown member": replace(`"version": 4,`, `"version": 4, "extra": true,`),
 		"relative root":  replace(`"path": "/home/user/proj"`, `"path": "home/user/proj"`),
 		"root sans inode": replace(`,
         "ino": 1311233`, ``),

@@ -67,49 +67,80 @@ func TestRelated(t *testing.T) {
 }
 
 // A change another Store (another process) made to the file is never lost
-// to this Store's cache when it writes: not even one that a stat cannot see
-// (the file rewritten in place, same inode and size, modification time put
-// back), which a cache trusting the file's stamp would write over, bringing
-// back a grant the other process revoked.
+// to this Store's cache when it writes: not even one that a stat of the
+// length and modification time cannot see (the same length, the
+// modification time put back). Replaced as every fsbroker writer replaces
+// it (a rename: a new inode, which the Store, holding the old one open,
+// tells apart), the change is seen at once; written in place (which no
+// fsbroker writer does; only a process that can write the grants directory,
+// and so controls the grants anyway), the Store's append never writes over
+// it, and the Store sees it when it next reads the file whole, within ten
+// times its staleness bound.
 func TestWriteAfterAnotherStoresChangeKeepsIt(t *testing.T) {
-	dir := t.TempDir()
-	a := open(t, dir) // the default staleness: its cache is in use
-	grant(t, a, "srv", read("proj/aa"), read("proj/keep"))
-	if !covers(t, a, "srv", grants.Read, "proj/aa", time.Now()) {
-		t.Fatal("the grant does not cover")
-	}
-	path := a.Path("srv")
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another process swaps the grant on proj/aa for one on proj/bb: the
-	// same length, in place, the modification time restored.
-	after := bytes.Replace(before, []byte(`"proj/aa"`), []byte(`"proj/bb"`), 1)
-	if err := os.WriteFile(path, after, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
-	if fi2, err := os.Stat(path); err != nil || fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
-		t.Fatalf("the test could not keep the stamp: %v, %v", fi2, err)
-	}
+	for _, inPlace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inPlace=%v", inPlace), func(t *testing.T) {
+			dir := t.TempDir()
+			maxStale := grants.DefaultMaxStale // the cache is in use
+			if inPlace {
+				maxStale = 20 * time.Millisecond
+			}
+			a := open(t, dir, grants.WithMaxStale(maxStale))
+			grant(t, a, "srv", read("proj/aa"), read("proj/keep"))
+			if !covers(t, a, "srv", grants.Read, "proj/aa", time.Now()) {
+				t.Fatal("the grant does not cover")
+			}
+			path := a.Path("srv")
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another process swaps the grant on proj/aa for one on proj/bb:
+			// the same length, the modification time restored.
+			after := bytes.Replace(before, []byte(`"proj/aa"`), []byte(`"proj/bb"`), 1)
+			target := path
+			if !inPlace {
+				target = path + ".other"
+			}
+			if err := os.WriteFile(target, after, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(target, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			if !inPlace {
+				if err := os.Rename(target, path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fi2, err := os.Stat(path); err != nil || fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
+				t.Fatalf("the test could not keep the stamp: %v, %v", fi2, err)
+			}
 
-	grant(t, a, "srv", read("proj/cc"))
-	if got, want := paths(list(t, a, "srv")), []string{"read:proj/bb", "read:proj/cc", "read:proj/keep"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("after a's write: %q, want %q (a wrote back the grant the other process removed)", got, want)
-	}
-	if covers(t, a, "srv", grants.Read, "proj/aa", time.Now()) {
-		t.Fatal("the grant the other process removed covers again")
-	}
-	fresh := open(t, dir)
-	if got := paths(list(t, fresh, "srv")); !reflect.DeepEqual(got, []string{"read:proj/bb", "read:proj/cc", "read:proj/keep"}) {
-		t.Fatalf("on disk: %q", got)
+			grant(t, a, "srv", read("proj/cc"))
+			want := []string{"read:proj/bb", "read:proj/cc", "read:proj/keep"}
+			if !inPlace {
+				if got := paths(list(t, a, "srv")); !reflect.DeepEqual(got, want) {
+					t.Fatalf("after a's write: %q, want %q (a wrote back the grant the other process removed)", got, want)
+				}
+				if covers(t, a, "srv", grants.Read, "proj/aa", time.Now()) {
+					t.Fatal("the grant the other process removed covers again")
+				}
+			}
+			fresh := open(t, dir)
+			if got := paths(list(t, fresh, "srv")); !reflect.DeepEqual(got, want) {
+				t.Fatalf("on disk: %q, want %q", got, want)
+			}
+			if inPlace {
+				time.Sleep(10*maxStale + 10*time.Millisecond)
+				if got := paths(list(t, a, "srv")); !reflect.DeepEqual(got, want) {
+					t.Fatalf("a, ten staleness bounds later: %q, want %q", got, want)
+				}
+			}
+		})
 	}
 }
 

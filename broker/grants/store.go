@@ -142,6 +142,15 @@ type entry struct {
 	sum       fileSum // of the file's bytes snap was made from
 	snap      *snapshot
 	err       error // the last read's error, kept with its stamp
+
+	// Under io only: what the Store knows of the file on disk, so that a
+	// Grant appends to it, and a check finds its own append, without
+	// reading it whole.
+	held     *os.File    // the file snap was read from or written, kept open: its inode number is not reused while held
+	heldInfo fs.FileInfo // held's, for os.SameFile
+	lay      layout      // the file's layout, as far as snap goes
+	hash     maphash.Hash
+	fullAt   time.Time // when the file was last read or written whole
 }
 
 // contents is what one file holds: a server's grants and blocks, or the
@@ -152,12 +161,21 @@ type contents struct {
 }
 
 // snapshot is an immutable copy of one file's contents. Its grants are
-// sorted by path (sortGrants), so the grants on one path, and those beneath
-// one, are each a run found by binary search: a snapshot costs nothing to
-// index when the grant set changes, and a lookup costs O(log n) in the
-// server's grants.
+// sorted by path (sortGrants), in two runs: contents.grants, made when the
+// file was read or compacted, and delta, the grants appended since, which a
+// new grant copies (it is small) while the first run is shared by every
+// later snapshot. When delta outgrows deltaLimit the two are merged, so
+// that a new grant costs O(sqrt(n)) copies, amortized, rather than a copy of
+// every grant. The grants on one path, and those beneath one, are a run in
+// each, found by binary search: a lookup costs O(log n) in the server's
+// grants.
 type snapshot struct {
 	contents
+	delta []Grant // sorted (sortGrants); grants appended since contents.grants was made
+	// firstExpiry is the earliest Expires of the grants (zero when none
+	// expires): before it, no grant has expired and a new one may be
+	// appended without a sweep.
+	firstExpiry time.Time
 }
 
 var emptySnapshot = &snapshot{}
@@ -166,26 +184,105 @@ func newSnapshot(c contents) *snapshot {
 	if len(c.grants) == 0 && len(c.blocks) == 0 {
 		return emptySnapshot
 	}
-	return &snapshot{contents: c}
+	return &snapshot{contents: c, firstExpiry: firstExpiry(time.Time{}, c.grants)}
 }
 
-// onPath returns the index range [lo, hi) of the grants on path p.
-func (s *snapshot) onPath(p string) (lo, hi int) {
-	lo, _ = slices.BinarySearchFunc(s.grants, p, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+// firstExpiry returns the earliest of first (zero: none) and the Expires of
+// gs.
+func firstExpiry(first time.Time, gs []Grant) time.Time {
+	for i := range gs {
+		if x := gs[i].Expires; !x.IsZero() && (first.IsZero() || x.Before(first)) {
+			first = x
+		}
+	}
+	return first
+}
+
+// deltaLimit is how many appended grants a snapshot keeps apart from the n
+// of its first run before merging them in.
+func deltaLimit(n int) int {
+	l := 64
+	for l*l < n {
+		l *= 2
+	}
+	return l
+}
+
+// runs returns the snapshot's sorted runs of grants.
+func (s *snapshot) runs() [2][]Grant { return [2][]Grant{s.grants, s.delta} }
+
+// all returns every grant of the snapshot, sorted; the caller must not
+// modify it.
+func (s *snapshot) all() []Grant {
+	if len(s.delta) == 0 {
+		return s.grants
+	}
+	return mergeGrants(s.grants, s.delta)
+}
+
+// full returns the snapshot's contents with every grant in one run.
+func (s *snapshot) full() contents {
+	return contents{grants: s.all(), blocks: s.blocks}
+}
+
+// withAdded returns the snapshot with the new grants added (sorted, none of
+// them the same path, access and root as a grant held).
+func (s *snapshot) withAdded(added []Grant) *snapshot {
+	next := &snapshot{contents: s.contents, firstExpiry: firstExpiry(s.firstExpiry, added)}
+	next.delta = mergeGrants(s.delta, added)
+	if len(next.delta) > deltaLimit(len(next.grants)) {
+		next.grants, next.delta = mergeGrants(next.grants, next.delta), nil
+	}
+	return next
+}
+
+// mergeGrants merges two sorted runs of grants into a new one.
+func mergeGrants(a, b []Grant) []Grant {
+	out := make([]Grant, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if compareGrants(b[0], a[0]) < 0 {
+			out, b = append(out, b[0]), b[1:]
+		} else {
+			out, a = append(out, a[0]), a[1:]
+		}
+	}
+	out = append(out, a...)
+	return append(out, b...)
+}
+
+// onPath returns the index range [lo, hi) of the grants of run gs on path
+// p.
+func onPath(gs []Grant, p string) (lo, hi int) {
+	lo, _ = slices.BinarySearchFunc(gs, p, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
 	hi = lo
-	for hi < len(s.grants) && s.grants[hi].Path == p {
+	for hi < len(gs) && gs[hi].Path == p {
 		hi++
 	}
 	return lo, hi
 }
 
-// beneath returns the index range [lo, hi) of the grants strictly beneath
-// p: those whose path starts with p + "/" (a contiguous run in path order).
-func (s *snapshot) beneath(p string) (lo, hi int) {
+// beneath returns the index range [lo, hi) of the grants of run gs
+// strictly beneath p: those whose path starts with p + "/" (a contiguous
+// run in path order).
+func beneath(gs []Grant, p string) (lo, hi int) {
 	prefix := p + "/"
-	lo, _ = slices.BinarySearchFunc(s.grants, prefix, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
-	hi = lo + sort.Search(len(s.grants)-lo, func(i int) bool { return !strings.HasPrefix(s.grants[lo+i].Path, prefix) })
+	lo, _ = slices.BinarySearchFunc(gs, prefix, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+	hi = lo + sort.Search(len(gs)-lo, func(i int) bool { return !strings.HasPrefix(gs[lo+i].Path, prefix) })
 	return lo, hi
+}
+
+// holding returns the grant on the path, access and root of g, if the
+// snapshot holds one.
+func (s *snapshot) holding(g *Grant) (Grant, bool) {
+	for _, run := range s.runs() {
+		lo, hi := onPath(run, g.Path)
+		for _, h := range run[lo:hi] {
+			if h.Access == g.Access && h.Root == g.Root {
+				return h, true
+			}
+		}
+	}
+	return Grant{}, false
 }
 
 // covering returns the live grant given under root that covers access to p
@@ -194,10 +291,12 @@ func (s *snapshot) covering(access Access, p string, root Root, now time.Time) (
 	var best Grant
 	found := false
 	consider := func(prefix string) {
-		lo, hi := s.onPath(prefix)
-		for _, g := range s.grants[lo:hi] {
-			if g.Access.Allows(access) && g.Root.Same(root) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g)) {
-				best, found = g, true
+		for _, run := range s.runs() {
+			lo, hi := onPath(run, prefix)
+			for _, g := range run[lo:hi] {
+				if g.Access.Allows(access) && g.Root.Same(root) && g.Live(now) && (!found || g.lasts(best) && !best.lasts(g) || !g.lasts(best) && !best.lasts(g) && compareGrants(g, best) < 0) {
+					best, found = g, true
+				}
 			}
 		}
 	}
@@ -213,28 +312,36 @@ func (s *snapshot) covering(access Access, p string, root Root, now time.Time) (
 // related returns the grants on one of paths, on a directory above one, or
 // beneath one, in file order, each once.
 func (s *snapshot) related(paths []string) []Grant {
-	var at []int
-	add := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			at = append(at, i)
-		}
-	}
-	for _, p := range paths {
-		for i := 0; i < len(p); i++ {
-			if p[i] == '/' {
-				add(s.onPath(p[:i]))
+	var out []Grant
+	for _, run := range s.runs() {
+		var at []int
+		add := func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				at = append(at, i)
 			}
 		}
-		add(s.onPath(p))
-		add(s.beneath(p))
-	}
-	if len(paths) > 1 {
-		slices.Sort(at)
-		at = slices.Compact(at)
-	}
-	out := make([]Grant, len(at))
-	for i, j := range at {
-		out[i] = s.grants[j]
+		for _, p := range paths {
+			for i := 0; i < len(p); i++ {
+				if p[i] == '/' {
+					add(onPath(run, p[:i]))
+				}
+			}
+			add(onPath(run, p))
+			add(beneath(run, p))
+		}
+		if len(paths) > 1 {
+			slices.Sort(at)
+			at = slices.Compact(at)
+		}
+		found := make([]Grant, len(at))
+		for i, j := range at {
+			found[i] = run[j]
+		}
+		if out == nil {
+			out = found
+		} else if len(found) > 0 {
+			out = mergeGrants(out, found)
+		}
 	}
 	return out
 }
@@ -281,6 +388,11 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	for _, e := range s.byHash {
+		e.io.Lock()
+		e.hold(nil)
+		e.io.Unlock()
+	}
 	return s.files.Close()
 }
 
@@ -331,7 +443,7 @@ func (s *Store) List(server string) ([]Grant, error) {
 	if err != nil {
 		return nil, e.fail("list", err)
 	}
-	return slices.Clone(snap.grants), nil
+	return slices.Clone(snap.all()), nil
 }
 
 // Related returns the grants server holds (expired ones included) whose
@@ -375,7 +487,7 @@ func (s *Store) ListAll() ([]Grant, error) {
 			errs = append(errs, e.fail("list", err))
 			continue
 		}
-		all = append(all, snap.grants...)
+		all = append(all, snap.all()...)
 	}
 	slices.SortFunc(all, func(a, b Grant) int { return cmp.Or(strings.Compare(a.Server, b.Server), compareGrants(a, b)) })
 	return all, errors.Join(errs...)
@@ -404,55 +516,152 @@ func (s *Store) Grant(server string, gs ...Grant) ([]Grant, error) {
 	if len(add) == 0 {
 		return nil, nil
 	}
-	var stored []Grant
-	err = s.update(e, func(c contents) (contents, bool, error) {
-		// next stays sorted (sortGrants): an existing grant is found, and a
-		// new one placed, by binary search on its path.
-		next := make([]Grant, 0, len(c.grants)+len(add))
-		for _, g := range c.grants {
-			if g.Live(now) {
-				next = append(next, g)
-			}
-		}
-		stored = make([]Grant, len(add))
-		var ids map[string]bool // for a Grant of many: the IDs taken, so that it costs linear time
-		for i, a := range add {
-			lo, _ := slices.BinarySearchFunc(next, a.Path, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
-			j := lo
-			for j < len(next) && next[j].Path == a.Path && (next[j].Access != a.Access || next[j].Root != a.Root) {
-				j++
-			}
-			if j < len(next) && next[j].Path == a.Path {
-				g := next[j]
-				g.Expires, g.Granted, g.By = a.Expires, a.Granted, a.By
-				next = slices.Delete(next, j, j+1)
-				a = g
-			} else {
-				if ids == nil && len(add) > 2 {
-					ids = make(map[string]bool, len(next)+len(add))
-					for k := range next {
-						ids[next[k].ID] = true
-					}
-				}
-				a.ID = newID(func(id string) bool { return ids[id] || ids == nil && hasID(next, id) })
-				if ids != nil {
-					ids[a.ID] = true
-				}
-				if len(next) >= s.maxGrants {
-					return contents{}, false, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next)+1, s.maxGrants)
-				}
-			}
-			at, _ := slices.BinarySearchFunc(next, a, compareGrants)
-			next = slices.Insert(next, at, a)
-			stored[i] = a
-		}
-		c.grants = next
-		return c, true, nil
-	})
+	stored, err := s.grant(e, add, now)
 	if err != nil {
 		return nil, e.fail("grant", err)
 	}
 	return stored, nil
+}
+
+// grant adds the checked grants add to an entry's file, under its
+// exclusive lock: by appending a record for each (appendNew) when none of
+// them refreshes a grant held and the file needs no sweep or compaction,
+// else by rewriting the file.
+func (s *Store) grant(e *entry, add []Grant, now time.Time) ([]Grant, error) {
+	e.io.Lock()
+	defer e.io.Unlock()
+	unlock, err := s.files.Lock(e.name, true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	snap, gen, err := s.locked(e)
+	if err != nil {
+		return nil, err
+	}
+	if stored, ok, err := s.appendNew(e, snap, gen, add, now); ok || err != nil {
+		return stored, err
+	}
+	cur := snap.full()
+	// next stays sorted (sortGrants): an existing grant is found, and a
+	// new one placed, by binary search on its path.
+	next := make([]Grant, 0, len(cur.grants)+len(add))
+	for _, g := range cur.grants {
+		if g.Live(now) {
+			next = append(next, g)
+		}
+	}
+	stored := make([]Grant, len(add))
+	var ids map[string]bool // for a Grant of many: the IDs taken, so that it costs linear time
+	for i, a := range add {
+		lo, _ := slices.BinarySearchFunc(next, a.Path, func(g Grant, p string) int { return strings.Compare(g.Path, p) })
+		j := lo
+		for j < len(next) && next[j].Path == a.Path && (next[j].Access != a.Access || next[j].Root != a.Root) {
+			j++
+		}
+		if j < len(next) && next[j].Path == a.Path {
+			g := next[j]
+			g.Expires, g.Granted, g.By = a.Expires, a.Granted, a.By
+			next = slices.Delete(next, j, j+1)
+			a = g
+		} else {
+			if ids == nil && len(add) > 2 {
+				ids = make(map[string]bool, len(next)+len(add))
+				for k := range next {
+					ids[next[k].ID] = true
+				}
+			}
+			a.ID = newID(func(id string) bool { return ids[id] || ids == nil && hasID(next, id) })
+			if ids != nil {
+				ids[a.ID] = true
+			}
+			if len(next) >= s.maxGrants {
+				return nil, fmt.Errorf("%w: the server would hold %d grants; the limit is %d", ErrTooMany, len(next)+1, s.maxGrants)
+			}
+		}
+		at, _ := slices.BinarySearchFunc(next, a, compareGrants)
+		next = slices.Insert(next, at, a)
+		stored[i] = a
+	}
+	cur.grants = next
+	if err := s.rewrite(e, gen, cur); err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// appendNew appends a record for each grant of add to an entry's file, in
+// one write, and fsyncs it, under the file's exclusive lock, when that
+// needs no rewrite: the file is a version 4 file this Store holds open
+// (entry.held) and ends with a complete record, no grant held has expired
+// (a rewrite drops them), none of add refreshes a grant held or repeats
+// another, the limit holds, and the records appended stay no larger than
+// the compacted part (so that the file is compacted each time it doubles:
+// O(1) bytes written per grant, amortized). ok is false when it did not
+// append, and the caller rewrites the file. The IDs are random (96 bits):
+// unlike a rewrite, an append does not look through every ID held for a
+// collision, whose chance is below 2^-60 at the limit, and which would make
+// the file corrupt (no grant), never grant anything else.
+func (s *Store) appendNew(e *entry, snap *snapshot, gen uint64, add []Grant, now time.Time) (stored []Grant, ok bool, err error) {
+	n := len(snap.grants) + len(snap.delta)
+	if e.held == nil || !e.lay.appendable || n+len(add) > s.maxGrants ||
+		!snap.firstExpiry.IsZero() && now.After(snap.firstExpiry) {
+		return nil, false, nil
+	}
+	stored = make([]Grant, len(add))
+	for i, a := range add {
+		if _, held := snap.holding(&a); held {
+			return nil, false, nil
+		}
+		for _, b := range stored[:i] {
+			if b.Path == a.Path && b.Access == a.Access && b.Root == a.Root {
+				return nil, false, nil
+			}
+		}
+		a.ID = newID(func(id string) bool { return hasID(stored[:i], id) })
+		stored[i] = a
+	}
+	rec := appendRecords(nil, e.server, stored)
+	if e.lay.appended+len(rec) > e.lay.base || e.lay.base+e.lay.appended+len(rec) > maxFileSize {
+		return nil, false, nil
+	}
+	f, err := os.OpenFile(e.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	size := int64(e.lay.base + e.lay.appended)
+	if !os.SameFile(fi, e.heldInfo) || fi.Size() != size {
+		// Changed by a writer that does not take the lock: read it whole
+		// again, and rewrite it.
+		e.hold(nil)
+		return nil, false, nil
+	}
+	if _, err := f.Write(rec); err != nil {
+		e.forget()
+		return nil, false, fmt.Errorf("append: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		e.forget()
+		return nil, false, fmt.Errorf("append: %w", err)
+	}
+	fi, err = f.Stat()
+	if err != nil || fi.Size() != size+int64(len(rec)) {
+		e.forget()
+		return nil, false, fmt.Errorf("append: the file is not as long as written (%v)", err)
+	}
+	e.hash.Write(rec)
+	e.lay.appended += len(rec)
+	sorted := slices.Clone(stored)
+	sortGrants(sorted)
+	e.mu.Lock()
+	e.install(gen, snap.withAdded(sorted), fileSum{exists: true, size: int(fi.Size()), hash: e.hash.Sum64()}, keyfile.StampOf(fi), nil)
+	e.mu.Unlock()
+	return stored, true, nil
 }
 
 // checkNew validates a grant to be added and fills in its defaults.
@@ -748,40 +957,98 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 }
 
 // load reads an entry's file and installs what it holds, for the
-// invalidation count gen taken before (see install), and returns it. The
-// file is parsed only when its bytes are not those the cached snapshot was
-// made from (readIfChanged compares their length and hash): the file this
-// Store itself wrote last (or read) is recognised by its content, not by its
-// stamp, so a Watch's report of this Store's own write, or a check when
-// nothing changed, costs one read of the file through a small buffer and no
-// parse, and a change by another process is never mistaken for none. The
-// caller holds e.io.
-func (s *Store) load(e *entry, gen uint64) (contents, error) {
+// invalidation count gen taken before (see install), and returns it.
+//
+// When the Store holds the file open (entry.held, so that its inode number
+// cannot be reused) and a stat of the path shows that file, with the length
+// and modification time it had when the Store last read or wrote it, it is
+// taken as unchanged without reading it, for up to rereadFactor times the
+// staleness bound since it was last read or written whole: every fsbroker
+// writer replaces the file (a new inode) or appends to it (a new length), so
+// this is how a Store finds its own append, or nothing new, in O(1).
+// Otherwise the file is read, and parsed only when its bytes are not those
+// the cached snapshot was made from (readIfChanged compares their length and
+// hash): a change by another process is never mistaken for none. The caller
+// holds e.io.
+func (s *Store) load(e *entry, gen uint64) (*snapshot, error) {
 	e.mu.Lock()
 	known := e.sum
 	if !e.loaded || e.err != nil {
 		known = unknownSum
 	}
+	trusted := e.loaded && e.err == nil && e.held != nil && time.Since(e.fullAt) < rereadFactor*s.maxStale
+	cachedStamp := e.stamp
 	e.mu.Unlock()
-	b, sum, st, same, err := readIfChanged(e.path, s.seed, known)
+	if trusted {
+		if fi, err := os.Stat(e.path); err == nil && os.SameFile(fi, e.heldInfo) && keyfile.StampOf(fi) == cachedStamp {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.install(gen, e.snap, e.sum, cachedStamp, nil)
+			return e.snap, nil
+		}
+	}
+	f, b, sum, st, same, err := readIfChanged(e.path, s.seed, known)
+	var heldInfo fs.FileInfo
+	if f != nil {
+		if heldInfo, err = f.Stat(); err != nil {
+			f.Close()
+			f = nil
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err == nil && same {
+		e.hold(f, heldInfo)
+		e.fullAt = time.Now()
 		e.install(gen, e.snap, sum, st, nil)
-		return e.snap.contents, nil
+		return e.snap, nil
 	}
-	var c contents
+	var (
+		c   contents
+		lay layout
+	)
 	if err == nil && b != nil {
-		if _, c, err = parse(b, e.server, e.every); err != nil {
+		if _, c, lay, err = parse(b, e.server, e.every); err != nil {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 	}
 	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		e.hold(nil)
 		e.install(gen, emptySnapshot, unknownSum, st, err)
-		return contents{}, err
+		return emptySnapshot, err
 	}
-	e.install(gen, newSnapshot(c), sum, st, nil)
-	return c, nil
+	e.hold(f, heldInfo)
+	e.lay, e.fullAt = lay, time.Now()
+	e.hash.SetSeed(s.seed)
+	e.hash.Write(b)
+	snap := newSnapshot(c)
+	e.install(gen, snap, sum, st, nil)
+	return snap, nil
+}
+
+// hold makes f (with its info) the file the entry holds open, closing the
+// one it held; hold(nil) holds none, and the next check reads the file
+// whole. The caller holds e.io.
+func (e *entry) hold(f *os.File, info ...fs.FileInfo) {
+	if e.held != nil && e.held != f {
+		e.held.Close()
+	}
+	e.held, e.heldInfo = f, nil
+	if f != nil {
+		e.heldInfo = info[0]
+	}
+}
+
+// forget drops what the entry knows of its file after a failed append: the
+// next use reads the file whole. The caller holds e.io.
+func (e *entry) forget() {
+	e.hold(nil)
+	e.mu.Lock()
+	e.loaded, e.sum = false, unknownSum
+	e.mu.Unlock()
 }
 
 // install records what a read or a write found, under e.mu. A read that
@@ -806,14 +1073,20 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 		return err
 	}
 	defer unlock()
-	cur, gen, err := s.locked(e)
+	snap, gen, err := s.locked(e)
 	if err != nil {
 		return err
 	}
-	next, write, err := change(cur)
+	next, write, err := change(snap.full())
 	if err != nil || !write {
 		return err
 	}
+	return s.rewrite(e, gen, next)
+}
+
+// rewrite replaces an entry's file with next (a compaction), under its
+// exclusive lock and e.io, and installs it, with gen from locked.
+func (s *Store) rewrite(e *entry, gen uint64, next contents) error {
 	// The contents may share their slices with the cached snapshot, which
 	// readers use without a lock: sorted already, they are left as they are.
 	if !slices.IsSortedFunc(next.grants, compareGrants) {
@@ -824,8 +1097,25 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 	}
 	nst, raw, err := s.write(e, next)
 	if err != nil {
+		e.forget()
 		return err
 	}
+	// Under the exclusive lock, the file is the one just written: hold it.
+	e.hold(nil)
+	e.lay = layout{}
+	if raw != nil {
+		if f, err := os.Open(e.path); err == nil {
+			if fi, err := f.Stat(); err == nil && keyfile.StampOf(fi) == nst {
+				e.hold(f, fi)
+				e.lay = layout{appendable: !e.every, base: len(raw)}
+			} else {
+				f.Close()
+			}
+		}
+	}
+	e.fullAt = time.Now()
+	e.hash.SetSeed(s.seed)
+	e.hash.Write(raw)
 	e.mu.Lock()
 	e.install(gen, newSnapshot(next), sumOf(s.seed, raw), nst, nil)
 	e.mu.Unlock()
@@ -837,12 +1127,12 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 // is read, and parsed only when it is not what the cache was made from
 // (load). The change must not modify the slices it is given: they may be
 // the cached snapshot's, which readers use without a lock.
-func (s *Store) locked(e *entry) (contents, uint64, error) {
+func (s *Store) locked(e *entry) (*snapshot, uint64, error) {
 	e.mu.Lock()
 	gen := e.gen
 	e.mu.Unlock()
-	c, err := s.load(e, gen)
-	return c, gen, err
+	snap, err := s.load(e, gen)
+	return snap, gen, err
 }
 
 // sortGrants orders one server's grants by path, then access, then time
