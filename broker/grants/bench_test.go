@@ -35,3 +35,32 @@ func BenchmarkCovers(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGrantOne is what --consent auto costs the grant store for a file
+// no grant covers yet: one Grant of a new path, on disk and synced, while
+// the server already holds grants=N grants. Each iteration grants a path no
+// earlier one granted; the cost per grant should not grow with N. Besides
+// ns/op it reports cpu-ns/op, the CPU time of the whole process per grant
+// (the machines this runs on are shared), where the platform tells it.
+func BenchmarkGrantOne(b *testing.B) {
+	for _, held := range []int{100, 20000} {
+		b.Run(fmt.Sprintf("grants=%d", held), func(b *testing.B) {
+			s := open(b, b.TempDir(), grants.WithMaxGrants(held+b.N+1))
+			old := make([]grants.Grant, held)
+			for i := range old {
+				old[i] = read(fmt.Sprintf("proj/old/d%03d/f%06d.txt", i/100, i))
+			}
+			grant(b, s, "srv", old...)
+			b.ReportAllocs()
+			cpu0, haveCPU := processCPUTime()
+			b.ResetTimer()
+			for i := range b.N {
+				grant(b, s, "srv", read(fmt.Sprintf("proj/new/d%03d/f%06d.txt", i/100, i)))
+			}
+			b.StopTimer()
+			if cpu1, _ := processCPUTime(); haveCPU {
+				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
