@@ -175,8 +175,8 @@ func TestForgedOrMalformedRecordIsCorrupt(t *testing.T) {
 		t.Fatalf("want one record, got %q", recs)
 	}
 	rec := recs[0]
-	other := strings.Replace(rec, `"server": "notes"`, `"server": "other"`, 1)
 	third := strings.Replace(strings.Replace(rec, `"proj/two"`, `"proj/three"`, 1), `"id": "`, `"id": "f`, 1)
+	other := strings.Replace(third, `"server": "notes"`, `"server": "other"`, 1)
 	cases := map[string]string{
 		"another server":  other + "\n",
 		"no server":       strings.Replace(rec, `"server": "notes", `, ``, 1) + "\n",
@@ -188,7 +188,7 @@ func TestForgedOrMalformedRecordIsCorrupt(t *testing.T) {
 		"two on a line":   third + third + "\n",
 		"after a cut one": third[:len(third)/2] + "\n" + third + "\n",
 	}
-	if other == rec || third == rec {
+	if other == third || third == rec {
 		t.Fatalf("the test could not rewrite the record %s", rec)
 	}
 	for name, extra := range cases {
@@ -285,8 +285,8 @@ func TestOldVersionFileIsReadAndRewritten(t *testing.T) {
 	root := `"root": {"path": "` + testRoot.Path + `", "dev": ` + fmt.Sprint(testRoot.Dev) + `, "ino": ` + fmt.Sprint(testRoot.Ino) + `}`
 	g := `{"id": "aaaa", "access": "read", "path": "proj/old", ` + root + `, "granted": "2026-01-01T00:00:00Z", "by": "prompt"}`
 	files := map[int]string{
-		2: `{"version": 2, "server": "notes", "grants": [` + g + `]}`,
-		3: `{"version": 3, "server": "notes", "grants": [` + g + `], "blocks": [{"id": "bbbb", "path": "proj/blocked", "blocked": "2026-01-01T00:00:00Z", "by": "op"}]}`,
+		2: `{"version": 2, "server": "notes", "grants": [` + g + `]}` + "\n",
+		3: `{"version": 3, "server": "notes", "grants": [` + g + `], "blocks": [{"id": "bbbb", "path": "proj/blocked", "blocked": "2026-01-01T00:00:00Z", "by": "op"}]}` + "\n",
 	}
 	for v, content := range files {
 		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
