@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fsbroker/fsbroker/broker/grants"
+	"github.com/fsbroker/fsbroker/internal/cputime"
 )
 
 // BenchmarkCovers is the check on every request: a server with n grants,
@@ -52,13 +53,13 @@ func BenchmarkGrantOne(b *testing.B) {
 			}
 			grant(b, s, "srv", old...)
 			b.ReportAllocs()
-			cpu0, haveCPU := processCPUTime()
+			cpu0, haveCPU := cputime.Process()
 			b.ResetTimer()
 			for i := range b.N {
 				grant(b, s, "srv", read(fmt.Sprintf("proj/new/d%03d/f%06d.txt", i/100, i)))
 			}
 			b.StopTimer()
-			if cpu1, _ := processCPUTime(); haveCPU {
+			if cpu1, _ := cputime.Process(); haveCPU {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 		})
