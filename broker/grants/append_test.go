@@ -318,3 +318,24 @@ func TestOldVersionFileIsReadAndRewritten(t *testing.T) {
 		})
 	}
 }
+
+// Two grants on one path, access and root are corrupt even when a grant
+// under another root sorts between them.
+func TestDuplicateGrantAcrossRootsIsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, grants.WithMaxStale(0))
+	other := grants.Root{Path: "/other", Dev: 1, Ino: 2}
+	g := func(id, root, granted string) string {
+		return `{"id": "` + id + `", "access": "read", "path": "proj/a", "root": ` + root + `, "granted": "` + granted + `", "by": "x"}`
+	}
+	r1 := `{"path": "` + testRoot.Path + `", "dev": ` + fmt.Sprint(testRoot.Dev) + `, "ino": ` + fmt.Sprint(testRoot.Ino) + `}`
+	r2 := `{"path": "` + other.Path + `", "dev": 1, "ino": 2}`
+	file := `{"version": 4, "server": "notes", "grants": [` + g("a1", r1, "2026-01-01T00:00:00Z") + `, ` + g("a2", r2, "2026-01-02T00:00:00Z") + `, ` +
+		g("a3", r1, "2026-01-03T00:00:00Z") + `], "blocks": []}` + "\n"
+	if err := os.WriteFile(s.Path("notes"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List("notes"); !errors.Is(err, grants.ErrCorrupt) {
+		t.Fatalf("List: %v; want ErrCorrupt", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,11 +26,11 @@ import (
 // The every-server file is version 3 with "allServers": true and "blocks",
 // and nothing else.
 type fileIn struct {
-	Version    *int       `json:"version"`
-	Server     *string    `json:"server"`
-	AllServers *bool      `json:"allServers"`
-	Grants     *[]grantIn `json:"grants"`
-	Blocks     *[]blockIn `json:"blocks"`
+	Version    *int
+	Server     *string
+	AllServers *bool
+	Grants     *grantsParser // the grants, decoded one at a time (decodeFile)
+	Blocks     *[]blockIn
 }
 
 // recordIn is one appended record of a version 4 file: one grant of the
@@ -201,8 +202,8 @@ type layout struct {
 func parse(b []byte, want string, every bool) (string, contents, layout, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var in fileIn
-	if err := dec.Decode(&in); err != nil {
+	in, err := decodeFile(dec)
+	if err != nil {
 		return "", contents{}, layout{}, err
 	}
 	if in.Version == nil {
@@ -248,15 +249,16 @@ func parse(b []byte, want string, every bool) (string, contents, layout, error) 
 	if err := validServer(server); err != nil {
 		return "", contents{}, layout{}, err
 	}
-	all := *in.Grants
 	for i, line := range records {
 		g, err := parseRecord(line, server)
+		if err == nil {
+			err = in.Grants.add(g)
+		}
 		if err != nil {
 			return "", contents{}, layout{}, fmt.Errorf("appended record %d: %v", i, err)
 		}
-		all = append(all, g)
 	}
-	gs, err := parseGrants(all, server, version)
+	gs, err := in.Grants.done(server, version)
 	if err != nil {
 		return "", contents{}, layout{}, err
 	}
@@ -314,56 +316,162 @@ func parseRecord(line []byte, server string) (grantIn, error) {
 	return *r.Grant, nil
 }
 
-// parseGrants checks the grants of a file of version.
-func parseGrants(in []grantIn, server string, version int) ([]Grant, error) {
-	gs := make([]Grant, 0, len(in))
-	ids := make(map[string]bool, len(in))
-	type key struct {
-		path   string
-		access Access
-		root   Root
+// decodeFile decodes a file's JSON object member by member, and its grants
+// one at a time, each checked and kept as a Grant as it is read
+// (grantsParser): a file of many grants is never held as decoded JSON as
+// well as its Grants, and the decoder buffers one grant, not the file. A
+// member this fsbroker does not know, or one given twice, is an error.
+func decodeFile(dec *json.Decoder) (fileIn, error) {
+	var in fileIn
+	if err := expectDelim(dec, '{'); err != nil {
+		return fileIn{}, err
 	}
-	seen := make(map[key]bool, len(in))
-	for i, g := range in {
-		if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
-			return nil, fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fileIn{}, err
 		}
-		out := Grant{ID: *g.ID, Server: server, Access: *g.Access, Path: *g.Path, Granted: g.Granted.UTC(), By: *g.By}
-		if g.Expires != nil {
-			out.Expires = g.Expires.UTC()
+		key, _ := tok.(string)
+		if seen[key] {
+			return fileIn{}, fmt.Errorf("member %q given twice", key)
 		}
-		err := validID(out.ID)
-		if err == nil && g.Root != nil {
-			if version == formatVersionNoRoots {
-				err = errors.New(`"root" in a version 1 file`)
-			} else {
-				out.Root, err = readRoot(*g.Root)
+		seen[key] = true
+		switch key {
+		case "version":
+			err = dec.Decode(&in.Version)
+		case "server":
+			err = dec.Decode(&in.Server)
+		case "allServers":
+			err = dec.Decode(&in.AllServers)
+		case "blocks":
+			err = dec.Decode(&in.Blocks)
+		case "grants":
+			in.Grants = &grantsParser{}
+			if err = expectDelim(dec, '['); err != nil {
+				break
 			}
-		}
-		switch {
-		case err != nil:
-		case !out.Access.Valid():
-			err = fmt.Errorf("access %q: want read or write", out.Access)
-		case out.Granted.IsZero():
-			err = errors.New("no granted time")
-		case ids[out.ID]:
-			err = fmt.Errorf("a second grant with id %q", out.ID)
-		case seen[key{out.Path, out.Access, out.Root}]:
-			err = fmt.Errorf("a second %s grant on %q under one root", out.Access, out.Path)
-		}
-		if err == nil {
-			err = ValidPath(out.Path)
-		}
-		if err == nil {
-			err = validBy(out.By)
+			for err == nil && dec.More() {
+				var g grantIn
+				if err = dec.Decode(&g); err == nil {
+					err = in.Grants.add(g)
+				}
+			}
+			if err == nil {
+				err = expectDelim(dec, ']')
+			}
+		default:
+			err = fmt.Errorf("unknown member %q", key)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("grant %d: %v", i, err)
+			return fileIn{}, err
 		}
-		ids[out.ID], seen[key{out.Path, out.Access, out.Root}] = true, true
-		gs = append(gs, out)
 	}
+	return in, expectDelim(dec, '}')
+}
+
+// expectDelim reads the next token, which must be d.
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("%v where %q belongs", tok, d)
+	}
+	return nil
+}
+
+// grantsParser checks a file's grants as they are read (add), then as a
+// whole (done).
+type grantsParser struct {
+	gs     []Grant
+	rooted int // 1 + the index of the first grant with a root (refused in version 1)
+	root   Root
+}
+
+// add checks one grant read from the file (the grants of its JSON object,
+// then those of its records) and keeps it.
+func (p *grantsParser) add(g grantIn) error {
+	i := len(p.gs)
+	if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
+		return fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
+	}
+	out := Grant{ID: *g.ID, Access: *g.Access, Path: *g.Path, Granted: g.Granted.UTC(), By: *g.By}
+	if g.Expires != nil {
+		out.Expires = g.Expires.UTC()
+	}
+	err := validID(out.ID)
+	if err == nil && g.Root != nil {
+		if p.rooted == 0 {
+			p.rooted = i + 1
+		}
+		out.Root, err = readRoot(*g.Root)
+		if err == nil && out.Root == p.root {
+			out.Root = p.root // one copy of a root's path for the grants that share it
+		}
+		p.root = out.Root
+	}
+	switch {
+	case err != nil:
+	case !out.Access.Valid():
+		err = fmt.Errorf("access %q: want read or write", out.Access)
+	case out.Granted.IsZero():
+		err = errors.New("no granted time")
+	}
+	if err == nil {
+		out.Access = Read // one copy of each access's name
+		if *g.Access == Write {
+			out.Access = Write
+		}
+	}
+	if err == nil {
+		err = ValidPath(out.Path)
+	}
+	if err == nil {
+		err = validBy(out.By)
+	}
+	if err != nil {
+		return fmt.Errorf("grant %d: %v", i, err)
+	}
+	p.gs = append(p.gs, out)
+	return nil
+}
+
+// done returns the grants read, of server, sorted, from a file of version.
+func (p *grantsParser) done(server string, version int) ([]Grant, error) {
+	if version == formatVersionNoRoots && p.rooted != 0 {
+		return nil, fmt.Errorf(`grant %d: "root" in a version 1 file`, p.rooted-1)
+	}
+	gs := make([]Grant, len(p.gs)) // exactly as many: the file's grants are kept for as long as it is unchanged
+	copy(gs, p.gs)
+	p.gs = nil
+	for i := range gs {
+		gs[i].Server = server
+	}
+	// No two grants share an ID, nor a path, access and root: found by
+	// sorting rather than by maps, which would take more memory than the
+	// grants at the limit.
 	sortGrants(gs)
+	for i := 1; i < len(gs); i++ {
+		// The grants on one path with one access are a run; its roots are
+		// compared pairwise (a run holds one grant per root).
+		for j := i - 1; j >= 0 && gs[j].Path == gs[i].Path && gs[j].Access == gs[i].Access; j-- {
+			if gs[j].Root == gs[i].Root {
+				return nil, fmt.Errorf("a second %s grant on %q under one root", gs[i].Access, gs[i].Path)
+			}
+		}
+	}
+	ids := make([]string, len(gs))
+	for i := range gs {
+		ids[i] = gs[i].ID
+	}
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			return nil, fmt.Errorf("a second grant with id %q", ids[i])
+		}
+	}
 	return gs, nil
 }
 
@@ -478,7 +586,7 @@ func encodeFile(server string, every bool, c contents) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, "\n    {"...)
+			b = append(b, "\n    {\n      "...)
 			b = appendGrant(b, &g, &root, "\n      ")
 			b = append(b, "\n    }"...)
 		}
@@ -489,10 +597,10 @@ func encodeFile(server string, every bool, c contents) []byte {
 	return append(b, "\n}\n"...)
 }
 
-// appendGrant appends the members of grant g, each after sep (a newline
-// and the indentation of the compacted part, or nothing for a record).
+// appendGrant appends the members of grant g, each but the first after sep
+// (a newline and the indentation of the compacted part, or a space for a
+// record).
 func appendGrant(b []byte, g *Grant, root *rootMember, sep string) []byte {
-	b = append(b, sep...)
 	b = append(b, `"id": `...)
 	b = jsonx.AppendString(b, g.ID)
 	b = append(b, ',')

@@ -35,13 +35,18 @@ const (
 	// DefaultLockWait is how long Grant and Revoke wait for a server's lock
 	// held by another process.
 	DefaultLockWait = 10 * time.Second
-	// DefaultMaxGrants is how many grants one server may hold.
-	DefaultMaxGrants = 4096
+	// DefaultMaxGrants is how many grants one server may hold: set by
+	// memory, so that fsbroker serve stays within its 64 MiB of peak RSS
+	// when it reads the file of a server holding that many
+	// (docs/consent.md has the measurements).
+	DefaultMaxGrants = 25000
 )
 
 const (
-	// maxFileSize bounds a grants file: DefaultMaxGrants grants with long
-	// paths take about 20 MiB.
+	// maxFileSize bounds a grants file (its JSON object and its appended
+	// records): DefaultMaxGrants grants take about 8 MiB in the JSON
+	// object, more with long paths; the records appended to it are
+	// compacted before they outgrow it.
 	maxFileSize = 32 << 20
 	// rereadFactor times the maximum staleness is how old a read may be
 	// before the file is reread even though a stat shows no change.
