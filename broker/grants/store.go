@@ -142,7 +142,6 @@ type entry struct {
 	dirty     bool   // a Watch saw the file change: reread it
 	gen       uint64 // counts invalidations, so a read racing one does not clear dirty
 	checkedAt time.Time
-	readAt    time.Time
 	stamp     stamp
 	sum       fileSum // of the file's bytes snap was made from
 	snap      *snapshot
@@ -540,12 +539,16 @@ func (s *Store) grant(e *entry, add []Grant, now time.Time) ([]Grant, error) {
 		return nil, err
 	}
 	defer unlock()
-	snap, gen, err := s.locked(e)
+	snap, gen, err := s.locked(e, true)
 	if err != nil {
 		return nil, err
 	}
 	if stored, ok, err := s.appendNew(e, snap, gen, add, now); ok || err != nil {
 		return stored, err
+	}
+	// A rewrite: from the file's content, read in any case.
+	if snap, gen, err = s.locked(e, false); err != nil {
+		return nil, err
 	}
 	cur := snap.full()
 	// next stays sorted (sortGrants): an existing grant is found, and a
@@ -945,9 +948,12 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 		return snap, err
 	}
 	e.mu.Lock()
-	gen, dirty, loaded, cached, readAt := e.gen, e.dirty, e.loaded, e.stamp, e.readAt
+	// fullAt, not the last install: appends of this Store's own keep
+	// coming, yet the file is read whole every rereadFactor staleness
+	// bounds (e.io is held).
+	gen, dirty, loaded, cached, fullAt := e.gen, e.dirty, e.loaded, e.stamp, e.fullAt
 	e.mu.Unlock()
-	if loaded && !dirty && time.Since(readAt) < rereadFactor*s.maxStale {
+	if loaded && !dirty && time.Since(fullAt) < rereadFactor*s.maxStale {
 		if st, err := keyfile.StatStamp(e.path); err == nil && st == cached {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -955,7 +961,7 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 			return e.snap, e.err
 		}
 	}
-	s.load(e, gen)
+	s.load(e, gen, true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.snap, e.err
@@ -974,14 +980,15 @@ func (s *Store) current(e *entry) (*snapshot, error) {
 // Otherwise the file is read, and parsed only when its bytes are not those
 // the cached snapshot was made from (readIfChanged compares their length and
 // hash): a change by another process is never mistaken for none. The caller
-// holds e.io.
-func (s *Store) load(e *entry, gen uint64) (*snapshot, error) {
+// holds e.io. Without trust the file is read in any case: before a rewrite,
+// which must not write over a change the stat cannot see.
+func (s *Store) load(e *entry, gen uint64, trust bool) (*snapshot, error) {
 	e.mu.Lock()
 	known := e.sum
 	if !e.loaded || e.err != nil {
 		known = unknownSum
 	}
-	trusted := e.loaded && e.err == nil && e.held != nil && time.Since(e.fullAt) < rereadFactor*s.maxStale
+	trusted := trust && e.loaded && e.err == nil && e.held != nil && time.Since(e.fullAt) < rereadFactor*s.maxStale
 	cachedStamp := e.stamp
 	e.mu.Unlock()
 	if trusted {
@@ -1022,6 +1029,7 @@ func (s *Store) load(e *entry, gen uint64) (*snapshot, error) {
 			f.Close()
 		}
 		e.hold(nil)
+		e.fullAt = time.Now()
 		e.install(gen, emptySnapshot, unknownSum, st, err)
 		return emptySnapshot, err
 	}
@@ -1060,7 +1068,7 @@ func (e *entry) forget() {
 // began before the last invalidation (gen) leaves the cache dirty.
 func (e *entry) install(gen uint64, snap *snapshot, sum fileSum, st stamp, err error) {
 	now := time.Now()
-	e.loaded, e.checkedAt, e.readAt, e.stamp, e.err = true, now, now, st, err
+	e.loaded, e.checkedAt, e.stamp, e.err = true, now, st, err
 	e.snap, e.sum = snap, sum
 	if e.gen == gen {
 		e.dirty = false
@@ -1078,7 +1086,7 @@ func (s *Store) update(e *entry, change func(cur contents) (next contents, write
 		return err
 	}
 	defer unlock()
-	snap, gen, err := s.locked(e)
+	snap, gen, err := s.locked(e, false)
 	if err != nil {
 		return err
 	}
@@ -1130,13 +1138,14 @@ func (s *Store) rewrite(e *entry, gen uint64, next contents) error {
 // locked returns an entry's contents on disk for a change, under the
 // file's exclusive lock, and the invalidation count they go with: the file
 // is read, and parsed only when it is not what the cache was made from
-// (load). The change must not modify the slices it is given: they may be
+// (load); with trust, for an append only, a stat may stand for the read.
+// The change must not modify the slices it is given: they may be
 // the cached snapshot's, which readers use without a lock.
-func (s *Store) locked(e *entry) (*snapshot, uint64, error) {
+func (s *Store) locked(e *entry, trust bool) (*snapshot, uint64, error) {
 	e.mu.Lock()
 	gen := e.gen
 	e.mu.Unlock()
-	snap, err := s.load(e, gen)
+	snap, err := s.load(e, gen, trust)
 	return snap, gen, err
 }
 
