@@ -79,10 +79,11 @@
 //	<sha256>.lock        an empty sidecar lock file, never deleted
 //	.tmp-<sha256>.json-* a replacement being written (left only by a crash)
 //
-// A server's file is one JSON object, written indented (0600):
+// A server's file is one JSON object, written indented (0600), followed by
+// appended records (below):
 //
 //	{
-//	  "version": 3,
+//	  "version": 4,
 //	  "server": "notes",
 //	  "grants": [
 //	    {"id": "6f1c...", "access": "write", "path": "proj/docs",
@@ -103,15 +104,26 @@
 // blocks every path. The file of the blocks for every server holds
 // {"version": 3, "allServers": true, "blocks": [...]} and nothing else.
 //
-// Version 3 came with blocks. A server's file is written as version 3 while
-// it holds blocks and as version 2 otherwise, so that an fsbroker from before
-// blocks reads every file it can honour and refuses (as corrupt: that server
-// is granted nothing) a file whose blocks it would ignore. (Such an fsbroker
-// never reads the every-server file: brokers sharing a state directory
-// should be of one version.) Version 1 files, written before grants carried
-// their root, are read (their grants have no root, and so cover nothing). A
-// file of another version, with unknown members, or with any invalid grant
-// or block is corrupt.
+// A Grant of grants the server does not hold yet appends one line per grant
+// to the file, under its lock, and syncs it:
+//
+//	{"server": "notes", "grant": {"id": "0a4f...", "access": "read", "path": "proj/a.go", "root": {...}, "granted": "...", "by": "auto"}}
+//
+// Anything else (a refreshed grant, Revoke, Block, Restore, an expired grant
+// to drop, or records that would outgrow the JSON object before them)
+// rewrites the file: a new JSON object, no records, renamed into place. A
+// last line without its newline is a record cut short (a crash mid-append,
+// or an append under way) and is ignored; any other line that is not a
+// complete grant of the file's server makes the file corrupt.
+//
+// Version 4 came with appended records; version 3 with blocks, version 2
+// with roots. A server's file is written as version 4, which an fsbroker
+// from before it refuses (as corrupt: that server is granted nothing)
+// rather than act on part of the grants; brokers sharing a state directory
+// should be of one version. Files of versions 1 to 3 are read and rewritten
+// as version 4 by the next change; version 1 grants have no root, and so
+// cover nothing. A file of another version, with unknown members, or with
+// any invalid grant or block is corrupt.
 //
 // # Roots
 //
@@ -167,19 +179,21 @@
 //     reread it. This is the safety net for a missed event (a watcher queue
 //     overflow is reported as a change of every server, but file systems
 //     such as NFS deliver no events for other hosts' changes).
-//   - The file was last read 10 times the maximum staleness ago: it is
-//     reread even when the stat shows no change, because a replacement that
-//     reuses the cached file's inode number with the same size and
-//     modification time (within the file system's timestamp granularity)
-//     cannot be told apart by a stat.
+//   - The file was last read or written whole 10 times the maximum
+//     staleness ago: it is reread even when the stat shows no change, to
+//     see a change written in place that kept the file's size and
+//     modification time (no fsbroker writer makes one).
 //
-// A reread parses the file only when its bytes differ from those the cache
-// was made from (what this Store last wrote or read; the cache keeps their
-// length and a hash, not the bytes), so a Watch's report of the Store's own
-// write, or a check that finds nothing new, costs one read of the file
-// through a small buffer and no parse. A change (Grant, Revoke, Block, Restore) reads the
-// file under its lock in the same way: another process's change is always
-// seen, even one a stat cannot tell apart, and never written over.
+// The Store keeps the file it last read or wrote open, so that its inode
+// number is not reused, and a stat that shows that inode with the size and
+// modification time the Store left stands for a read: every fsbroker
+// writer renames a new file into place or appends, changing one of them.
+// So a Watch's report of the Store's own append costs one stat. A reread
+// parses the file only when its bytes differ from those the cache was made
+// from (what this Store last wrote or read; the cache keeps their length
+// and a hash, not the bytes). An append under the lock trusts the stat as
+// above (it writes over nothing); a rewrite reads the file under the lock
+// first: another process's change is always seen, and never written over.
 //
 // A change by the same Store is visible to it at once. A revocation or a
 // block by another process is thus seen by a Store with a running Watch within
@@ -191,13 +205,13 @@
 //
 // Covers, Blocked and Related answer from the cache by binary search on the
 // grants, which are kept sorted by path: in time logarithmic in a server's
-// grants (plus, for Related, the grants returned). A change (Grant, Revoke,
-// Block, Restore) rewrites the server's whole file, as above: it reads the
-// file (parsing it only when another process changed it), writes every
-// grant and syncs, in time and bytes linear in the server's grants (about
-// 0.8 microseconds of CPU per grant held, BenchmarkAutoConsentFirstRead in
-// broker/corridor; an append-only log would make it constant, at the price
-// of a new file format).
+// grants (plus, for Related, the grants returned). A new grant is one
+// append and one sync, and an insertion into a small sorted run of recent
+// grants that is merged into the rest once it outgrows their square root:
+// its cost does not grow with the grants held (BenchmarkGrantOne). A
+// rewrite (Revoke, Block, Restore, a sweep, a compaction) reads the file,
+// writes every grant and syncs, in time linear in the server's grants; the
+// compactions write each grant a bounded number of times, amortized.
 //
 // # Failure
 //
@@ -216,7 +230,8 @@
 // every server) makes Blocked fail, and the broker then treats the path as
 // blocked.
 //
-// A server holds at most WithMaxGrants grants (default 4096), and as many
+// A server holds at most WithMaxGrants grants (default 25,000, set by
+// fsbroker serve's memory budget: docs/consent.md), and as many
 // blocks (the every-server file too): a Grant or Block that would exceed it
 // fails with ErrTooMany, so that a server approved automatically cannot
 // grow its file without bound.
