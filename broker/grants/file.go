@@ -70,14 +70,13 @@ type rootIn struct {
 // belong to; "": any, and the server is returned), or with every the
 // every-server file. A missing file is empty, and its server "".
 func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
-	f, b, _, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
-	if f != nil {
-		f.Close()
-	}
-	if err != nil || b == nil {
+	f, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
+	if err != nil || f == nil {
 		return "", contents{}, st, err
 	}
-	server, c, _, err = parse(b, want, every)
+	defer f.Close()
+	var h maphash.Hash
+	server, c, _, _, err = parseFrom(f, &h, want, every)
 	if err != nil {
 		return "", contents{}, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -108,79 +107,85 @@ func sumOf(seed maphash.Seed, b []byte) fileSum {
 	return fileSum{exists: true, size: len(b), hash: maphash.Bytes(seed, b)}
 }
 
-// readIfChanged reads the file at path, unless it still holds the bytes
-// known sums: then same is true and b nil, and the file was read through a
-// small buffer, none of it kept. Otherwise b is the file's bytes (nil when
-// it does not exist; an existing empty file is an empty, non-nil slice) and
-// sum theirs. f is the file read, still open, for the caller to close or
-// hold (nil when it does not exist, or on an error). A file that is not a
-// regular file, or is larger than maxFileSize, is corrupt.
-func readIfChanged(path string, seed maphash.Seed, known fileSum) (f *os.File, b []byte, sum fileSum, st stamp, same bool, err error) {
+// readIfChanged opens the file at path and tells whether it still holds
+// the bytes known sums (same), reading it through a small buffer, none of
+// it kept; when it does not, f is at its start, for parseFrom. f is the file,
+// still open, for the caller to close or hold (nil when it does not exist,
+// or on an error). A file that is not a regular file is corrupt.
+func readIfChanged(path string, seed maphash.Seed, known fileSum) (f *os.File, st stamp, same bool, err error) {
 	f, err = os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fileSum{}, stamp{}, !known.exists, nil
+		return nil, stamp{}, !known.exists, nil
 	}
 	if err != nil {
-		return nil, nil, fileSum{}, stamp{}, false, err
+		return nil, stamp{}, false, err
 	}
-	b, sum, st, same, err = readOpen(f, seed, known)
+	st, same, err = checkOpen(f, seed, known)
 	if err != nil {
 		f.Close()
-		return nil, nil, fileSum{}, st, false, err
+		return nil, st, false, err
 	}
-	return f, b, sum, st, same, nil
+	return f, st, same, nil
 }
 
-// readOpen is readIfChanged on the open file f.
-func readOpen(f *os.File, seed maphash.Seed, known fileSum) (b []byte, sum fileSum, st stamp, same bool, err error) {
+// checkOpen is readIfChanged on the open file f.
+func checkOpen(f *os.File, seed maphash.Seed, known fileSum) (st stamp, same bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fileSum{}, stamp{}, false, err
+		return stamp{}, false, err
 	}
 	st = keyfile.StampOf(fi)
 	if !fi.Mode().IsRegular() {
-		return nil, fileSum{}, st, false, fmt.Errorf("%w: not a regular file", ErrCorrupt)
+		return st, false, fmt.Errorf("%w: not a regular file", ErrCorrupt)
 	}
-	if known.exists && fi.Size() == int64(known.size) {
-		var h maphash.Hash
-		h.SetSeed(seed)
-		n, err := io.Copy(&h, io.LimitReader(f, maxFileSize+1))
-		if err != nil {
-			return nil, fileSum{}, st, false, err
-		}
-		if n == int64(known.size) && h.Sum64() == known.hash {
-			return nil, known, st, true, nil
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, fileSum{}, st, false, err
-		}
+	if fi.Size() > maxFileSize {
+		return st, false, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
 	}
-	b = make([]byte, 0, min(fi.Size(), maxFileSize)+1)
-	if b, err = readAllInto(b, io.LimitReader(f, maxFileSize+1)); err != nil {
-		return nil, fileSum{}, st, false, err
+	if !known.exists || fi.Size() != int64(known.size) {
+		return st, false, nil
 	}
-	if len(b) > maxFileSize {
-		return nil, fileSum{}, st, false, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxFileSize)
+	var h maphash.Hash
+	h.SetSeed(seed)
+	n, err := io.Copy(&h, io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return st, false, err
 	}
-	return b, sumOf(seed, b), st, false, nil
+	if n == int64(known.size) && h.Sum64() == known.hash {
+		return st, true, nil
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return st, false, err
 }
 
-// readAllInto appends what r holds to b (io.ReadAll into a buffer sized
-// from the file's size).
-func readAllInto(b []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
+// hashingReader reads r, adding what it reads to h and counting it.
+type hashingReader struct {
+	r io.Reader
+	h *maphash.Hash
+	n int
+}
+
+func (x *hashingReader) Read(p []byte) (int, error) {
+	n, err := x.r.Read(p)
+	x.h.Write(p[:n])
+	x.n += n
+	return n, err
+}
+
+// parseFrom decodes and checks the file r as parse does, streaming it: the
+// file is never held whole, only its records (the part after its JSON
+// object), so that reading a file of many grants takes little more memory
+// than the grants. Its bytes go to h (seeded by the caller), and their
+// count is returned. A file larger than maxFileSize is an error.
+func parseFrom(r io.Reader, h *maphash.Hash, want string, every bool) (string, contents, layout, int, error) {
+	hr := &hashingReader{r: io.LimitReader(r, maxFileSize+1), h: h}
+	server, c, lay, err := parseReader(hr, want, every)
+	if err == nil {
+		_, err = io.Copy(io.Discard, hr) // what the parse left unread: none, normally
 	}
+	if err == nil && hr.n > maxFileSize {
+		err = fmt.Errorf("larger than %d bytes", maxFileSize)
+	}
+	return server, c, lay, hr.n, err
 }
 
 // layout is how a server's file is laid out: what Grant needs to know to
@@ -200,7 +205,12 @@ type layout struct {
 // file is not appendable until rewritten. Anything else that is not a
 // complete, valid record of the file's server is an error.
 func parse(b []byte, want string, every bool) (string, contents, layout, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+	return parseReader(bytes.NewReader(b), want, every)
+}
+
+// parseReader is parse of the file r.
+func parseReader(r io.Reader, want string, every bool) (string, contents, layout, error) {
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	in, err := decodeFile(dec)
 	if err != nil {
@@ -219,8 +229,11 @@ func parse(b []byte, want string, every bool) (string, contents, layout, error) 
 		lay     layout
 	)
 	if version == FormatVersion && !every {
-		var err error
-		if records, lay, err = splitRecords(b, int(dec.InputOffset())); err != nil {
+		rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), r))
+		if err != nil {
+			return "", contents{}, layout{}, err
+		}
+		if records, lay, err = splitRecords(rest, int(dec.InputOffset())); err != nil {
 			return "", contents{}, layout{}, err
 		}
 	} else if _, err := dec.Token(); err != io.EOF {
@@ -274,15 +287,16 @@ func parse(b []byte, want string, every bool) (string, contents, layout, error) 
 	return server, contents{grants: gs, blocks: bs}, lay, nil
 }
 
-// splitRecords splits what follows a version 4 file's JSON object (at off)
-// into its records: the object's newline, then complete lines, then
-// perhaps a cut record (no newline yet), which is left out.
-func splitRecords(b []byte, off int) ([][]byte, layout, error) {
-	if off >= len(b) || b[off] != '\n' {
+// splitRecords splits rest, what follows a version 4 file's JSON object
+// (which ends at off), into its records: the object's newline, then
+// complete lines, then perhaps a cut record (no newline yet), which is left
+// out.
+func splitRecords(rest []byte, off int) ([][]byte, layout, error) {
+	if len(rest) == 0 || rest[0] != '\n' {
 		return nil, layout{}, errors.New("the JSON object does not end with a newline")
 	}
 	lay := layout{base: off + 1}
-	rest := b[lay.base:]
+	rest = rest[1:]
 	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
 	lay.appended = len(complete)
 	lay.appendable = len(complete) == len(rest)

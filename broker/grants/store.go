@@ -242,16 +242,24 @@ func (s *snapshot) withAdded(added []Grant) *snapshot {
 
 // mergeGrants merges two sorted runs of grants into a new one.
 func mergeGrants(a, b []Grant) []Grant {
-	out := make([]Grant, 0, len(a)+len(b))
-	for len(a) > 0 && len(b) > 0 {
-		if compareGrants(b[0], a[0]) < 0 {
-			out, b = append(out, b[0]), b[1:]
+	return appendMerged(make([]Grant, 0, len(a)+len(b)), a, b, nil)
+}
+
+// appendMerged appends to out the grants of the sorted runs a and b that
+// keep (nil: every one) keeps, in order.
+func appendMerged(out, a, b []Grant, keep func(*Grant) bool) []Grant {
+	for len(a) > 0 || len(b) > 0 {
+		var g *Grant
+		if len(a) == 0 || len(b) > 0 && compareGrants(b[0], a[0]) < 0 {
+			g, b = &b[0], b[1:]
 		} else {
-			out, a = append(out, a[0]), a[1:]
+			g, a = &a[0], a[1:]
+		}
+		if keep == nil || keep(g) {
+			out = append(out, *g)
 		}
 	}
-	out = append(out, a...)
-	return append(out, b...)
+	return out
 }
 
 // onPath returns the index range [lo, hi) of the grants of run gs on path
@@ -550,15 +558,13 @@ func (s *Store) grant(e *entry, add []Grant, now time.Time) ([]Grant, error) {
 	if snap, gen, err = s.locked(e, false); err != nil {
 		return nil, err
 	}
-	cur := snap.full()
+	cur := snap.contents
 	// next stays sorted (sortGrants): an existing grant is found, and a
-	// new one placed, by binary search on its path.
-	next := make([]Grant, 0, len(cur.grants)+len(add))
-	for _, g := range cur.grants {
-		if g.Live(now) {
-			next = append(next, g)
-		}
-	}
+	// new one placed, by binary search on its path. It is merged from the
+	// snapshot's runs directly, with no copy of every grant beside it (at
+	// the limit, a copy of the grants is megabytes).
+	next := appendMerged(make([]Grant, 0, len(snap.grants)+len(snap.delta)+len(add)), snap.grants, snap.delta,
+		func(g *Grant) bool { return g.Live(now) })
 	stored := make([]Grant, len(add))
 	var ids map[string]bool // for a Grant of many: the IDs taken, so that it costs linear time
 	for i, a := range add {
@@ -999,7 +1005,7 @@ func (s *Store) load(e *entry, gen uint64, trust bool) (*snapshot, error) {
 			return e.snap, nil
 		}
 	}
-	f, b, sum, st, same, err := readIfChanged(e.path, s.seed, known)
+	f, st, same, err := readIfChanged(e.path, s.seed, known)
 	var heldInfo fs.FileInfo
 	if f != nil {
 		if heldInfo, err = f.Stat(); err != nil {
@@ -1012,17 +1018,21 @@ func (s *Store) load(e *entry, gen uint64, trust bool) (*snapshot, error) {
 	if err == nil && same {
 		e.hold(f, heldInfo)
 		e.fullAt = time.Now()
-		e.install(gen, e.snap, sum, st, nil)
+		e.install(gen, e.snap, known, st, nil)
 		return e.snap, nil
 	}
 	var (
 		c   contents
 		lay layout
+		sum fileSum
 	)
-	if err == nil && b != nil {
-		if _, c, lay, err = parse(b, e.server, e.every); err != nil {
+	e.hash.SetSeed(s.seed)
+	if err == nil && f != nil {
+		sum.exists = true
+		if _, c, lay, sum.size, err = parseFrom(f, &e.hash, e.server, e.every); err != nil {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
+		sum.hash = e.hash.Sum64()
 	}
 	if err != nil {
 		if f != nil {
@@ -1035,8 +1045,6 @@ func (s *Store) load(e *entry, gen uint64, trust bool) (*snapshot, error) {
 	}
 	e.hold(f, heldInfo)
 	e.lay, e.fullAt = lay, time.Now()
-	e.hash.SetSeed(s.seed)
-	e.hash.Write(b)
 	snap := newSnapshot(c)
 	e.install(gen, snap, sum, st, nil)
 	return snap, nil
