@@ -230,7 +230,7 @@
 // every server) makes Blocked fail, and the broker then treats the path as
 // blocked.
 //
-// A server holds at most WithMaxGrants grants (default 40,000, set by
+// A server holds at most WithMaxGrants grants (default 30,000, set by
 // fsbroker serve's memory budget: docs/consent.md), and as many
 // blocks (the every-server file too): a Grant or Block that would exceed it
 // fails with ErrTooMany, so that a server approved automatically cannot

@@ -39,7 +39,7 @@ const (
 	// memory, so that fsbroker serve stays within its 64 MiB of peak RSS
 	// when it reads the file of a server holding that many
 	// (docs/consent.md has the measurements).
-	DefaultMaxGrants = 40000
+	DefaultMaxGrants = 30000
 )
 
 const (
