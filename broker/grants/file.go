@@ -4,6 +4,7 @@
 package grants
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -69,14 +70,14 @@ type rootIn struct {
 // readFile reads and checks a file: a server's (want is the server it must
 // belong to; "": any, and the server is returned), or with every the
 // every-server file. A missing file is empty, and its server "".
-func readFile(path, want string, every bool) (server string, c contents, st stamp, err error) {
+func readFile(path, want string, every bool, limit int) (server string, c contents, st stamp, err error) {
 	f, st, _, err := readIfChanged(path, maphash.MakeSeed(), unknownSum)
 	if err != nil || f == nil {
 		return "", contents{}, st, err
 	}
 	defer f.Close()
 	var h maphash.Hash
-	server, c, _, _, err = parseFrom(f, &h, want, every)
+	server, c, _, _, err = parseFrom(f, &h, want, every, limit)
 	if err != nil {
 		return "", contents{}, st, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -176,9 +177,9 @@ func (x *hashingReader) Read(p []byte) (int, error) {
 // object), so that reading a file of many grants takes little more memory
 // than the grants. Its bytes go to h (seeded by the caller), and their
 // count is returned. A file larger than maxFileSize is an error.
-func parseFrom(r io.Reader, h *maphash.Hash, want string, every bool) (string, contents, layout, int, error) {
+func parseFrom(r io.Reader, h *maphash.Hash, want string, every bool, limit int) (string, contents, layout, int, error) {
 	hr := &hashingReader{r: io.LimitReader(r, maxFileSize+1), h: h}
-	server, c, lay, err := parseReader(hr, want, every)
+	server, c, lay, err := parseReader(hr, want, every, limit)
 	if err == nil {
 		_, err = io.Copy(io.Discard, hr) // what the parse left unread: none, normally
 	}
@@ -205,14 +206,16 @@ type layout struct {
 // file is not appendable until rewritten. Anything else that is not a
 // complete, valid record of the file's server is an error.
 func parse(b []byte, want string, every bool) (string, contents, layout, error) {
-	return parseReader(bytes.NewReader(b), want, every)
+	return parseReader(bytes.NewReader(b), want, every, DefaultMaxGrants)
 }
 
-// parseReader is parse of the file r.
-func parseReader(r io.Reader, want string, every bool) (string, contents, layout, error) {
+// parseReader is parse of the file r, refusing a file of more than limit
+// grants (which no fsbroker writes) as soon as it reads one more, so that a
+// hostile file costs no more memory than a server's grants at the limit.
+func parseReader(r io.Reader, want string, every bool, limit int) (string, contents, layout, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	in, err := decodeFile(dec)
+	in, err := decodeFile(dec, limit)
 	if err != nil {
 		return "", contents{}, layout{}, err
 	}
@@ -224,20 +227,11 @@ func parseReader(r io.Reader, want string, every bool) (string, contents, layout
 		return "", contents{}, layout{}, fmt.Errorf("version %d is not supported (this fsbroker reads versions %d to %d; a newer one may have written it)",
 			version, formatVersionNoRoots, FormatVersion)
 	}
-	var (
-		records [][]byte
-		lay     layout
-	)
-	if version == FormatVersion && !every {
-		rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), r))
-		if err != nil {
-			return "", contents{}, layout{}, err
+	hasRecords := version == FormatVersion && !every
+	if !hasRecords {
+		if _, err := dec.Token(); err != io.EOF {
+			return "", contents{}, layout{}, errors.New("data after the JSON object")
 		}
-		if records, lay, err = splitRecords(rest, int(dec.InputOffset())); err != nil {
-			return "", contents{}, layout{}, err
-		}
-	} else if _, err := dec.Token(); err != io.EOF {
-		return "", contents{}, layout{}, errors.New("data after the JSON object")
 	}
 	if every {
 		if version != formatVersionAllServers || in.AllServers == nil || !*in.AllServers || in.Blocks == nil || in.Server != nil || in.Grants != nil {
@@ -262,13 +256,10 @@ func parseReader(r io.Reader, want string, every bool) (string, contents, layout
 	if err := validServer(server); err != nil {
 		return "", contents{}, layout{}, err
 	}
-	for i, line := range records {
-		g, err := parseRecord(line, server)
-		if err == nil {
-			err = in.Grants.add(g)
-		}
-		if err != nil {
-			return "", contents{}, layout{}, fmt.Errorf("appended record %d: %v", i, err)
+	var lay layout
+	if hasRecords {
+		if lay, err = readRecords(io.MultiReader(dec.Buffered(), r), int(dec.InputOffset()), server, in.Grants); err != nil {
+			return "", contents{}, layout{}, err
 		}
 	}
 	gs, err := in.Grants.done(server, version)
@@ -287,26 +278,55 @@ func parseReader(r io.Reader, want string, every bool) (string, contents, layout
 	return server, contents{grants: gs, blocks: bs}, lay, nil
 }
 
-// splitRecords splits rest, what follows a version 4 file's JSON object
-// (which ends at off), into its records: the object's newline, then
-// complete lines, then perhaps a cut record (no newline yet), which is left
-// out.
-func splitRecords(rest []byte, off int) ([][]byte, layout, error) {
-	if len(rest) == 0 || rest[0] != '\n' {
-		return nil, layout{}, errors.New("the JSON object does not end with a newline")
+// maxRecordBytes bounds an appended record's line: a grant at the limits
+// of its members, each escaped at up to 6 bytes a byte, and the syntax. A
+// longer line is no record (the file is corrupt), and is not read whole.
+const maxRecordBytes = 6*(MaxServerBytes+maxIDBytes+MaxPathBytes+MaxRootBytes+MaxByBytes) + 1024
+
+// readRecords reads what follows a version 4 file's JSON object (which
+// ends at off): the object's newline, then complete records, each a line,
+// then perhaps a cut record (no newline yet), which is left out; each
+// record's grant of server goes to p. A line is read at a time, never the
+// records whole.
+func readRecords(r io.Reader, off int, server string, p *grantsParser) (layout, error) {
+	br := bufio.NewReader(r)
+	if b, err := br.ReadByte(); err != nil || b != '\n' {
+		return layout{}, errors.New("the JSON object does not end with a newline")
 	}
-	lay := layout{base: off + 1}
-	rest = rest[1:]
-	complete := rest[:bytes.LastIndexByte(rest, '\n')+1]
-	lay.appended = len(complete)
-	lay.appendable = len(complete) == len(rest)
-	var records [][]byte
-	for len(complete) > 0 {
-		i := bytes.IndexByte(complete, '\n')
-		records = append(records, complete[:i])
-		complete = complete[i+1:]
+	lay := layout{base: off + 1, appendable: true}
+	var line []byte
+	for i := 0; ; i++ {
+		line = line[:0]
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			if len(line)+len(chunk) > maxRecordBytes+1 {
+				return layout{}, fmt.Errorf("appended record %d: longer than %d bytes", i, maxRecordBytes)
+			}
+			line = append(line, chunk...)
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if err == io.EOF {
+			// A cut record (or none): ignored, and the file is not
+			// appendable until rewritten.
+			lay.appendable = len(line) == 0
+			return lay, nil
+		}
+		if err != nil {
+			return layout{}, err
+		}
+		lay.appended += len(line)
+		g, err := parseRecord(line[:len(line)-1], server)
+		if err == nil {
+			err = p.add(g)
+		}
+		if err != nil {
+			return layout{}, fmt.Errorf("appended record %d: %v", i, err)
+		}
 	}
-	return records, lay, nil
 }
 
 // parseRecord decodes one appended record (a line without its newline): a
@@ -335,7 +355,7 @@ func parseRecord(line []byte, server string) (grantIn, error) {
 // (grantsParser): a file of many grants is never held as decoded JSON as
 // well as its Grants, and the decoder buffers one grant, not the file. A
 // member this fsbroker does not know, or one given twice, is an error.
-func decodeFile(dec *json.Decoder) (fileIn, error) {
+func decodeFile(dec *json.Decoder, limit int) (fileIn, error) {
 	var in fileIn
 	if err := expectDelim(dec, '{'); err != nil {
 		return fileIn{}, err
@@ -361,7 +381,7 @@ func decodeFile(dec *json.Decoder) (fileIn, error) {
 		case "blocks":
 			err = dec.Decode(&in.Blocks)
 		case "grants":
-			in.Grants = &grantsParser{}
+			in.Grants = &grantsParser{limit: limit}
 			if err = expectDelim(dec, '['); err != nil {
 				break
 			}
@@ -400,6 +420,7 @@ func expectDelim(dec *json.Decoder, d json.Delim) error {
 // whole (done).
 type grantsParser struct {
 	gs     []Grant
+	limit  int // the most grants a file may hold
 	rooted int // 1 + the index of the first grant with a root (refused in version 1)
 	root   Root
 }
@@ -408,6 +429,9 @@ type grantsParser struct {
 // then those of its records) and keeps it.
 func (p *grantsParser) add(g grantIn) error {
 	i := len(p.gs)
+	if i >= p.limit {
+		return fmt.Errorf("more than %d grants, the limit of a server", p.limit)
+	}
 	if g.ID == nil || g.Access == nil || g.Path == nil || g.Granted == nil || g.By == nil {
 		return fmt.Errorf(`grant %d: "id", "access", "path", "granted" and "by" are required`, i)
 	}

@@ -860,7 +860,7 @@ func (s *Store) resolve(hash string) (*entry, error) {
 		return e, nil
 	}
 	path := s.files.DataPath(hash)
-	server, _, _, err := readFile(path, "", false)
+	server, _, _, err := readFile(path, "", false, s.maxGrants)
 	if err == nil && server != "" && keyfile.Name(server) != hash {
 		err = fmt.Errorf("%w: it holds the grants of server %q, whose file is %s%s", ErrCorrupt, server, keyfile.Name(server), keyfile.DataExt)
 	}
@@ -1029,7 +1029,7 @@ func (s *Store) load(e *entry, gen uint64, trust bool) (*snapshot, error) {
 	e.hash.SetSeed(s.seed)
 	if err == nil && f != nil {
 		sum.exists = true
-		if _, c, lay, sum.size, err = parseFrom(f, &e.hash, e.server, e.every); err != nil {
+		if _, c, lay, sum.size, err = parseFrom(f, &e.hash, e.server, e.every, s.maxGrants); err != nil {
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		sum.hash = e.hash.Sum64()
