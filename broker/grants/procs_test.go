@@ -427,3 +427,78 @@ func TestLockWait(t *testing.T) {
 	_ = fl.Unlock()
 	grant(t, s, "srv", read("q"))
 }
+
+// A revocation racing appends, by two real processes on one file, is never
+// undone: an append goes, under the lock, to the file at the path (not to
+// one replaced by the revocation's rewrite), and no append is lost. In one
+// round this process appends in a loop while another revokes (as
+// `fsbroker grants revoke` does); in the other, another process appends
+// while this one revokes.
+func TestRevocationRacingAppendsInAnotherProcess(t *testing.T) {
+	const rounds = 25
+	for _, revokerHere := range []bool{false, true} {
+		t.Run(fmt.Sprintf("revoker here %v", revokerHere), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir)
+			grant(t, s, "notes", read("proj/a-long-enough-name-to-leave-room-for-some-records"))
+			revoker := startHelper(t, dir, "notes")
+			appender := startHelper(t, dir, "notes")
+			stop := make(chan struct{})
+			appended := make(chan int)
+			go func() { // the appender: as many grants as it can until stop
+				n := 0
+				defer func() { appended <- n }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					p := fmt.Sprintf("proj/a%d", n)
+					if revokerHere {
+						appender.Send("grant " + p)
+						appender.Expect("done")
+					} else if _, err := s.Grant("notes", read(p)); err != nil {
+						t.Error(err)
+						return
+					}
+					n++
+				}
+			}()
+			for i := range rounds {
+				p := fmt.Sprintf("proj/r%d", i)
+				grant(t, s, "notes", read(p))
+				if revokerHere {
+					if gone := revoke(t, s, grants.RevokeFilter{Server: "notes", Path: p}); len(gone) != 1 {
+						t.Fatalf("round %d: revoked %d grants, want 1", i, len(gone))
+					}
+				} else {
+					revoker.Send("revoke " + p)
+					revoker.Line() // start
+					revoker.Expect("done 1")
+				}
+				if covers(t, open(t, dir), "notes", grants.Read, p, time.Now()) {
+					t.Fatalf("round %d: the revoked grant is back on disk", i)
+				}
+			}
+			close(stop)
+			n := <-appended
+			fresh := open(t, dir)
+			gs := list(t, fresh, "notes")
+			for _, g := range gs {
+				if strings.HasPrefix(g.Path, "proj/r") {
+					t.Errorf("revoked %s is held again", g.Path)
+				}
+			}
+			if want := 1 + n; len(gs) != want {
+				t.Errorf("%d grants after %d appends, want %d", len(gs), n, want)
+			}
+			for _, p := range []string{"proj/r0", fmt.Sprintf("proj/r%d", rounds-1)} {
+				eventually(t, "the revocation reaching this Store", func() bool {
+					return !covers(t, s, "notes", grants.Read, p, time.Now())
+				})
+			}
+			t.Logf("%d appends raced %d revocations", n, rounds)
+		})
+	}
+}
