@@ -379,7 +379,7 @@ func decodeFile(dec *json.Decoder, limit int) (fileIn, error) {
 		case "allServers":
 			err = dec.Decode(&in.AllServers)
 		case "blocks":
-			err = dec.Decode(&in.Blocks)
+			in.Blocks, err = decodeBlocks(dec, limit)
 		case "grants":
 			in.Grants = &grantsParser{limit: limit}
 			if err = expectDelim(dec, '['); err != nil {
@@ -402,6 +402,29 @@ func decodeFile(dec *json.Decoder, limit int) (fileIn, error) {
 		}
 	}
 	return in, expectDelim(dec, '}')
+}
+
+// decodeBlocks decodes a file's blocks one at a time, refusing more than
+// limit (which no fsbroker writes) as soon as it reads one more.
+func decodeBlocks(dec *json.Decoder, limit int) (*[]blockIn, error) {
+	if err := expectDelim(dec, '['); err != nil {
+		return nil, err
+	}
+	var bs []blockIn
+	for dec.More() {
+		if len(bs) >= limit {
+			return nil, fmt.Errorf("more than %d blocks, the limit of a file", limit)
+		}
+		var b blockIn
+		if err := dec.Decode(&b); err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
+	}
+	if err := expectDelim(dec, ']'); err != nil {
+		return nil, err
+	}
+	return &bs, nil
 }
 
 // expectDelim reads the next token, which must be d.

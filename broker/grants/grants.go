@@ -234,10 +234,10 @@
 // fsbroker serve's memory budget: docs/consent.md), and as many
 // blocks (the every-server file too): a Grant or Block that would exceed it
 // fails with ErrTooMany, so that a server approved automatically cannot
-// grow its file without bound. A file holding more grants (which no
-// fsbroker writes) is corrupt, found so as soon as one more is read, and a
+// grow its file without bound. A file holding more grants or blocks (which
+// no fsbroker writes) is corrupt, found so as soon as one more is read; a
 // record's line is read at a time, never the records whole: a hostile file
-// costs no more memory than the grants at the limit.
+// costs no more memory than the grants and blocks at the limit.
 package grants
 
 import (

@@ -136,3 +136,46 @@ func TestLongestRecordIsRead(t *testing.T) {
 		t.Fatalf("%d grants, want 2", n)
 	}
 }
+
+// A file of blocks of the largest size, a server's or the one for every
+// server, is refused having allocated a small part of it: its blocks are
+// read one at a time, and no more than the limit (100 here), which no
+// fsbroker writes past. (A 32 MiB server's file of blocks was read as
+// 470,000 blocks, allocating 307 MB.)
+func TestHostileBlocksMemoryIsBounded(t *testing.T) {
+	for _, every := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every server %v", every), func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, grants.WithMaxGrants(100))
+			var buf bytes.Buffer
+			path := s.Path("notes")
+			if every {
+				path = s.Path(grants.AllServers)
+				buf.WriteString(`{"version": 3, "allServers": true, "blocks": [`)
+			} else {
+				buf.WriteString(`{"version": 3, "server": "notes", "grants": [], "blocks": [`)
+			}
+			for i := 0; buf.Len() < 32<<20-1024; i++ {
+				if i > 0 {
+					buf.WriteString(",")
+				}
+				fmt.Fprintf(&buf, `{"id": "%x", "path": "p/%x", "blocked": "2026-01-01T00:00:00Z", "by": "x"}`, i, i)
+			}
+			buf.WriteString("]}\n")
+			if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			size := buf.Len()
+			buf = bytes.Buffer{}
+			var err error
+			n := allocatedBy(func() { _, _, err = s.Blocked("notes", "p/0") })
+			if !errors.Is(err, grants.ErrCorrupt) {
+				t.Fatalf("a file of %d bytes of blocks: %v, want ErrCorrupt", size, err)
+			}
+			if n > uint64(size/8) {
+				t.Fatalf("reading a file of %d bytes of blocks allocated %d", size, n)
+			}
+			t.Logf("a file of %d bytes of blocks: allocated %d", size, n)
+		})
+	}
+}
