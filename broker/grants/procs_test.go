@@ -37,8 +37,11 @@ const deadline = 5 * time.Second
 //	block PATH    blocks PATH for every server; prints "start NANOS", then "done"
 //	restore PATH  restores the blocks on PATH; prints "done N"
 func TestMain(m *testing.M) {
-	os.Exit(helperproc.Run(m, helperproc.Roles{"store": storeRole}))
+	os.Exit(helperproc.Run(m, roles))
 }
+
+// roles are the helper's roles: "store", and those of the platform's tests.
+var roles = helperproc.Roles{"store": storeRole}
 
 // storeRole is the helper's role; args are DIR and SERVER.
 func storeRole(args []string) error {

@@ -655,11 +655,17 @@ func (s *Store) appendNew(e *entry, snap *snapshot, gen uint64, add []Grant, now
 		e.hold(nil)
 		return nil, false, nil
 	}
-	if _, err := f.Write(rec); err != nil {
-		e.forget()
-		return nil, false, fmt.Errorf("append: %w", err)
+	_, err = f.Write(rec)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
+	if err != nil {
+		// A write stopped short (a full disk) may have left whole records
+		// of some of the grants: cut the file back to its length before,
+		// so that a Grant that fails grants none of them.
+		if terr := f.Truncate(size); terr == nil {
+			_ = f.Sync()
+		}
 		e.forget()
 		return nil, false, fmt.Errorf("append: %w", err)
 	}
