@@ -339,3 +339,24 @@ func TestDuplicateGrantAcrossRootsIsCorrupt(t *testing.T) {
 		t.Fatalf("List: %v; want ErrCorrupt", err)
 	}
 }
+
+// An appended grant's expiry holds as the JSON object's does: read back
+// from its record by another Store, it covers up to its expiry and nothing
+// after.
+func TestAppendedGrantExpires(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	grant(t, s, "notes", read("proj/a-long-enough-name-to-leave-room-for-a-record"))
+	exp := time.Now().Add(time.Hour).UTC()
+	grant(t, s, "notes", until(read("proj/x"), exp))
+	if _, recs := records(t, s.Path("notes")); len(recs) != 1 || !strings.Contains(recs[0], `"expires"`) {
+		t.Fatalf("want one record with its expiry, got %q", recs)
+	}
+	r := open(t, dir)
+	if !covers(t, r, "notes", grants.Read, "proj/x", exp) {
+		t.Fatal("the appended grant does not cover at its expiry")
+	}
+	if covers(t, r, "notes", grants.Read, "proj/x", exp.Add(time.Nanosecond)) {
+		t.Fatal("the appended grant covers after its expiry")
+	}
+}
