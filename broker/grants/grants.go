@@ -516,7 +516,10 @@ func validServer(server string) error {
 
 // validBy checks a provider name: not empty, at most MaxByBytes, printable.
 func validBy(by string) error {
-	if by == "" || len(by) > MaxByBytes || !utf8.ValidString(by) {
+	if by == "" || len(by) > MaxByBytes {
+		return invalidf("provider name of %d bytes: want 1 to %d bytes of UTF-8", len(by), MaxByBytes)
+	}
+	if !utf8.ValidString(by) {
 		return invalidf("provider name %q: want 1 to %d bytes of UTF-8", by, MaxByBytes)
 	}
 	for i := 0; i < len(by); i++ {
@@ -530,7 +533,7 @@ func validBy(by string) error {
 // validID checks a grant ID read from a file.
 func validID(id string) error {
 	if id == "" || len(id) > maxIDBytes {
-		return fmt.Errorf("grant id %q: want 1 to %d bytes", id, maxIDBytes)
+		return fmt.Errorf("grant id of %d bytes: want 1 to %d bytes", len(id), maxIDBytes)
 	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c <= ' ' || c >= 0x7f {

@@ -179,3 +179,33 @@ func TestHostileBlocksMemoryIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// The error of a file holding an over-long provider name or grant id
+// names its length, not its bytes: it goes to logs and to
+// `fsbroker grants list`, and a hostile file would make it megabytes.
+func TestOverlongValueIsNotEchoed(t *testing.T) {
+	for _, member := range []string{"by", "id"} {
+		t.Run(member, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, grants.WithMaxStale(0))
+			long := strings.Repeat("x", 1<<20)
+			id, by := "aa", "x"
+			if member == "by" {
+				by = long
+			} else {
+				id = long
+			}
+			doc := fmt.Sprintf(`{"version": 4, "server": "notes", "grants": [{"id": %q, "access": "read", "path": "p", "granted": "2026-01-01T00:00:00Z", "by": %q}], "blocks": []}`+"\n", id, by)
+			if err := os.WriteFile(s.Path("notes"), []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.List("notes")
+			if !errors.Is(err, grants.ErrCorrupt) {
+				t.Fatalf("a %s of 1 MiB: %v, want ErrCorrupt", member, err)
+			}
+			if msg := err.Error(); len(msg) > 1024 {
+				t.Fatalf("a %s of 1 MiB: an error of %d bytes: %.200s...", member, len(msg), msg)
+			}
+		})
+	}
+}
