@@ -213,9 +213,12 @@ func parse(b []byte, want string, every bool) (string, contents, layout, error) 
 // grants (which no fsbroker writes) as soon as it reads one more, so that a
 // hostile file costs no more memory than a server's grants at the limit.
 func parseReader(r io.Reader, want string, every bool, limit int) (string, contents, layout, error) {
-	dec := json.NewDecoder(r)
+	ahead := &readAhead{r: r}
+	dec := json.NewDecoder(ahead)
+	ahead.dec = dec
 	dec.DisallowUnknownFields()
 	in, err := decodeFile(dec, limit)
+	ahead.dec = nil // the records are bounded line by line (readRecords)
 	if err != nil {
 		return "", contents{}, layout{}, err
 	}
@@ -276,6 +279,25 @@ func parseReader(r io.Reader, want string, every bool, limit int) (string, conte
 		}
 	}
 	return server, contents{grants: gs, blocks: bs}, lay, nil
+}
+
+// readAhead is the reader of a file's JSON object: it refuses to read
+// more than maxRecordBytes past where dec is decoding, so that no value
+// (the decoder buffers each whole) is longer than a grant at the limits of
+// its members, nor costs more memory. Without dec it reads r as it is.
+type readAhead struct {
+	r   io.Reader
+	dec *json.Decoder
+	n   int64 // bytes read
+}
+
+func (a *readAhead) Read(p []byte) (int, error) {
+	if a.dec != nil && a.n-a.dec.InputOffset() > maxRecordBytes {
+		return 0, fmt.Errorf("a value longer than %d bytes", maxRecordBytes)
+	}
+	n, err := a.r.Read(p)
+	a.n += int64(n)
+	return n, err
 }
 
 // maxRecordBytes bounds an appended record's line: a grant at the limits

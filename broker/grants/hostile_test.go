@@ -68,8 +68,10 @@ func TestFileOverTheLimitIsCorrupt(t *testing.T) {
 // A hostile file of the largest size, of records or of one line, is
 // refused having allocated a small part of the file: a Store reads at most
 // the limit of grants (100 here) and one record's bytes at a time, never the
-// appended part whole. (It read a 32 MiB file of records as 288,000 grants,
-// allocating 588 MB, and one of one line allocating 144 MB.)
+// appended part whole, nor a value of the JSON object longer than a grant
+// at the limits of its members. (It read a 32 MiB file of records as
+// 288,000 grants, allocating 588 MB, one of one line allocating 144 MB, and
+// one of one value allocating 320 MB.)
 func TestHostileFileMemoryIsBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -77,6 +79,7 @@ func TestHostileFileMemoryIsBounded(t *testing.T) {
 	}{
 		{"many records", func(i int) string { return forgedRecord("notes", i) }},
 		{"one long line", func(int) string { return "                                " }},
+		{"one long value", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -88,11 +91,17 @@ func TestHostileFileMemoryIsBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			buf.Write(b)
-			for i := 0; buf.Len() < 32<<20-1024; i++ {
-				buf.WriteString(tc.line(i))
+			if tc.line == nil { // a grant in the JSON object whose "by" fills the file
+				buf.WriteString(`{"version": 4, "server": "notes", "grants": [{"id": "aa", "access": "read", "path": "p", "granted": "2026-01-01T00:00:00Z", "by": "`)
+				buf.WriteString(strings.Repeat("x", 32<<20-1024))
+				buf.WriteString(`"}], "blocks": []}` + "\n")
+			} else {
+				buf.Write(b)
+				for i := 0; buf.Len() < 32<<20-1024; i++ {
+					buf.WriteString(tc.line(i))
+				}
+				buf.WriteString("\n")
 			}
-			buf.WriteString("\n")
 			if err := os.WriteFile(s.Path("notes"), buf.Bytes(), 0o600); err != nil {
 				t.Fatal(err)
 			}
