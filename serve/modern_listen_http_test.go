@@ -76,13 +76,8 @@ func TestModernHTTPListen(t *testing.T) {
 	ps := openTestRuntime(t, consent.Deny{})
 	t.Cleanup(func() { _ = ps.rt.Close() })
 	const identity = "http-listen-identity"
-	var mu sync.Mutex
-	var corridors []*corridor.Corridor
-	ep := startHTTPEndpoint(t, ps, identity, func(c *Config) {
-		mu.Lock()
-		corridors = append(corridors, c.Corridor)
-		mu.Unlock()
-	})
+	var cw corridorWatches
+	ep := startHTTPEndpoint(t, ps, identity, cw.add)
 	store, err := grants.Open(filepath.Join(ps.state, grants.DirName))
 	if err != nil {
 		t.Fatal(err)
@@ -96,15 +91,6 @@ func TestModernHTTPListen(t *testing.T) {
 	writeFiles(t, filepath.Join(ps.proj, "dir"), map[string]string{"b.txt": "b\n"})
 	a, b := FileURL(filepath.Join(ps.proj, "dir", "a.txt")), FileURL(filepath.Join(ps.proj, "dir", "b.txt"))
 	h := ep.host(t, ep.token, "http-listener", noCaps)
-	watches := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, c := range corridors {
-			n += c.Stats().Watches
-		}
-		return n
-	}
 
 	resp, err := http.DefaultClient.Do(listenRequest(t, context.Background(), ep, h, 1, "application/json", a))
 	if err != nil {
@@ -149,11 +135,7 @@ func TestModernHTTPListen(t *testing.T) {
 	}
 
 	cancelA()
-	for deadline := time.Now().Add(10 * time.Second); watches() != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d watches after a's stream closed, want b's alone", watches())
-		}
-	}
+	cw.await(t, 1) // b's alone
 	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "b.txt"), "changed again\n")
 	if update := nextEvent(t, eventsB, "b's second update"); !strings.Contains(string(update), b) {
 		t.Fatalf("b's stream got %s", update)
@@ -178,7 +160,7 @@ func TestModernHTTPListen(t *testing.T) {
 	if ev, open := <-eventsB; open {
 		t.Fatalf("b's stream goes on after its end: %s", ev)
 	}
-	if n := watches(); n != 0 {
+	if n := cw.count(); n != 0 {
 		t.Errorf("%d watches after the revocation", n)
 	}
 }
@@ -258,30 +240,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestModernHTTPListenGoSDK(t *testing.T) {
 	ps := openTestRuntime(t, consent.Auto{})
 	t.Cleanup(func() { _ = ps.rt.Close() })
-	var mu sync.Mutex
-	var corridors []*corridor.Corridor
-	ep := startHTTPEndpoint(t, ps, "http-sdk-identity", func(c *Config) {
-		mu.Lock()
-		corridors = append(corridors, c.Corridor)
-		mu.Unlock()
-	})
-	watches := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, c := range corridors {
-			n += c.Stats().Watches
-		}
-		return n
-	}
-	awaitWatches := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); watches() != n; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d watches, want %d", watches(), n)
-			}
-		}
-	}
+	var cw corridorWatches
+	ep := startHTTPEndpoint(t, ps, "http-sdk-identity", cw.add)
 	writeFiles(t, ps.proj, map[string]string{".env": "API_KEY=hunter2\n"})
 	updated := make(chan string, 16)
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-http-listener", Version: "1"}, &mcp.ClientOptions{
@@ -310,7 +270,7 @@ func TestModernHTTPListenGoSDK(t *testing.T) {
 			t.Fatalf("subscribe %s: %v", uri, err)
 		}
 	}
-	awaitWatches(1)
+	cw.await(t, 1)
 	testfs.WriteFile(t, filepath.Join(ps.proj, ".env"), "API_KEY=changed\n")
 	testfs.WriteFile(t, filepath.Join(ps.proj, "dir", "a.txt"), "changed\n")
 	select {
@@ -324,5 +284,40 @@ func TestModernHTTPListenGoSDK(t *testing.T) {
 	if err := session.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: a}); err != nil {
 		t.Fatal(err)
 	}
-	awaitWatches(0)
+	cw.await(t, 0)
+}
+
+// corridorWatches collects the corridors an HTTP endpoint makes (its
+// configure hook, add) and counts their watches.
+type corridorWatches struct {
+	mu        sync.Mutex
+	corridors []*corridor.Corridor
+}
+
+// add is startHTTPEndpoint's configure hook: it keeps c's corridor.
+func (cw *corridorWatches) add(c *Config) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.corridors = append(cw.corridors, c.Corridor)
+}
+
+// count is the watches every corridor collected holds.
+func (cw *corridorWatches) count() int {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	n := 0
+	for _, c := range cw.corridors {
+		n += c.Stats().Watches
+	}
+	return n
+}
+
+// await waits (bounded) until the corridors hold n watches.
+func (cw *corridorWatches) await(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); cw.count() != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watches, want %d", cw.count(), n)
+		}
+	}
 }
