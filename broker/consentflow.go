@@ -41,7 +41,7 @@ func (s *Session) GrantsChanged() {
 	if !s.initialized.Load() {
 		return
 	}
-	if ended := s.corridor.GrantsChanged(s.caller()); len(ended) > 0 {
+	if ended := s.corridor.GrantsChanged(grants.AnyServer); len(ended) > 0 {
 		s.log.Info("consent revoked: watches ended", "watches", strings.Join(ended, ","))
 	}
 	if err := s.RootsChanged(); err != nil && !errors.Is(err, context.Canceled) {

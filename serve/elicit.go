@@ -59,5 +59,5 @@ func (s *Session) GrantsChanged(server string) {
 	ss := &s.resources.subs
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	s.subscriptionsEnded(s.cfg.Corridor.WatchersGrantsChanged(server), "consent revoked: watches ended")
+	s.subscriptionsEnded(s.cfg.Corridor.GrantsChanged(server), "consent revoked: watches ended")
 }

@@ -137,7 +137,7 @@ func (s *Session) endLapsedWatches() {
 // endLapsedWatchesLocked is endLapsedWatches with the subscriptions' mu
 // held.
 func (s *Session) endLapsedWatchesLocked() {
-	s.subscriptionsEnded(s.cfg.Corridor.WatchersGrantsChanged(grants.AnyServer), consentRevoked)
+	s.subscriptionsEnded(s.cfg.Corridor.GrantsChanged(grants.AnyServer), consentRevoked)
 	s.subscriptionsEnded(s.cfg.Corridor.RootsChanged(), rootsLeftOut)
 }
 

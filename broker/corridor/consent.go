@@ -444,24 +444,14 @@ func (c *Corridor) consentRoots(ctx context.Context) []consent.Root {
 	return out
 }
 
-// GrantsChanged takes a change of caller's grants or blocks (a revocation by
-// another process, say): the watches no longer covered (by a grant, or by a
-// pre-approval no block takes away) end, and their ids are returned.
-func (c *Corridor) GrantsChanged(caller Caller) (ended []string) {
-	now := time.Now()
-	return c.endWatches(func(w watched) bool {
-		covered, err := c.consentCovers(caller, w.target, grants.Read, now)
-		return covered && err == nil
-	})
-}
-
-// WatchersGrantsChanged takes a change of the grants or blocks of server
-// (a state key; grants.AnyServer: of every server, or of one the change
-// cannot be told of): each watch made for such a caller ends when the
-// grants of the caller it was made for (not one session-wide caller: a
-// session of protocol 2026-07-28 serves one identity per request) no
-// longer cover it. The ended watches' ids are returned.
-func (c *Corridor) WatchersGrantsChanged(server string) (ended []string) {
+// GrantsChanged takes a change of the grants or blocks of server (a state
+// key; grants.AnyServer: of every server, or of one the change cannot be
+// told of; a revocation by another process, say): each watch made for such
+// a caller ends when neither a grant of the caller it was made for (not
+// one session-wide caller: a session of protocol 2026-07-28 serves one
+// identity per request) nor a pre-approval no block takes away covers it
+// any longer. The ended watches' ids are returned.
+func (c *Corridor) GrantsChanged(server string) (ended []string) {
 	now := time.Now()
 	return c.endWatches(func(w watched) bool {
 		if server != grants.AnyServer && w.caller.StateKey() != server {
